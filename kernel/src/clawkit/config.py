@@ -1,0 +1,290 @@
+"""Agent definitions in YAML, validated by pydantic.
+
+Plugins add their own sections through ``register_config``. Every error names the
+file, the line and the field. Strings may use ``${VAR}`` and ``${VAR:-default}``.
+Cascade: CLI flags (``overrides``) > environment (``CLAWKIT_MODEL``,
+``CLAWKIT_WORKSPACE``, ``CLAWKIT_MAX_TOOL_ROUNDS``) > file > defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+
+
+class ConfigError(Exception):
+    """Bad agent configuration; the message names file, line and field."""
+
+
+class ModelConfig(BaseModel):
+    """Which model to call and how. ``name`` is a litellm model string."""
+
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+
+    name: str = Field(description="litellm model string, e.g. openai/gpt-4o-mini or anthropic/claude-sonnet-4-5")
+    provider: str = Field("litellm", description="registered model provider to use")
+    api_base: str | None = None
+    api_key: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    timeout: float = Field(60.0, description="seconds per request")
+    max_retries: int = Field(5, description="retries on 429 and 5xx, with exponential backoff")
+    context_window: int | None = Field(None, description="override the model's known window")
+
+    def settings(self) -> dict[str, Any]:
+        """Extra provider settings (everything not a named field)."""
+        return dict(self.model_extra or {})
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    context_window: int = Field(128_000, gt=0, description="tokens the model accepts")
+    max_tool_rounds: int = Field(20, gt=0, description="model calls with tool use allowed in one turn")
+
+
+class PluginSection(BaseModel):
+    """Every plugin section accepts ``enabled``; plugins subclass this (or any model)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+
+
+class AgentConfig(BaseModel):
+    """An agent definition. ``plugins`` holds each plugin's own section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="the agent's name")
+    model: ModelConfig = Field(description="a litellm model string, or a mapping with name, api_base, api_key…")
+    instructions: str = Field("", description="the agent's system instructions")
+    tools: list[str] = Field(default_factory=list, description="allowlist of tool names (globs allowed)")
+    workspace: Path = Field(Path("."), description="directory the agent works in (relative to the YAML file)")
+    state_db: Path | None = Field(None, description="SQLite file for sessions; default <workspace>/.clawkit/state.db")
+    plugins: Any = Field(default_factory=dict, description="per-plugin sections")
+    limits: Limits = Field(default_factory=Limits)
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_string(cls, v: Any) -> Any:
+        return {"name": v} if isinstance(v, str) else v
+
+    def plugin(self, name: str) -> Any:
+        """This agent's section for plugin ``name`` (its defaults when the file has none)."""
+        if isinstance(self.plugins, dict):
+            return self.plugins.get(name)
+        return getattr(self.plugins, name, None)
+
+    def disabled_plugins(self) -> list[str]:
+        """Plugins this agent turns off with ``plugins: {name: {enabled: false}}``."""
+        if isinstance(self.plugins, dict):
+            items = list(self.plugins.items())
+        else:
+            items = list(self.plugins.__dict__.items()) + list((self.plugins.model_extra or {}).items())
+        off = []
+        for n, s in items:
+            enabled = s.get("enabled", True) if isinstance(s, dict) else getattr(s, "enabled", True)
+            if enabled is False:
+                off.append(n)
+        return off
+
+
+# --- schema assembly ---------------------------------------------------------------------
+
+
+def build_agent_model(sections: Iterable[tuple[str, type[BaseModel], bool]]) -> type[AgentConfig]:
+    """AgentConfig extended with plugin sections (``name, model, top_level``)."""
+    plugin_fields: dict[str, Any] = {}
+    top_fields: dict[str, Any] = {}
+    for name, model, top_level in sections:
+        if top_level:
+            top_fields[name] = (model, Field(default_factory=model))
+        else:
+            if "enabled" not in model.model_fields:
+                model = create_model(f"{model.__name__}Section", __base__=model, enabled=(bool, True))
+            plugin_fields[name] = (model, Field(default_factory=model))
+    plugins_model = create_model(
+        "PluginsConfig", __config__=ConfigDict(extra="allow"), __base__=None, **plugin_fields
+    )
+    return create_model(
+        "AgentConfig",
+        __base__=AgentConfig,
+        plugins=(plugins_model, Field(default_factory=plugins_model, description="per-plugin sections")),
+        **top_fields,
+    )
+
+
+def collect_sections(hooks) -> list[tuple[str, type[BaseModel], bool]]:
+    """Ask every plugin's ``register_config`` for its sections."""
+    sections: list[tuple[str, type[BaseModel], bool]] = []
+
+    def register(name: str, model: type[BaseModel], top_level: bool = False) -> None:
+        sections.append((name, model, top_level))
+
+    hooks.call_sync("register_config", register=register)
+    return sections
+
+
+# --- YAML with line numbers --------------------------------------------------------------
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def interpolate(text: str, env: dict[str, str], where: str) -> str:
+    def sub(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(2)
+        if name in env and env[name] != "":
+            return env[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{where}: environment variable {name} is not set (use ${{{name}:-default}})")
+
+    return _VAR.sub(sub, text)
+
+
+def _construct(node: yaml.Node, path: tuple, lines: dict[tuple, int], env: dict[str, str], file: str) -> Any:
+    lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out: dict[Any, Any] = {}
+        for knode, vnode in node.value:
+            key = yaml.safe_load(yaml.serialize(knode)) if not isinstance(knode, yaml.ScalarNode) else knode.value
+            if key in out:
+                raise ConfigError(f"{file}:{knode.start_mark.line + 1}: duplicate key {key!r}")
+            lines[path + (key,)] = knode.start_mark.line + 1
+            out[key] = _construct(vnode, path + (key,), lines, env, file)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_construct(n, path + (i,), lines, env, file) for i, n in enumerate(node.value)]
+    loader = yaml.SafeLoader("")
+    value = loader.construct_object(node)
+    if isinstance(value, str):
+        value = interpolate(value, env, f"{file}:{node.start_mark.line + 1}")
+    return value
+
+
+def parse_yaml(text: str, file: str, env: dict[str, str] | None = None) -> tuple[Any, dict[tuple, int]]:
+    """Parse YAML keeping each key's line: ``(data, {path: line})``."""
+    env = dict(os.environ) if env is None else env
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{file}:{mark.line + 1}" if mark else file
+        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    if node is None:
+        return {}, {}
+    lines: dict[tuple, int] = {}
+    return _construct(node, (), lines, env, file), lines
+
+
+def _line_for(loc: tuple, lines: dict[tuple, int]) -> int | None:
+    loc = tuple(loc)
+    while loc:
+        if loc in lines:
+            return lines[loc]
+        loc = loc[:-1]
+    return lines.get(())
+
+
+def format_validation_error(exc: ValidationError, file: str, lines: dict[tuple, int]) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        field = ".".join(str(p) for p in loc) or "(top level)"
+        line = _line_for(loc, lines)
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        parts.append(f"{file}:{line or '?'}: {field}: {msg}")
+    return "\n".join(parts)
+
+
+ENV_OVERRIDES = {
+    "CLAWKIT_MODEL": ("model", "name"),
+    "CLAWKIT_WORKSPACE": ("workspace",),
+    "CLAWKIT_STATE_DB": ("state_db",),
+    "CLAWKIT_MAX_TOOL_ROUNDS": ("limits", "max_tool_rounds"),
+}
+
+
+def _set_path(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    cur = data
+    for key in path[:-1]:
+        nxt = cur.get(key)
+        if isinstance(nxt, str) and key == "model":
+            nxt = {"name": nxt}
+        if not isinstance(nxt, dict):
+            nxt = {}
+        cur[key] = nxt
+        cur = nxt
+    cur[path[-1]] = value
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+    """Environment then CLI overrides (``{"limits.max_tool_rounds": 3}``) on top of the file."""
+    for var, path in ENV_OVERRIDES.items():
+        if env.get(var):
+            _set_path(data, path, env[var])
+    for dotted, value in overrides.items():
+        path = tuple(dotted.split("."))
+        if path == ("model",) and isinstance(data.get("model"), dict):
+            path = ("model", "name")
+        _set_path(data, path, value)
+    return data
+
+
+def load_agent(
+    path: str | Path,
+    *,
+    sections: Iterable[tuple[str, type[BaseModel], bool]] = (),
+    overrides: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+) -> AgentConfig:
+    """Load and validate an agent YAML file; raises :class:`ConfigError` naming file, line, field."""
+    path = Path(path)
+    env = dict(os.environ) if env is None else env
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read agent file: {exc.strerror or exc}") from None
+    data, lines = parse_yaml(text, str(path), env)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}:1: an agent file must be a mapping of keys (name, model, …)")
+    data = apply_overrides(data, overrides or {}, env)
+    return validate_agent(data, str(path), lines, sections, base_dir=path.parent)
+
+
+def validate_agent(
+    data: dict[str, Any],
+    file: str,
+    lines: dict[tuple, int],
+    sections: Iterable[tuple[str, type[BaseModel], bool]] = (),
+    base_dir: Path | None = None,
+) -> AgentConfig:
+    sections = list(sections)
+    model = build_agent_model(sections) if sections else build_agent_model([])
+    known = {n for n, _, top in sections if not top}
+    plugins = data.get("plugins") or {}
+    if isinstance(plugins, dict):
+        for name, section in plugins.items():
+            if name not in known and not (isinstance(section, dict) and section.get("enabled") is False):
+                avail = ", ".join(sorted(known)) or "none"
+                raise ConfigError(
+                    f"{file}:{lines.get(('plugins', name), '?')}: plugins.{name}: no installed plugin declares "
+                    f"this section (installed sections: {avail})"
+                )
+    try:
+        cfg = model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, file, lines)) from None
+    if base_dir is not None and not cfg.workspace.is_absolute():
+        cfg.workspace = (base_dir / cfg.workspace).resolve()
+    if base_dir is not None and cfg.state_db is not None and not cfg.state_db.is_absolute():
+        cfg.state_db = (base_dir / cfg.state_db).resolve()
+    return cfg

@@ -1,0 +1,80 @@
+"""The per-turn context handed to hooks and tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .types import Event, new_id
+
+if TYPE_CHECKING:
+    from .config import AgentConfig
+    from .hooks import HookRunner
+    from .sessions import Session
+    from .tools import ToolRegistry
+
+
+class TurnContext:
+    """What one turn knows: the agent, the session, the run ids and turn state.
+
+    ``state`` is a scratch dict for this turn only (plugins namespace their keys);
+    durable things go in ``session.set(key, value)``. ``emit(type, **data)`` reports
+    an event: persisted on the session and passed to every ``on_event``.
+    """
+
+    __slots__ = ("agent", "session", "hooks", "tools", "trace_id", "task_id", "run_id", "state", "channel", "step_id", "_agent_obj")
+
+    def __init__(
+        self,
+        agent: "AgentConfig",
+        session: "Session",
+        hooks: "HookRunner",
+        tools: "ToolRegistry",
+        *,
+        trace_id: str | None = None,
+        task_id: str | None = None,
+        channel: str = "cli",
+        agent_obj: Any = None,
+    ):
+        self.agent = agent
+        self.session = session
+        self.hooks = hooks
+        self.tools = tools
+        self.trace_id = trace_id or new_id("trace")
+        self.task_id = task_id or new_id("task")
+        self.run_id = new_id("run")
+        self.step_id: str | None = None
+        self.state: dict[str, Any] = {}
+        self.channel = channel
+        self._agent_obj = agent_obj
+
+    @property
+    def workspace(self) -> Path:
+        return Path(self.agent.workspace)
+
+    @property
+    def session_id(self) -> str:
+        return self.session.id
+
+    def plugin_config(self, name: str) -> Any:
+        """This agent's config section for plugin ``name``."""
+        return self.agent.plugin(name)
+
+    @property
+    def runtime(self) -> Any:
+        """The running :class:`clawkit.loop.Agent` (provider access for plugins that call models)."""
+        return self._agent_obj
+
+    def emit(self, type: str, **data: Any) -> None:
+        emit_event(self.hooks, self.session, Event(type=type, session_id=self.session.id, run_id=self.run_id, data=data))
+
+
+def emit_event(hooks: "HookRunner", session: "Session | None", event: Event) -> None:
+    """Persist (when a session is known) and broadcast an event; never raises."""
+    if session is not None:
+        try:
+            session.store.event(event.session_id, event.run_id, event.type, event.data, event.ts)
+        except Exception:  # a full disk must not take the turn down with it
+            pass
+    if hooks.has("on_event"):
+        hooks.call_sync("on_event", event=event)

@@ -1,0 +1,131 @@
+"""How the kernel calls hooks: one implementation at a time, so that one failing
+plugin is isolated (or, for security gates, fails closed) instead of aborting the
+whole call as plain pluggy would.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import sys
+import time
+from typing import Any, Callable
+
+import pluggy
+
+log = logging.getLogger("clawkit.hooks")
+
+
+async def maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class HookFailure(Exception):
+    """Raised by :meth:`HookRunner.call_gate` style callers; carries the plugin name."""
+
+    def __init__(self, plugin: str, hook: str, error: BaseException):
+        super().__init__(f"{plugin}.{hook} raised {type(error).__name__}: {error}")
+        self.plugin = plugin
+        self.hook = hook
+        self.error = error
+
+
+class HookRunner:
+    """Calls hook implementations in pluggy's order, each on its own.
+
+    ``emit(type, **data)`` reports isolated failures as ``hook.error`` events.
+    Implementation lists are cached: the plugin set is fixed once an agent starts.
+    """
+
+    def __init__(self, pm: pluggy.PluginManager, emit: Callable[..., None] | None = None):
+        self.pm = pm
+        self.emit = emit
+        self.trace = getattr(pm, "_clawkit_trace", False)
+        self._cache: dict[str, list[tuple[str, Callable[..., Any], tuple[str, ...]]]] = {}
+
+    def impls(self, name: str) -> list[tuple[str, Callable[..., Any], tuple[str, ...]]]:
+        """(plugin name, function, argnames) in call order (pluggy calls last-registered first)."""
+        cached = self._cache.get(name)
+        if cached is None:
+            caller = getattr(self.pm.hook, name)
+            cached = [(i.plugin_name, i.function, tuple(i.argnames)) for i in reversed(caller.get_hookimpls())]
+            self._cache[name] = cached
+        return cached
+
+    def has(self, name: str) -> bool:
+        return bool(self.impls(name))
+
+    def _invoke(self, name: str, plugin: str, fn: Callable[..., Any], argnames: tuple[str, ...], kw: dict[str, Any]):
+        args = {k: kw[k] for k in argnames}
+        if not self.trace:
+            return fn(**args)
+        t0 = time.perf_counter()
+        try:
+            return fn(**args)
+        finally:
+            print(f"[clawkit trace] {name} [{plugin}] {(time.perf_counter() - t0) * 1e3:.3f} ms", file=sys.stderr)
+
+    def report(self, name: str, plugin: str, exc: BaseException) -> None:
+        log.warning("plugin %s failed in %s: %r", plugin, name, exc, exc_info=exc)
+        if self.emit is not None and name != "on_event":
+            self.emit("hook.error", hook=name, plugin=plugin, error=f"{type(exc).__name__}: {exc}")
+
+    def call_sync(self, name: str, **kw: Any) -> list[Any]:
+        """Every implementation, isolated; non-None results in order. For sync-only hooks."""
+        out = []
+        for plugin, fn, argnames in self.impls(name):
+            try:
+                res = self._invoke(name, plugin, fn, argnames, kw)
+            except Exception as exc:
+                self.report(name, plugin, exc)
+                continue
+            if res is not None:
+                out.append(res)
+        return out
+
+    async def call(self, name: str, **kw: Any) -> list[tuple[str, Any]]:
+        """Every implementation, awaited where needed, isolated; (plugin, result) pairs."""
+        out = []
+        for plugin, fn, argnames in self.impls(name):
+            try:
+                res = self._invoke(name, plugin, fn, argnames, kw)
+                if inspect.isawaitable(res):
+                    res = await res
+            except Exception as exc:
+                self.report(name, plugin, exc)
+                continue
+            if res is not None:
+                out.append((plugin, res))
+        return out
+
+    async def call_first(self, name: str, *, fail_closed: bool = False, **kw: Any) -> Any:
+        """The first non-None result. With ``fail_closed`` an exception propagates as HookFailure."""
+        for plugin, fn, argnames in self.impls(name):
+            try:
+                res = self._invoke(name, plugin, fn, argnames, kw)
+                if inspect.isawaitable(res):
+                    res = await res
+            except Exception as exc:
+                self.report(name, plugin, exc)
+                if fail_closed:
+                    raise HookFailure(plugin, name, exc) from exc
+                continue
+            if res is not None:
+                return res
+        return None
+
+    async def call_chain(self, name: str, value_key: str, accept: type | tuple[type, ...], **kw: Any) -> Any:
+        """Each implementation may return a replacement for ``kw[value_key]``; the next sees it."""
+        for plugin, fn, argnames in self.impls(name):
+            try:
+                res = self._invoke(name, plugin, fn, argnames, kw)
+                if inspect.isawaitable(res):
+                    res = await res
+            except Exception as exc:
+                self.report(name, plugin, exc)
+                continue
+            if res is not None and isinstance(res, accept):
+                kw[value_key] = res
+        return kw[value_key]

@@ -1,0 +1,203 @@
+"""The hook contract: every hook a clawkit plugin can implement.
+
+Each docstring is the hook's reference documentation (``docs/hooks.md`` is kept in
+step with it by a meta-test). Common rules:
+
+* Implementations are plain functions; where I/O is needed they may return an
+  awaitable (e.g. be ``async def``) and the kernel awaits it.
+* An implementation that raises is *isolated*: the error is logged, a
+  ``hook.error`` event is emitted, and the turn goes on without that result —
+  except the security gate ``before_tool_call``, which *fails closed*.
+* ``ctx`` is a :class:`clawkit.context.TurnContext`: the agent, the session, the
+  run ids (``trace_id``, ``task_id``, ``run_id``), per-turn ``state`` and
+  ``emit(type, **data)``.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("clawkit")
+hookimpl = pluggy.HookimplMarker("clawkit")
+
+
+# --- start-up: what plugins contribute ---------------------------------------------------
+
+
+@hookspec
+def register_config(register):
+    """Declare this plugin's section of the agent YAML.
+
+    Called once per config load. ``register(name, model, top_level=False)`` takes a
+    pydantic model; its fields appear under ``plugins.<name>`` (or at the top level
+    of the agent file with ``top_level=True``) and in ``schemas/agent.schema.json``.
+    Every section also accepts ``enabled: bool``. Unknown keys are errors.
+    Results: ignored. Failure: isolated (the section is missing, so its keys are errors).
+
+    Example::
+
+        @hookimpl
+        def register_config(register):
+            register("truncator", TruncatorConfig)
+    """
+
+
+@hookspec
+def register_providers(register):
+    """Register model providers.
+
+    ``register(name, factory)``: ``factory(model_config)`` returns an object with
+    ``async complete(request, on_text=None) -> LlmResponse`` (see
+    :class:`clawkit.providers.Provider`). An agent's ``model.provider`` picks one by
+    name; the default is ``litellm``. Results: ignored. Failure: isolated.
+    """
+
+
+@hookspec
+def register_tools(register, agent):
+    """Register tools for ``agent`` (an :class:`clawkit.config.AgentConfig`).
+
+    ``register(fn_or_toolbox, name=None, risk="safe")``: a function becomes a tool
+    from its signature and docstring (arguments validated by pydantic); an object
+    whose public methods are tools is a toolbox. Only tools listed in the agent's
+    ``tools`` allowlist are ever shown to the model. Results: ignored.
+    Failure: isolated (that plugin's tools are missing; an event says so).
+    """
+
+
+@hookspec
+def register_prompt_contributor(register, agent):
+    """Register :class:`clawkit.prompt.PromptContributor` objects for ``agent``.
+
+    Called at every prompt build (cheap: keep contributors in the plugin and hand
+    them over). ``register(contributor)``. Untagged contributors always apply;
+    tagged ones when a tag matches the session's classification. With none
+    registered the system prompt is the agent's ``instructions``.
+    Results: ignored. Failure: isolated.
+    """
+
+
+@hookspec
+def register_commands(cli):
+    """Add subcommands to the ``clawkit`` CLI.
+
+    ``cli.command(name, help)`` returns an ``argparse.ArgumentParser`` for the new
+    subcommand; set its handler with ``parser.set_defaults(handler=fn)`` where
+    ``fn(args) -> int`` returns the exit code. Results: ignored. Failure: isolated.
+    """
+
+
+@hookspec
+def register_embedding_provider(register):
+    """Register embedding providers for memory: ``register(name, factory)``.
+
+    ``factory(config)`` returns an object with ``model`` (str), ``dimensions`` (int)
+    and ``embed(texts: list[str]) -> list[list[float]]``. Results: ignored.
+    Failure: isolated.
+    """
+
+
+# --- one turn ----------------------------------------------------------------------------
+
+
+@hookspec
+def message_received(ctx, message):
+    """An inbound user message, before anything else sees it.
+
+    ``message`` is a :class:`clawkit.types.Message`. Implementations may rewrite
+    ``message.content`` in place (e.g. strip ``/think``) or return a string that
+    replaces it, and may set turn state (``ctx.state``) or session metadata. A
+    returned string from one implementation is what the next one sees.
+    Failure: isolated.
+    """
+
+
+@hookspec(firstresult=True)
+def classify_session(session, messages):
+    """Classify a session from its messages, after the first user message.
+
+    ``session`` is a :class:`clawkit.sessions.Session` (``.agent`` is its config);
+    ``messages`` the conversation so far. Return a
+    :class:`clawkit.types.SessionClassification` (or an awaitable of one), or None
+    to pass. The first non-None result wins; it is persisted on the session and a
+    ``session.classified`` event is emitted. Failure: isolated (unclassified).
+    """
+
+
+@hookspec
+def before_llm_call(ctx, request):
+    """Before each model call; ``request`` is a :class:`clawkit.types.LlmRequest`.
+
+    Implementations modify the request in place (extra system text, model
+    override, ``reasoning_effort``, compaction of ``messages``) or return a new
+    request that replaces it. All run in order. Failure: isolated.
+    """
+
+
+@hookspec(firstresult=True)
+def llm_call_failed(ctx, request, error):
+    """A model call raised ``error`` after the provider's own retries.
+
+    Return True to retry the call once (after fixing ``request`` in place, e.g.
+    compacting it when the context overflowed); None to let the error stand.
+    First True wins. Failure: isolated (treated as None).
+    """
+
+
+@hookspec
+def before_tool_call(ctx, call):
+    """The security gate: before every tool execution.
+
+    ``call`` is a :class:`clawkit.types.ToolCall`. Every implementation runs, in
+    order; each may rewrite ``call.arguments`` in place (the next one sees the
+    rewrite) or return a :class:`clawkit.types.Decision`: ``block(reason)`` or
+    ``require_approval(reason)`` (None or ``allow`` lets the call through). Any
+    block wins over approvals; approvals are asked once, with every reason.
+    Failure: **fails closed** — an exception blocks the call, the model is told
+    why, and a ``tool.blocked`` event records it.
+    """
+
+
+@hookspec(firstresult=True)
+def request_approval(ctx, call, reason):
+    """A gate asked for approval of ``call`` for ``reason``.
+
+    Return True (approve), False (deny) or None (no opinion). The first non-None
+    answer wins; with none, the agent's approver callback decides, and with no
+    approver (a non-interactive run) the call is denied. May return an awaitable.
+    Failure: fails closed (denied).
+    """
+
+
+@hookspec
+def after_tool_call(ctx, call, result):
+    """After a tool ran, before its result enters the context.
+
+    ``result`` is a :class:`clawkit.types.ToolResult`; return a new ToolResult to
+    replace it (truncation, scanning, wrapping untrusted content) or modify it in
+    place. Implementations chain: each sees the previous one's result.
+    Failure: isolated (the result passes on unchanged).
+    """
+
+
+@hookspec
+def message_sending(ctx, outbound):
+    """At every delivery point: stream chunk, final reply, tool call/result display,
+    routed or sub-agent message, notice.
+
+    ``outbound`` is a :class:`clawkit.types.Outbound` (``kind`` says which point).
+    Rewrite ``outbound.content`` in place or return a string that replaces it;
+    ``outbound.cancel()`` stops delivery (the session still records the message).
+    Failure: isolated (delivered as the previous implementations left it).
+    """
+
+
+@hookspec
+def on_event(event):
+    """Observe an :class:`clawkit.types.Event`: ``session.start``, ``turn.end``,
+    ``session.classified``, ``tool.blocked``, ``tool.approval``, ``hook.error``,
+    ``llm.retry``, ``compaction``, ``directive.change`` and any plugin's own.
+
+    Observe-only: results are ignored; events are also persisted on the session.
+    Failure: isolated (an error here never emits another event).
+    """

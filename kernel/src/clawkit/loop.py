@@ -1,0 +1,312 @@
+"""The agent loop: message in → prompt → model (streamed) → gated tool calls → … → reply out."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from .config import AgentConfig
+from .context import TurnContext, emit_event
+from .hooks import HookRunner, maybe_await
+from .plugins import get_plugin_manager
+from .prompt import ContributorContext, PromptContributor, assemble
+from .providers import Provider, ProviderError, ProviderRegistry
+from .sessions import Session, SessionStore
+from .toolexec import ToolExecutor
+from .tools import ToolRegistry
+from .types import Event, LlmRequest, LlmResponse, Message, Outbound, SessionClassification, ToolCall, Usage
+
+log = logging.getLogger("clawkit.loop")
+
+Deliver = Callable[[Outbound], "Awaitable[None] | None"]
+Approver = Callable[[ToolCall, str, TurnContext], "Awaitable[bool] | bool"]
+REPEAT_LIMIT = 3
+
+
+@dataclass
+class TurnResult:
+    session_id: str
+    reply: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    run_id: str = ""
+    stop_reason: str = "done"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "reply": self.reply,
+            "tool_calls": self.tool_calls,
+            "usage": self.usage.model_dump(),
+        }
+
+
+class Agent:
+    """A configured agent with its plugins, tools, provider and session store.
+
+    ``provider`` overrides the one named in the config (tests pass a scripted one);
+    ``approver`` answers approval requests (None: deny, as in non-interactive runs).
+    """
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        pm=None,
+        provider: Provider | None = None,
+        store: SessionStore | None = None,
+        approver: Approver | None = None,
+        persist: bool = True,
+        channel: str = "cli",
+        extra_plugins: tuple = (),
+    ):
+        self.config = config
+        self.pm = pm or get_plugin_manager(disabled=config.disabled_plugins(), extra=extra_plugins)
+        self._session: Session | None = None
+        self.hooks = HookRunner(self.pm, emit=self._emit_global)
+        self.approver = approver
+        self.channel = channel
+        if store is None:
+            db = config.state_db or Path(config.workspace) / ".clawkit" / "state.db"
+            store = SessionStore(db, persist=persist)
+        self.store = store
+        self.tools = ToolRegistry(config.tools)
+        for plugin_name, fn, argnames in self.hooks.impls("register_tools"):
+            try:
+                fn(**{k: v for k, v in {"register": self._tool_register(plugin_name), "agent": config}.items() if k in argnames})
+            except Exception as exc:
+                self.hooks.report("register_tools", plugin_name, exc)
+        self.providers = ProviderRegistry()
+        self.hooks.call_sync("register_providers", register=self.providers.register)
+        self._provider = provider
+        self.executor = ToolExecutor(self)
+        self._sessions: dict[str, Session] = {}
+
+    def _tool_register(self, plugin: str):
+        def register(obj: Any, name: str | None = None, risk: Any = None) -> None:
+            self.tools.register(obj, name=name, risk=risk, plugin=plugin)
+
+        return register
+
+    def _emit_global(self, type: str, **data: Any) -> None:
+        emit_event(self.hooks, self._session, Event(type=type, session_id=self._session.id if self._session else None, data=data))
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            self._provider = self.providers.create(self.config.model.provider, self.config.model)
+        return self._provider
+
+    def provider_for(self, model_config: Any) -> Provider:
+        """A provider for another model (classifier, summariser): same registry."""
+        return self.providers.create(getattr(model_config, "provider", "litellm"), model_config)
+
+    # sessions -----------------------------------------------------------------------------
+
+    def session(self, session_id: str | None = None) -> Session:
+        """Open (resume) ``session_id`` or start a new session."""
+        if session_id and session_id in self._sessions:
+            return self._sessions[session_id]
+        if session_id is None or not self.store.exists(session_id):
+            sid = self.store.create(self.config.name, session_id)
+            s = Session(self.store, sid, self.config)
+            self._sessions[sid] = s
+            self._session = s
+            emit_event(self.hooks, s, Event(type="session.start", session_id=sid, data={"agent": self.config.name}))
+            s.history = []
+            return s
+        s = Session(self.store, session_id, self.config)
+        s.history = self.store.messages(session_id)
+        self._sessions[session_id] = s
+        return s
+
+    # one turn -----------------------------------------------------------------------------
+
+    def run(self, text: str, session_id: str | None = None, deliver: Deliver | None = None) -> TurnResult:
+        """Synchronous wrapper around :meth:`turn`."""
+        return asyncio.run(self.turn(text, session_id=session_id, deliver=deliver))
+
+    async def turn(self, text: str, session_id: str | None = None, deliver: Deliver | None = None, *, trace_id: str | None = None) -> TurnResult:
+        session = self.session(session_id)
+        self._session = session
+        ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id)
+        result = TurnResult(session_id=session.id, reply="", run_id=ctx.run_id)
+        message = Message(role="user", content=text)
+        if self.hooks.has("message_received"):
+            for plugin, fn, argnames in self.hooks.impls("message_received"):
+                try:
+                    res = await maybe_await(fn(**{k: {"ctx": ctx, "message": message}[k] for k in argnames}))
+                    if isinstance(res, str):
+                        message.content = res
+                except Exception as exc:
+                    self.hooks.report("message_received", plugin, exc)
+            if message.content != text:
+                message.metadata["original"] = text
+        self._append(session, message, ctx)
+        classify = self._start_classification(ctx)
+        if classify is not None:
+            await asyncio.wait({classify}, timeout=float(ctx.state.get("classify_wait", 0.3)))
+        if ctx.state.get("reply") is not None:
+            # a plugin answered the message itself (a directive-only message, /status)
+            result.reply = await self._deliver_final(ctx, str(ctx.state["reply"]), deliver, streamed=False, persist=True)
+            result.stop_reason = "handled"
+            return result
+        await self._loop(ctx, result, deliver)
+        ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump())
+        return result
+
+    async def _loop(self, ctx: TurnContext, result: TurnResult, deliver: Deliver | None) -> None:
+        session = ctx.session
+        rounds = 0
+        tools_on = True
+        while True:
+            request = await self._build_request(ctx, tools_on)
+            response = await self._call_model(ctx, request, deliver)
+            _add_usage(result.usage, response.usage)
+            assistant = Message(role="assistant", content=response.content, tool_calls=response.tool_calls)
+            self._append(session, assistant, ctx)
+            if not response.tool_calls or not tools_on:
+                result.reply = await self._deliver_final(ctx, response.content, deliver, streamed=request.stream and deliver is not None)
+                return
+            rounds += 1
+            ctx.state["rounds"] = rounds
+            stop_note = await self.executor.run_calls(ctx, response.tool_calls, result, deliver)
+            if stop_note is None and rounds >= self.config.limits.max_tool_rounds:
+                stop_note = f"Stopped: this turn reached max_tool_rounds ({rounds}). Answer with what you have."
+                result.stop_reason = "max_tool_rounds"
+            if stop_note is not None:
+                ctx.emit("turn.stopped", reason=result.stop_reason, note=stop_note)
+                self._append(session, Message(role="user", content=stop_note, metadata={"kernel_note": True}), ctx)
+                tools_on = False
+
+    def _append(self, session: Session, message: Message, ctx: TurnContext) -> None:
+        session.store.append(session.id, message, ctx.run_id)
+        session.history.append(message)
+
+    # classification -----------------------------------------------------------------------
+
+    def _start_classification(self, ctx: TurnContext) -> asyncio.Task | None:
+        session = ctx.session
+        if not self.hooks.has("classify_session"):
+            return None
+        if session.classification is not None and not session.get("reclassify"):
+            return None
+
+        async def classify() -> None:
+            c = await self.hooks.call_first("classify_session", session=session, messages=list(session.history))
+            if session.get("reclassify"):
+                session.set("reclassify", False)
+            if isinstance(c, SessionClassification):
+                session.classification = c
+                session.store.save_classification(session.id, c)
+                ctx.emit("session.classified", **c.model_dump())
+
+        return asyncio.ensure_future(classify())
+
+    # prompt and model ---------------------------------------------------------------------
+
+    def contributors(self) -> list[PromptContributor]:
+        found: list[PromptContributor] = []
+        self.hooks.call_sync("register_prompt_contributor", register=found.append, agent=self.config)
+        return found
+
+    def contributor_context(self, ctx: TurnContext, message: str | None = None) -> ContributorContext:
+        return ContributorContext(
+            agent_id=self.config.name,
+            session_id=ctx.session.id,
+            classification=ctx.session.classification,
+            tools=[t.name for t in self.tools.visible()],
+            channel=ctx.channel,
+            workspace=Path(self.config.workspace),
+            model=self.config.model.name,
+            message=message,
+            agent=self.config,
+            session=ctx.session,
+            state=ctx.state,
+        )
+
+    def system_prompt(self, ctx: TurnContext):
+        """The assembled prompt (text + inclusion report); the instructions alone with no contributors."""
+        contributors = self.contributors() if self.hooks.has("register_prompt_contributor") else []
+        if not contributors:
+            return None
+        last_user = next((m.content for m in reversed(ctx.session.history) if m.role == "user"), None)
+        cctx = self.contributor_context(ctx, last_user)
+        budget = self.config.limits.context_window  # chars: ~a quarter of the window at ~4 chars per token
+        return assemble(contributors, cctx, total_chars=budget, on_error=lambda c, e: self.hooks.report("contributor", c.id, e))
+
+    async def _build_request(self, ctx: TurnContext, tools_on: bool) -> LlmRequest:
+        assembled = self.system_prompt(ctx)
+        system = assembled.text if assembled is not None else self.config.instructions
+        request = LlmRequest(
+            model=self.config.model.name,
+            messages=list(ctx.session.history),
+            system=system,
+            tools=[t.definition for t in self.tools.visible()] if tools_on else [],
+            metadata={"context_window": self.config.model.context_window or self.config.limits.context_window},
+        )
+        if self.hooks.has("before_llm_call"):
+            request = await self.hooks.call_chain("before_llm_call", "request", LlmRequest, ctx=ctx, request=request)
+        return request
+
+    async def _call_model(self, ctx: TurnContext, request: LlmRequest, deliver: Deliver | None) -> LlmResponse:
+        on_text = None
+        if deliver is not None and request.stream:
+
+            async def on_text(delta: str) -> None:
+                await self._send(ctx, Outbound(kind="stream_chunk", content=delta), deliver)
+
+        retried = False
+        while True:
+            try:
+                response = await self.provider.complete(request, on_text)
+                break
+            except ProviderError as exc:
+                if retried or not self.hooks.has("llm_call_failed"):
+                    raise
+                retried = True
+                again = await self.hooks.call_first("llm_call_failed", ctx=ctx, request=request, error=exc)
+                if again is not True:
+                    raise
+                ctx.emit("llm.retry", reason=str(exc))
+        if on_text is not None:
+            await self._send(ctx, Outbound(kind="stream_chunk", content="", metadata={"final": True}), deliver)
+        ctx.session.store.record_usage(ctx.session.id, ctx.run_id, response.model or request.model, response.usage)
+        return response
+
+    # delivery -----------------------------------------------------------------------------
+
+    async def _send(self, ctx: TurnContext, outbound: Outbound, deliver: Deliver | None) -> Outbound:
+        """Pass ``outbound`` through ``message_sending`` and deliver it unless cancelled."""
+        if self.hooks.has("message_sending"):
+            for plugin, fn, argnames in self.hooks.impls("message_sending"):
+                try:
+                    res = await maybe_await(fn(**{k: {"ctx": ctx, "outbound": outbound}[k] for k in argnames}))
+                    if isinstance(res, str):
+                        outbound.content = res
+                except Exception as exc:
+                    self.hooks.report("message_sending", plugin, exc)
+        if deliver is not None and not outbound.cancelled:
+            await maybe_await(deliver(outbound))
+        return outbound
+
+    async def _deliver_final(self, ctx: TurnContext, text: str, deliver: Deliver | None, *, streamed: bool, persist: bool = False) -> str:
+        if persist:
+            self._append(ctx.session, Message(role="assistant", content=text, metadata={"handled_by_plugin": True}), ctx)
+        out = await self._send(ctx, Outbound(kind="final_reply", content=text, metadata={"streamed": streamed}), deliver)
+        return "" if out.cancelled else out.content
+
+    async def send(self, ctx: TurnContext, kind: str, content: str, deliver: Deliver | None, **metadata: Any) -> Outbound:
+        """For plugins and sub-agents: deliver a ``routed`` or ``notice`` message through the hooks."""
+        return await self._send(ctx, Outbound(kind=kind, content=content, metadata=metadata), deliver)  # type: ignore[arg-type]
+
+
+def _add_usage(total: Usage, u: Usage) -> None:
+    total.prompt_tokens += u.prompt_tokens
+    total.completion_tokens += u.completion_tokens
+    total.total_tokens += u.total_tokens
+    if u.cost is not None:
+        total.cost = (total.cost or 0.0) + u.cost

@@ -1,0 +1,216 @@
+"""Sessions in SQLite: the single source of truth for messages, metadata, events, usage.
+
+Every write is committed as it happens (WAL, ``synchronous=NORMAL``): a process
+killed mid-turn loses nothing it already wrote, and the session resumes from the
+database. Plugins keep their own tables in the same file, prefixed by their name
+(``store.conn`` is an ordinary sqlite3 connection; wrap it with sqlite-utils if
+you like).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from .types import Message, SessionClassification, Usage, new_id
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY, agent TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}', classification TEXT
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL REFERENCES sessions(id),
+    run_id TEXT, role TEXT NOT NULL, content TEXT NOT NULL, data TEXT, created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_session ON messages(session_id, id);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT, run_id TEXT, type TEXT NOT NULL,
+    data TEXT NOT NULL, ts REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_session ON events(session_id, id);
+CREATE TABLE IF NOT EXISTS usage (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, run_id TEXT, model TEXT,
+    prompt_tokens INTEGER, completion_tokens INTEGER, total_tokens INTEGER, cost REAL, ts REAL NOT NULL
+);
+"""
+
+
+class SessionNotFound(KeyError):
+    pass
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, default=str, separators=(",", ":"))
+
+
+class SessionStore:
+    """One SQLite file; opens (and creates) it with WAL. Use one store per process/thread."""
+
+    def __init__(self, path: str | Path = ".clawkit/state.db", *, persist: bool = True):
+        self.path = Path(path) if persist else Path(":memory:")
+        if persist:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA busy_timeout=5000")
+        self.conn.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # sessions -------------------------------------------------------------------------
+
+    def create(self, agent: str, session_id: str | None = None) -> str:
+        sid = session_id or new_id("ses")
+        now = time.time()
+        self.conn.execute(
+            "INSERT INTO sessions (id, agent, created, updated) VALUES (?, ?, ?, ?)", (sid, agent, now, now)
+        )
+        return sid
+
+    def exists(self, session_id: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
+
+    def row(self, session_id: str) -> dict[str, Any]:
+        cur = self.conn.execute(
+            "SELECT id, agent, created, updated, metadata, classification FROM sessions WHERE id = ?", (session_id,)
+        )
+        r = cur.fetchone()
+        if r is None:
+            raise SessionNotFound(session_id)
+        return {"id": r[0], "agent": r[1], "created": r[2], "updated": r[3], "metadata": r[4], "classification": r[5]}
+
+    def list(self, limit: int = 50) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT s.id, s.agent, s.created, s.updated, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
+            " FROM sessions s ORDER BY s.updated DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [dict(zip(("id", "agent", "created", "updated", "messages"), r)) for r in rows]
+
+    def load_metadata(self, session_id: str) -> dict[str, Any]:
+        """The session's metadata; corrupted JSON yields ``{}`` (callers use safe defaults)."""
+        raw = self.row(session_id)["metadata"]
+        try:
+            data = json.loads(raw)
+        except (TypeError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def save_metadata(self, session_id: str, metadata: dict[str, Any]) -> None:
+        self.conn.execute(
+            "UPDATE sessions SET metadata = ?, updated = ? WHERE id = ?", (_dump(metadata), time.time(), session_id)
+        )
+
+    def save_classification(self, session_id: str, c: SessionClassification | None) -> None:
+        self.conn.execute(
+            "UPDATE sessions SET classification = ? WHERE id = ?", (c.model_dump_json() if c else None, session_id)
+        )
+
+    def load_classification(self, session_id: str) -> SessionClassification | None:
+        raw = self.row(session_id)["classification"]
+        if not raw:
+            return None
+        try:
+            return SessionClassification.model_validate_json(raw)
+        except ValueError:
+            return None
+
+    # messages, events, usage ----------------------------------------------------------
+
+    def append(self, session_id: str, message: Message, run_id: str | None = None) -> int:
+        data = None
+        if message.tool_calls or message.tool_result or message.blocks or message.metadata:
+            data = message.model_dump_json(include={"tool_calls", "tool_result", "blocks", "metadata"}, exclude_defaults=True)
+        cur = self.conn.execute(
+            "INSERT INTO messages (session_id, run_id, role, content, data, created) VALUES (?, ?, ?, ?, ?, ?)",
+            (session_id, run_id, message.role, message.content, data, time.time()),
+        )
+        return int(cur.lastrowid or 0)
+
+    def messages(self, session_id: str) -> list[Message]:
+        rows = self.conn.execute(
+            "SELECT role, content, data FROM messages WHERE session_id = ? ORDER BY id", (session_id,)
+        ).fetchall()
+        out = []
+        for role, content, data in rows:
+            extra = json.loads(data) if data else {}
+            out.append(Message(role=role, content=content, **extra))
+        return out
+
+    def replace_messages(self, session_id: str, messages: list[Message], run_id: str | None = None) -> None:
+        """Rewrite a session's history atomically (compaction)."""
+        with self.conn:
+            self.conn.execute("BEGIN")
+            self.conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+            for m in messages:
+                self.append(session_id, m, run_id)
+
+    def event(self, session_id: str | None, run_id: str | None, type: str, data: dict[str, Any], ts: float) -> None:
+        self.conn.execute(
+            "INSERT INTO events (session_id, run_id, type, data, ts) VALUES (?, ?, ?, ?, ?)",
+            (session_id, run_id, type, _dump(data), ts),
+        )
+
+    def events(self, session_id: str, type: str | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT type, data, ts, run_id FROM events WHERE session_id = ?"
+        args: tuple = (session_id,)
+        if type:
+            sql += " AND type = ?"
+            args += (type,)
+        rows = self.conn.execute(sql + " ORDER BY id", args).fetchall()
+        return [{"type": t, "data": json.loads(d), "ts": ts, "run_id": r} for t, d, ts, r in rows]
+
+    def record_usage(self, session_id: str, run_id: str | None, model: str | None, usage: Usage) -> None:
+        self.conn.execute(
+            "INSERT INTO usage (session_id, run_id, model, prompt_tokens, completion_tokens, total_tokens, cost, ts)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (session_id, run_id, model, usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, usage.cost, time.time()),
+        )
+
+    def usage_totals(self, session_id: str) -> dict[str, Any]:
+        r = self.conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(prompt_tokens),0), COALESCE(SUM(completion_tokens),0),"
+            " COALESCE(SUM(total_tokens),0), SUM(cost) FROM usage WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        return dict(zip(("calls", "prompt_tokens", "completion_tokens", "total_tokens", "cost"), r))
+
+    def export_jsonl(self, session_id: str) -> Iterator[str]:
+        """The session as JSON lines: a header, then every message and event in order."""
+        row = self.row(session_id)
+        yield _dump({"type": "session", **row, "metadata": self.load_metadata(session_id)})
+        for m in self.messages(session_id):
+            yield _dump({"type": "message", **m.model_dump(exclude_defaults=True)})
+        for e in self.events(session_id):
+            yield _dump({"type": "event", "event": e["type"], "data": e["data"], "ts": e["ts"]})
+
+
+class Session:
+    """A handle on one session: its id, its agent's config, metadata and history."""
+
+    def __init__(self, store: SessionStore, session_id: str, agent: Any):
+        self.store = store
+        self.id = session_id
+        self.agent = agent
+        self.metadata = store.load_metadata(session_id)
+        self.classification = store.load_classification(session_id)
+        self.history: list[Message] = []
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.metadata.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        """Set and persist one metadata key."""
+        self.metadata[key] = value
+        self.store.save_metadata(self.id, self.metadata)
+
+    def replace_history(self, messages: list[Message]) -> None:
+        """Swap the conversation for ``messages`` (compaction), in memory and on disk."""
+        self.store.replace_messages(self.id, messages)
+        self.history = list(messages)

@@ -1,0 +1,12 @@
+"""clawkit's test kit, for the kernel, the builtin plugins and third-party authors.
+
+* :class:`ScriptedProvider` — an in-process model for fast unit tests.
+* ``model_server`` (pytest fixture) — a real OpenAI-compatible HTTP server on
+  127.0.0.1, scripted per test, with fault injection (see :mod:`clawkit.testing.server`).
+* ``make_agent`` (pytest fixture) — an :class:`clawkit.loop.Agent` from a dict config
+  in a temporary workspace.
+"""
+
+from .scripted import ScriptedProvider, ScriptedReply, call
+
+__all__ = ["ScriptedProvider", "ScriptedReply", "call"]

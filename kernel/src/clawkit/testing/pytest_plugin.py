@@ -1,0 +1,54 @@
+"""pytest11 plugin: fixtures every clawkit plugin author gets by installing clawkit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .scripted import ScriptedProvider
+
+try:  # the HTTP model server
+    from .server import model_server  # noqa: F401
+except ImportError:  # pragma: no cover - while the server module is being written
+    pass
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty agent workspace directory."""
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture
+def make_agent(workspace: Path):
+    """``make_agent(script=[...], tools=[...], plugins=[...], **config)`` → an Agent.
+
+    Entry-point plugins are not loaded unless ``load_entry_points=True``; pass plugin
+    objects in ``plugins`` (e.g. your plugin module). ``script`` feeds a
+    :class:`ScriptedProvider` available as ``agent.provider``.
+    """
+    from ..config import validate_agent, collect_sections
+    from ..hooks import HookRunner
+    from ..loop import Agent
+    from ..plugins import get_plugin_manager
+
+    agents: list[Agent] = []
+
+    def factory(script: Any = (), *, plugins: tuple = (), load_entry_points: bool = False, provider: Any = None, approver: Any = None, **config: Any) -> Agent:
+        data = {"name": "test-agent", "model": "scripted/test", "workspace": str(workspace), **config}
+        pm = get_plugin_manager(extra=plugins, load_entry_points=load_entry_points)
+        sections = collect_sections(HookRunner(pm))
+        cfg = validate_agent(data, "<test>", {}, sections)
+        if provider is None:
+            provider = ScriptedProvider(script)
+        agent = Agent(cfg, pm=pm, provider=provider, approver=approver)
+        agents.append(agent)
+        return agent
+
+    yield factory
+    for a in agents:
+        a.store.close()

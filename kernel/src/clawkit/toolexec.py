@@ -1,0 +1,128 @@
+"""Tool calls inside a turn: gate (``before_tool_call``), approval, execution,
+post-processing (``after_tool_call``), persistence — several calls concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from .hooks import HookFailure, maybe_await
+from .types import Decision, Message, Outbound, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from .context import TurnContext
+    from .loop import Agent, TurnResult
+
+REPEAT_LIMIT = 3
+
+
+def _error(call: ToolCall, text: str, **metadata: Any) -> ToolResult:
+    return ToolResult(call_id=call.id, name=call.name, content=f"Error: {text}", is_error=True, metadata=metadata)
+
+
+class ToolExecutor:
+    def __init__(self, agent: "Agent"):
+        self.agent = agent
+        self.hooks = agent.hooks
+
+    async def run_calls(self, ctx: "TurnContext", calls: list[ToolCall], result: "TurnResult", deliver) -> str | None:
+        """Run one model response's calls; returns a stop note when the loop must end."""
+        repeats = ctx.state.setdefault("_repeats", {"last": None, "count": 0})
+        stop: str | None = None
+        runnable: list[ToolCall] = []
+        for call in calls:
+            sig = call.signature()
+            repeats["count"] = repeats["count"] + 1 if sig == repeats["last"] else 1
+            repeats["last"] = sig
+            if repeats["count"] >= REPEAT_LIMIT:
+                stop = (
+                    f"Stopped: the call {call.name} with the same arguments was repeated {REPEAT_LIMIT} times in a row. "
+                    "Do not call it again; answer with what you have."
+                )
+                result.stop_reason = "repeated_call"
+            runnable.append(call)
+        in_thread = len(runnable) > 1
+        if stop is not None:
+            outcomes = [
+                _error(c, "not run: repeated identical call", repeated=True) if i == len(runnable) - 1 else None
+                for i, c in enumerate(runnable)
+            ]
+            pending = [self.one(ctx, c, deliver, in_thread) for c, o in zip(runnable, outcomes) if o is None]
+            done = iter(await asyncio.gather(*pending))
+            results = [o if o is not None else next(done) for o in outcomes]
+        elif len(runnable) == 1:
+            results = [await self.one(ctx, runnable[0], deliver, False)]
+        else:
+            results = list(await asyncio.gather(*(self.one(ctx, c, deliver, in_thread) for c in runnable)))
+        for call, res in zip(runnable, results):
+            self.agent._append(ctx.session, Message(role="tool", content=res.content, tool_result=res), ctx)
+            result.tool_calls.append(
+                {"id": call.id, "name": call.name, "arguments": call.arguments, "is_error": res.is_error, "blocked": res.metadata.get("blocked", False)}
+            )
+        return stop
+
+    async def one(self, ctx: "TurnContext", call: ToolCall, deliver, in_thread: bool) -> ToolResult:
+        tool = self.agent.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(t.name for t in self.agent.tools.visible()) or "none"
+            return _error(call, f"unknown tool {call.name!r}; available tools: {known}")
+        decision = await self.gate(ctx, call)
+        if decision is not None and decision.action == "block":
+            ctx.emit("tool.blocked", tool=call.name, call_id=call.id, reason=decision.reason, plugin=decision.plugin)
+            return _error(call, f"blocked by {decision.plugin or 'policy'}: {decision.reason}", blocked=True)
+        if decision is not None and decision.action == "require_approval":
+            approved, who = await self.approve(ctx, call, decision.reason)
+            ctx.emit("tool.approval", tool=call.name, call_id=call.id, reason=decision.reason, approved=approved, by=who)
+            if not approved:
+                return _error(call, f"not approved ({decision.reason}); approval was denied by {who}", blocked=True, denied=True)
+        if deliver is not None and self.hooks.has("message_sending"):
+            # tool displays are quiet by default; /verbose-style plugins un-cancel them
+            shown = Outbound(kind="tool_call_display", content=f"{call.name}({call.arguments})", cancelled=True, metadata={"call": call})
+            await self.agent._send(ctx, shown, deliver)
+        res = await tool.run(ctx, call, in_thread=in_thread)
+        if self.hooks.has("after_tool_call"):
+            res = await self.hooks.call_chain("after_tool_call", "result", ToolResult, ctx=ctx, call=call, result=res)
+        if deliver is not None and self.hooks.has("message_sending"):
+            shown = Outbound(kind="tool_result_display", content=res.content, cancelled=True, metadata={"call": call, "result": res})
+            await self.agent._send(ctx, shown, deliver)
+        return res
+
+    async def gate(self, ctx: "TurnContext", call: ToolCall) -> Decision | None:
+        """Every ``before_tool_call`` runs; any block wins; an exception blocks (fail closed)."""
+        approvals: list[Decision] = []
+        for plugin, fn, argnames in self.hooks.impls("before_tool_call"):
+            try:
+                res = fn(**{k: {"ctx": ctx, "call": call}[k] for k in argnames})
+                if inspect.isawaitable(res):
+                    res = await res
+                if res is not None and not isinstance(res, Decision):
+                    raise TypeError(f"before_tool_call must return a Decision or None, got {type(res).__name__}")
+            except Exception as exc:
+                self.hooks.report("before_tool_call", plugin, exc)
+                return Decision(action="block", reason=f"the {plugin} gate failed ({type(exc).__name__}: {exc}); failing closed", plugin=plugin)
+            if res is None or res.action == "allow":
+                continue
+            res.plugin = res.plugin or plugin
+            if res.action == "block":
+                return res
+            approvals.append(res)
+        if approvals:
+            reason = "; ".join(f"{d.plugin}: {d.reason}" for d in approvals)
+            return Decision(action="require_approval", reason=reason, plugin=approvals[0].plugin)
+        return None
+
+    async def approve(self, ctx: "TurnContext", call: ToolCall, reason: str) -> tuple[bool, str]:
+        try:
+            answer = await self.hooks.call_first("request_approval", fail_closed=True, ctx=ctx, call=call, reason=reason)
+        except HookFailure as exc:
+            return False, f"{exc.plugin} (failed: {exc.error})"
+        if answer is not None:
+            return bool(answer), "plugin"
+        if self.agent.approver is None:
+            return False, "nobody (non-interactive run)"
+        try:
+            return bool(await maybe_await(self.agent.approver(call, reason, ctx))), "approver"
+        except Exception as exc:
+            return False, f"approver (failed: {exc})"

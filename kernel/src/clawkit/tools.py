@@ -1,0 +1,191 @@
+"""Tools: a plain function becomes a tool from its signature and docstring.
+
+Arguments are validated by a pydantic model built from the signature; a class
+whose public methods are tools is a toolbox. A parameter named ``ctx`` receives
+the :class:`clawkit.context.TurnContext` and is hidden from the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import inspect
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from .types import Risk, ToolCall, ToolDef, ToolResult
+
+_ARG_LINE = re.compile(r"^\s*(\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
+
+
+class ToolError(Exception):
+    """Raise inside a tool to return a clean error message to the model."""
+
+
+def _split_doc(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Description (text before ``Args:``) and per-argument descriptions (Google style)."""
+    if not doc:
+        return "", {}
+    doc = inspect.cleandoc(doc)
+    head, _, rest = doc.partition("\nArgs:")
+    params: dict[str, str] = {}
+    for line in rest.splitlines():
+        if line.strip() and not line.startswith((" ", "\t")):
+            break
+        m = _ARG_LINE.match(line)
+        if m:
+            params[m.group(1)] = m.group(2).strip()
+    return head.strip(), params
+
+
+@dataclass
+class Tool:
+    """A registered tool: what the model sees and how to run it."""
+
+    definition: ToolDef
+    fn: Callable[..., Any]
+    args_model: type[BaseModel]
+    wants_ctx: bool
+    is_async: bool
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        model = self.args_model.model_validate(arguments)
+        return {k: getattr(model, k) for k in self.args_model.model_fields}
+
+    async def run(self, ctx: Any, call: ToolCall, *, in_thread: bool = False) -> ToolResult:
+        """Validate and execute; every failure becomes an error result, never an exception."""
+        if call.argument_error:
+            return _error(call, f"arguments are not valid JSON: {call.argument_error}. Send a JSON object.")
+        try:
+            kwargs = self.validate(call.arguments)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+            return _error(call, f"invalid arguments for {call.name}: {problems}")
+        if self.wants_ctx:
+            kwargs["ctx"] = ctx
+        try:
+            if self.is_async:
+                value = await self.fn(**kwargs)
+            elif in_thread:
+                value = await asyncio.to_thread(self.fn, **kwargs)
+            else:
+                value = self.fn(**kwargs)
+        except ToolError as exc:
+            return _error(call, str(exc))
+        except Exception as exc:
+            return _error(call, f"{call.name} failed: {type(exc).__name__}: {exc}")
+        if isinstance(value, ToolResult):
+            return value
+        return ToolResult(call_id=call.id, name=call.name, content=_to_text(value))
+
+
+def _error(call: ToolCall, message: str) -> ToolResult:
+    return ToolResult(call_id=call.id, name=call.name, content=f"Error: {message}", is_error=True)
+
+
+def _to_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    try:
+        return json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def tool_from_function(
+    fn: Callable[..., Any], *, name: str | None = None, risk: Risk | str | None = None, description: str | None = None
+) -> Tool:
+    """Build a :class:`Tool` from ``fn``'s signature, type hints and docstring."""
+    sig = inspect.signature(fn)
+    desc, arg_docs = _split_doc(fn.__doc__)
+    try:
+        hints = inspect.get_annotations(fn, eval_str=True)
+    except Exception:
+        hints = {}
+    fields: dict[str, Any] = {}
+    wants_ctx = False
+    for pname, param in sig.parameters.items():
+        if pname == "self":
+            continue
+        if pname == "ctx":
+            wants_ctx = True
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        annotation = hints.get(pname, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[pname] = (annotation, Field(default, description=arg_docs.get(pname)))
+    tool_name = name or fn.__name__
+    model = create_model(f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields)
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    level = Risk(risk or getattr(fn, "__clawkit_risk__", None) or Risk.SAFE)
+    definition = ToolDef(name=tool_name, description=description or desc, parameters=schema, risk=level)
+    return Tool(definition, fn, model, wants_ctx, inspect.iscoroutinefunction(fn))
+
+
+def tool(fn: Callable[..., Any] | None = None, *, risk: Risk | str = Risk.SAFE):
+    """Decorator to mark a function's (or toolbox method's) risk level: ``@tool(risk="unsafe")``."""
+
+    def mark(f: Callable[..., Any]) -> Callable[..., Any]:
+        f.__clawkit_risk__ = Risk(risk)  # type: ignore[attr-defined]
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+class ToolRegistry:
+    """Tools registered by plugins for one agent; ``visible()`` applies the allowlist."""
+
+    def __init__(self, allow: list[str] | None = None):
+        self.allow = list(allow or [])
+        self.tools: dict[str, Tool] = {}
+        self._visible: list[Tool] | None = None
+
+    def register(self, obj: Any, name: str | None = None, risk: Risk | str | None = None, plugin: str | None = None):
+        """Register a function, a :class:`Tool`, or a toolbox (an object/class of methods)."""
+        if isinstance(obj, Tool):
+            tools = [obj]
+        elif inspect.isfunction(obj) or inspect.ismethod(obj) or inspect.isbuiltin(obj):
+            tools = [tool_from_function(obj, name=name, risk=risk)]
+        else:
+            box = obj() if inspect.isclass(obj) else obj
+            tools = [
+                tool_from_function(member, risk=risk)
+                for mname, member in inspect.getmembers(box, inspect.ismethod)
+                if not mname.startswith("_")
+            ]
+        for t in tools:
+            if t.name in self.tools:
+                raise ValueError(f"tool {t.name!r} is registered twice")
+            t.definition.plugin = plugin
+            self.tools[t.name] = t
+        self._visible = None
+
+    def allowed(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pat) for pat in self.allow)
+
+    def visible(self) -> list[Tool]:
+        """Only the tools the agent allows, in allowlist order then name."""
+        if self._visible is None:
+            self._visible = sorted((t for t in self.tools.values() if self.allowed(t.name)), key=lambda t: t.name)
+        return self._visible
+
+    def get(self, name: str) -> Tool | None:
+        """A tool the model may call; None for unknown or not-allowed names."""
+        t = self.tools.get(name)
+        return t if t is not None and self.allowed(name) else None

@@ -1,0 +1,250 @@
+"""The unified types every part of clawkit speaks.
+
+Messages, tool definitions and calls, model requests and responses, and the run
+vocabulary (``Task``, ``Run``, ``Step``, ``Trace``). All are pydantic models so
+they validate at the edges and serialise to JSON for sessions and exports.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def new_id(prefix: str) -> str:
+    """A short, sortable-enough unique id with a readable prefix (``run_3f2a…``)."""
+    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+
+
+class Risk(str, Enum):
+    """How dangerous a tool is; the policy plugins decide what each level requires."""
+
+    SAFE = "safe"
+    GUARDED = "guarded"
+    UNSAFE = "unsafe"
+
+
+class ToolDef(BaseModel):
+    """A tool as the model sees it: name, description and JSON Schema of its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    risk: Risk = Risk.SAFE
+    plugin: str | None = None
+
+    def openai_schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+class ToolCall(BaseModel):
+    """One call the model asked for. ``arguments`` may be rewritten by ``before_tool_call``.
+
+    ``raw_arguments`` keeps the text the model sent, so a call whose arguments were
+    not valid JSON can still be reported back to it.
+    """
+
+    id: str = Field(default_factory=lambda: new_id("call"))
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = None
+    argument_error: str | None = None
+
+    def signature(self) -> str:
+        """Name plus canonical arguments: identical calls share it."""
+        import json
+
+        return self.name + ":" + json.dumps(self.arguments, sort_keys=True, default=str)
+
+
+class ToolResult(BaseModel):
+    """What a tool returned (or the error it became). ``content`` is what the model sees."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ContentBlock(BaseModel):
+    """A typed piece of a message: text, a tool call, a tool result, or an image reference."""
+
+    type: Literal["text", "tool_call", "tool_result", "image"]
+    text: str | None = None
+    tool_call: ToolCall | None = None
+    tool_result: ToolResult | None = None
+    url: str | None = None
+
+
+class Message(BaseModel):
+    """One message in a session. Text-only messages keep ``content`` as a plain string."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_result: ToolResult | None = None
+    blocks: list[ContentBlock] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI chat-completions shape, which litellm translates for every provider."""
+        import json
+
+        if self.role == "tool" and self.tool_result is not None:
+            return {"role": "tool", "tool_call_id": self.tool_result.call_id, "content": self.content}
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["content"] = self.content or None
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {
+                        "name": c.name,
+                        "arguments": c.raw_arguments
+                        if c.argument_error and c.raw_arguments is not None
+                        else json.dumps(c.arguments),
+                    },
+                }
+                for c in self.tool_calls
+            ]
+        return out
+
+
+class Usage(BaseModel):
+    """Tokens and cost of one model call (cost in USD, when the provider knows it)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cost: float | None = None
+
+
+class LlmRequest(BaseModel):
+    """Everything one model call needs. ``before_llm_call`` may change any field."""
+
+    model: str
+    messages: list[Message]
+    system: str = ""
+    tools: list[ToolDef] = Field(default_factory=list)
+    stream: bool = True
+    reasoning_effort: str | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def openai_messages(self) -> list[dict[str, Any]]:
+        head = [{"role": "system", "content": self.system}] if self.system else []
+        return head + [m.to_openai() for m in self.messages]
+
+
+class LlmResponse(BaseModel):
+    """The model's answer: text, tool calls, usage, and why it stopped."""
+
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: str | None = None
+    model: str | None = None
+
+
+class Decision(BaseModel):
+    """What a ``before_tool_call`` gate says about a call."""
+
+    action: Literal["allow", "block", "require_approval"]
+    reason: str = ""
+    plugin: str | None = None
+
+    @classmethod
+    def block(cls, reason: str) -> "Decision":
+        return cls(action="block", reason=reason)
+
+    @classmethod
+    def require_approval(cls, reason: str) -> "Decision":
+        return cls(action="require_approval", reason=reason)
+
+    @classmethod
+    def allow(cls, reason: str = "") -> "Decision":
+        return cls(action="allow", reason=reason)
+
+
+DeliveryKind = Literal["stream_chunk", "final_reply", "tool_call_display", "tool_result_display", "routed", "notice"]
+
+
+class Outbound(BaseModel):
+    """Something about to be delivered to a user or another agent.
+
+    ``message_sending`` implementations may rewrite ``content`` or set ``cancelled``.
+    """
+
+    kind: DeliveryKind
+    content: str
+    target: str = "user"
+    cancelled: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Event(BaseModel):
+    """An observable fact: ``session.start``, ``tool.blocked``, ``hook.error``…"""
+
+    type: str
+    session_id: str | None = None
+    run_id: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    ts: float = Field(default_factory=time.time)
+
+
+class Trace(BaseModel):
+    """Correlates everything one user request caused, across agents."""
+
+    id: str = Field(default_factory=lambda: new_id("trace"))
+
+
+class Task(BaseModel):
+    """What the user asked for: one inbound message and the work it starts."""
+
+    id: str = Field(default_factory=lambda: new_id("task"))
+    trace_id: str
+    session_id: str
+    text: str
+
+
+class Run(BaseModel):
+    """One execution of a task by one agent (a turn): model calls and tool calls."""
+
+    id: str = Field(default_factory=lambda: new_id("run"))
+    task_id: str
+    trace_id: str
+    agent: str
+    started: float = Field(default_factory=time.time)
+
+
+class Step(BaseModel):
+    """One unit inside a run: a model call or a tool call."""
+
+    id: str = Field(default_factory=lambda: new_id("step"))
+    run_id: str
+    kind: Literal["llm", "tool"]
+    name: str = ""
+
+
+class SessionClassification(BaseModel):
+    """What a session is about; prompt contributors are selected by it."""
+
+    label: str = Field(default="", max_length=79)
+    topic: str = "other"
+    complexity: str = "simple"
+    domain: list[str] = Field(default_factory=list, max_length=3)
+    flags: list[str] = Field(default_factory=list, max_length=2)
