@@ -25,6 +25,7 @@ import json
 import socket
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator
@@ -156,6 +157,12 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     model_server: ModelServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)  # a bug in the server: show it
 
 
 def _abort(conn: socket.socket) -> None:
@@ -321,7 +328,7 @@ def _deltas(reply: Reply) -> Iterator[dict[str, Any]]:
 
 
 def _envelope(reply: Reply, body: dict[str, Any], obj: str) -> dict[str, Any]:
-    return {"id": f"chatcmpl-{id(reply):x}", "object": obj, "created": int(time.time()),
+    return {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": obj, "created": int(time.time()),
             "model": reply.model or str(body.get("model") or "scripted-model"), "system_fingerprint": None}
 
 
