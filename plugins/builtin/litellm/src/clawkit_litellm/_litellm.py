@@ -1,0 +1,39 @@
+"""Importing litellm, once, lazily, and configured for offline use.
+
+litellm costs seconds to import, so nothing in this plugin imports it at module
+level: the ``clawkit`` CLI loads this plugin's entry point on every start.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from .tokens import configure_offline_tiktoken
+
+_lock = threading.Lock()
+_module: Any = None
+
+
+def load_litellm() -> Any:
+    """The ``litellm`` module, imported on first use with no network access.
+
+    ``LITELLM_LOCAL_MODEL_COST_MAP`` keeps it from fetching the price list at import
+    (a blocked network stretches the import to ~10 s); the bundled tiktoken cache
+    keeps tokenizers offline; debug banners on errors are silenced because clawkit
+    reports errors itself.
+    """
+    global _module
+    if _module is not None:
+        return _module
+    with _lock:
+        if _module is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            configure_offline_tiktoken()
+            import litellm
+
+            litellm.suppress_debug_info = True
+            litellm.telemetry = False
+            _module = litellm
+    return _module
