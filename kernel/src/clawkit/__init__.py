@@ -1,29 +1,46 @@
 """clawkit: a plugin-first framework for LLM agents.
 
-Import what plugins need from here: ``hookimpl``, the types, ``Decision``,
-``PromptContributor``. Heavy pieces (the loop, the CLI) load on first use.
+Plugins import what they need from here: ``hookimpl``, the types (``Message``,
+``ToolCall``, ``Decision``…). Names load on first use, so ``clawkit --help`` stays fast.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from .hookspecs import hookimpl
-from .types import (
-    ContentBlock,
-    Decision,
-    Event,
-    LlmRequest,
-    LlmResponse,
-    Message,
-    Outbound,
-    Risk,
-    SessionClassification,
-    ToolCall,
-    ToolDef,
-    ToolResult,
-    Usage,
-)
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "hookimpl", "ContentBlock", "Decision", "Event", "LlmRequest", "LlmResponse", "Message", "Outbound",
-    "Risk", "SessionClassification", "ToolCall", "ToolDef", "ToolResult", "Usage", "__version__",
-]
+_TYPES = (
+    "ContentBlock", "Decision", "Event", "LlmRequest", "LlmResponse", "Message", "Outbound", "Risk",
+    "SessionClassification", "ToolCall", "ToolDef", "ToolResult", "Usage",
+)
+_LAZY = {name: "types" for name in _TYPES} | {
+    "PromptContributor": "prompt", "PromptSection": "prompt", "StaticContributor": "prompt", "Tag": "prompt",
+    "ContributorContext": "prompt", "tool": "tools", "ToolError": "tools", "Agent": "loop", "TurnContext": "context",
+    "ProviderError": "providers", "ConfigError": "config", "PluginSection": "config",
+}
+
+__all__ = ["hookimpl", "__version__", *_LAZY]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .config import ConfigError, PluginSection
+    from .context import TurnContext
+    from .loop import Agent
+    from .prompt import ContributorContext, PromptContributor, PromptSection, StaticContributor, Tag
+    from .providers import ProviderError
+    from .tools import ToolError, tool
+    from .types import (ContentBlock, Decision, Event, LlmRequest, LlmResponse, Message, Outbound, Risk,
+                        SessionClassification, ToolCall, ToolDef, ToolResult, Usage)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'clawkit' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

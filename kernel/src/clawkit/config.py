@@ -14,17 +14,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
+from .errors import ConfigError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
-
-
-class ConfigError(Exception):
-    """Bad agent configuration; the message names file, line and field."""
 
 
 class ModelConfig(BaseModel):
     """Which model to call and how. ``name`` is a litellm model string."""
 
-    model_config = ConfigDict(extra="allow", protected_namespaces=())
+    model_config = ConfigDict(extra="allow", protected_namespaces=(), defer_build=True)
 
     name: str = Field(description="litellm model string, e.g. openai/gpt-4o-mini or anthropic/claude-sonnet-4-5")
     provider: str = Field("litellm", description="registered model provider to use")
@@ -42,7 +39,7 @@ class ModelConfig(BaseModel):
 
 
 class Limits(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     context_window: int = Field(128_000, gt=0, description="tokens the model accepts")
     max_tool_rounds: int = Field(20, gt=0, description="model calls with tool use allowed in one turn")

@@ -7,23 +7,12 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Protocol, runtime_checkable
 
+from .errors import ProviderError
 from .types import LlmRequest, LlmResponse
 
+__all__ = ["OnText", "Provider", "ProviderError", "ProviderFactory", "ProviderRegistry"]
+
 OnText = Callable[[str], "Awaitable[None] | None"]
-
-
-class ProviderError(Exception):
-    """A model call failed for good (retries exhausted, bad credentials, …).
-
-    ``retryable`` says whether the failure was transient; ``context_overflow`` that the
-    request was larger than the model's window (compaction may help).
-    """
-
-    def __init__(self, message: str, *, retryable: bool = False, context_overflow: bool = False, status: int | None = None):
-        super().__init__(message)
-        self.retryable = retryable
-        self.context_overflow = context_overflow
-        self.status = status
 
 
 @runtime_checkable

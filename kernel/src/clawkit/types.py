@@ -15,6 +15,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
+class Model(BaseModel):
+    """Base of the kernel's types: schemas are built on first use, keeping start-up fast."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
 def new_id(prefix: str) -> str:
     """A short, sortable-enough unique id with a readable prefix (``run_3f2a…``)."""
     return f"{prefix}_{uuid.uuid4().hex[:16]}"
@@ -28,7 +34,7 @@ class Risk(str, Enum):
     UNSAFE = "unsafe"
 
 
-class ToolDef(BaseModel):
+class ToolDef(Model):
     """A tool as the model sees it: name, description and JSON Schema of its arguments."""
 
     name: str
@@ -44,7 +50,7 @@ class ToolDef(BaseModel):
         }
 
 
-class ToolCall(BaseModel):
+class ToolCall(Model):
     """One call the model asked for. ``arguments`` may be rewritten by ``before_tool_call``.
 
     ``raw_arguments`` keeps the text the model sent, so a call whose arguments were
@@ -64,7 +70,7 @@ class ToolCall(BaseModel):
         return self.name + ":" + json.dumps(self.arguments, sort_keys=True, default=str)
 
 
-class ToolResult(BaseModel):
+class ToolResult(Model):
     """What a tool returned (or the error it became). ``content`` is what the model sees."""
 
     call_id: str
@@ -74,7 +80,7 @@ class ToolResult(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class ContentBlock(BaseModel):
+class ContentBlock(Model):
     """A typed piece of a message: text, a tool call, a tool result, or an image reference."""
 
     type: Literal["text", "tool_call", "tool_result", "image"]
@@ -84,10 +90,10 @@ class ContentBlock(BaseModel):
     url: str | None = None
 
 
-class Message(BaseModel):
+class Message(Model):
     """One message in a session. Text-only messages keep ``content`` as a plain string."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
@@ -121,7 +127,7 @@ class Message(BaseModel):
         return out
 
 
-class Usage(BaseModel):
+class Usage(Model):
     """Tokens and cost of one model call (cost in USD, when the provider knows it)."""
 
     prompt_tokens: int = 0
@@ -130,7 +136,7 @@ class Usage(BaseModel):
     cost: float | None = None
 
 
-class LlmRequest(BaseModel):
+class LlmRequest(Model):
     """Everything one model call needs. ``before_llm_call`` may change any field."""
 
     model: str
@@ -147,7 +153,7 @@ class LlmRequest(BaseModel):
         return head + [m.to_openai() for m in self.messages]
 
 
-class LlmResponse(BaseModel):
+class LlmResponse(Model):
     """The model's answer: text, tool calls, usage, and why it stopped."""
 
     content: str = ""
@@ -157,7 +163,7 @@ class LlmResponse(BaseModel):
     model: str | None = None
 
 
-class Decision(BaseModel):
+class Decision(Model):
     """What a ``before_tool_call`` gate says about a call."""
 
     action: Literal["allow", "block", "require_approval"]
@@ -180,7 +186,7 @@ class Decision(BaseModel):
 DeliveryKind = Literal["stream_chunk", "final_reply", "tool_call_display", "tool_result_display", "routed", "notice"]
 
 
-class Outbound(BaseModel):
+class Outbound(Model):
     """Something about to be delivered to a user or another agent.
 
     ``message_sending`` implementations may rewrite ``content`` or set ``cancelled``.
@@ -196,7 +202,7 @@ class Outbound(BaseModel):
         self.cancelled = True
 
 
-class Event(BaseModel):
+class Event(Model):
     """An observable fact: ``session.start``, ``tool.blocked``, ``hook.error``…"""
 
     type: str
@@ -206,13 +212,13 @@ class Event(BaseModel):
     ts: float = Field(default_factory=time.time)
 
 
-class Trace(BaseModel):
+class Trace(Model):
     """Correlates everything one user request caused, across agents."""
 
     id: str = Field(default_factory=lambda: new_id("trace"))
 
 
-class Task(BaseModel):
+class Task(Model):
     """What the user asked for: one inbound message and the work it starts."""
 
     id: str = Field(default_factory=lambda: new_id("task"))
@@ -221,7 +227,7 @@ class Task(BaseModel):
     text: str
 
 
-class Run(BaseModel):
+class Run(Model):
     """One execution of a task by one agent (a turn): model calls and tool calls."""
 
     id: str = Field(default_factory=lambda: new_id("run"))
@@ -231,7 +237,7 @@ class Run(BaseModel):
     started: float = Field(default_factory=time.time)
 
 
-class Step(BaseModel):
+class Step(Model):
     """One unit inside a run: a model call or a tool call."""
 
     id: str = Field(default_factory=lambda: new_id("step"))
@@ -240,7 +246,7 @@ class Step(BaseModel):
     name: str = ""
 
 
-class SessionClassification(BaseModel):
+class SessionClassification(Model):
     """What a session is about; prompt contributors are selected by it."""
 
     label: str = Field(default="", max_length=79)

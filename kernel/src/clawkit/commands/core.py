@@ -1,0 +1,198 @@
+"""``clawkit run``, ``chat``, ``plugins``, ``schema`` and ``init``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..cli import EXIT_OK, EXIT_USAGE, UsageError, add_agent_options, overrides_from
+
+INIT_TEMPLATE = """\
+# A clawkit agent. Reference: docs/agent-yaml.md; schema: `clawkit schema`.
+name: {name}
+model: {model}
+# model:                      # or a mapping with provider settings
+#   name: openai/gpt-4o-mini
+#   api_base: ${{OPENAI_BASE_URL:-https://api.openai.com/v1}}
+#   api_key: ${{OPENAI_API_KEY}}
+instructions: |
+  You are a helpful assistant. Answer concisely.
+tools: []                     # allowlist, e.g. [read_file, list_dir]
+workspace: .
+limits:
+  context_window: 128000
+  max_tool_rounds: 20
+plugins: {{}}                  # per-plugin sections, e.g. truncator: {{max_share: 0.3}}
+"""
+
+
+def register(cli) -> None:
+    p = cli.command("run", help="run one turn of an agent and stream the reply")
+    p.add_argument("agent", help="agent YAML file")
+    p.add_argument("message", help="the user message")
+    p.add_argument("--session", help="resume this session id")
+    p.add_argument("--json", action="store_true", help='print {"session_id", "reply", "tool_calls", "usage"}')
+    add_agent_options(p)
+    p.set_defaults(handler=cmd_run)
+
+    p = cli.command("chat", help="interactive session (reads one message per line when stdin is not a terminal)")
+    p.add_argument("agent", help="agent YAML file")
+    p.add_argument("--session", help="resume this session id")
+    add_agent_options(p)
+    p.set_defaults(handler=cmd_chat)
+
+    p = cli.command("plugins", help="list installed plugins and the hooks they implement")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_plugins)
+
+    p = cli.command("schema", help="print the JSON Schema of agent files (kernel + installed plugins)")
+    p.add_argument("--output", "-o", help="write to this file instead of stdout")
+    p.set_defaults(handler=cmd_schema)
+
+    p = cli.command("init", help="scaffold an agent YAML file")
+    p.add_argument("path", nargs="?", default="agent.yaml")
+    p.add_argument("--name", default="assistant")
+    p.add_argument("--model", default="openai/gpt-4o-mini")
+    p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.set_defaults(handler=cmd_init)
+
+
+def _open(args, approver: Any = None):
+    from ..runtime import open_agent
+
+    if not Path(args.agent).is_file():
+        raise UsageError(f"{args.agent}: no such agent file")
+    return open_agent(args.agent, overrides_from(args), approver=approver)
+
+
+def _stdout_deliver(outbound) -> None:
+    if outbound.kind == "stream_chunk":
+        sys.stdout.write(outbound.content)
+        sys.stdout.flush()
+    elif outbound.kind == "final_reply":
+        if not outbound.metadata.get("streamed"):
+            sys.stdout.write(outbound.content)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    else:  # notices, routed messages, tool displays a plugin chose to show
+        sys.stdout.write(f"\n[{outbound.kind}] {outbound.content}\n")
+        sys.stdout.flush()
+
+
+def cmd_run(args) -> int:
+    agent = _open(args)
+    try:
+        deliver = None if args.json else _stdout_deliver
+        result = agent.run(args.message, session_id=args.session, deliver=deliver)
+    finally:
+        agent.store.close()
+    if args.json:
+        print(json.dumps(result.as_json(), default=str))
+    else:
+        print(f"[session {result.session_id}]", file=sys.stderr)
+    return EXIT_OK
+
+
+def terminal_approver(call, reason: str, ctx) -> bool:
+    """Ask on the controlling terminal; anything but y/yes denies."""
+    try:
+        with open("/dev/tty", "r+") as tty:
+            tty.write(f"\n[approval] {call.name}({json.dumps(call.arguments)})\n  because: {reason}\n  allow? [y/N] ")
+            tty.flush()
+            return tty.readline().strip().lower() in ("y", "yes")
+    except OSError:
+        return False
+
+
+CHAT_HELP = "commands: /quit, /session, /new, /help — directives like /think high are passed to plugins"
+
+
+def cmd_chat(args) -> int:
+    interactive = sys.stdin.isatty()
+    agent = _open(args, approver=terminal_approver if interactive else None)
+    session_id = agent.session(args.session).id
+    if interactive:
+        print(f"clawkit chat — agent {agent.config.name}, session {session_id}. {CHAT_HELP}")
+
+    async def loop() -> None:
+        nonlocal session_id
+        while True:
+            try:
+                line = input("you> ") if interactive else sys.stdin.readline()
+            except EOFError:
+                return
+            if not interactive and line == "":
+                return
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/quit", "/exit"):
+                return
+            if text == "/session":
+                print(session_id)
+                continue
+            if text == "/new":
+                session_id = agent.session(None).id
+                print(f"new session {session_id}")
+                continue
+            if text == "/help":
+                print(CHAT_HELP)
+                continue
+            if interactive:
+                sys.stdout.write("agent> ")
+            await agent.turn(text, session_id=session_id, deliver=_stdout_deliver)
+
+    try:
+        asyncio.run(loop())
+    finally:
+        agent.store.close()
+    print(f"[session {session_id}]", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_plugins(args) -> int:
+    from ..plugins import plugin_infos
+
+    infos = plugin_infos(args.pm)
+    if args.json:
+        print(json.dumps([i.__dict__ for i in infos], indent=2))
+        return EXIT_OK
+    if not infos:
+        print("no plugins installed")
+    for i in infos:
+        print(f"{i.name:14} {i.distribution or '-'} {i.version or ''}")
+        print(f"{'':14} hooks: {', '.join(i.hooks) or '-'}")
+    return EXIT_OK
+
+
+def agent_schema(pm) -> dict[str, Any]:
+    from ..config import build_agent_model, collect_sections
+    from ..hooks import HookRunner
+
+    model = build_agent_model(collect_sections(HookRunner(pm)))
+    schema = model.model_json_schema()
+    schema["title"] = "clawkit agent"
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
+
+
+def cmd_schema(args) -> int:
+    text = json.dumps(agent_schema(args.pm), indent=2, sort_keys=True) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def cmd_init(args) -> int:
+    path = Path(args.path)
+    if path.exists() and not args.force:
+        print(f"clawkit init: {path} exists (use --force to overwrite)", file=sys.stderr)
+        return EXIT_USAGE
+    path.write_text(INIT_TEMPLATE.format(name=args.name, model=args.model), encoding="utf-8")
+    print(f"wrote {path}")
+    return EXIT_OK

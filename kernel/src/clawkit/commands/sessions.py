@@ -1,0 +1,82 @@
+"""``clawkit sessions list | show ID | export ID``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..cli import EXIT_OK, UsageError
+
+
+def register(cli) -> None:
+    p = cli.command("sessions", help="list, show and export sessions")
+    sub = p.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
+    ls = sub.add_parser("list", help="recent sessions")
+    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--limit", type=int, default=50)
+    ls.set_defaults(handler=cmd_list)
+    show = sub.add_parser("show", help="a session's messages, metadata, classification and usage")
+    show.add_argument("id")
+    show.set_defaults(handler=cmd_show)
+    exp = sub.add_parser("export", help="a session as JSON lines")
+    exp.add_argument("id")
+    exp.set_defaults(handler=cmd_export)
+
+
+def _store(args):
+    from ..sessions import SessionStore
+
+    if not Path(args.db).is_file():
+        raise UsageError(f"{args.db}: no session database here (pass --db PATH)")
+    return SessionStore(args.db)
+
+
+def _get(store, sid: str) -> None:
+    if not store.exists(sid):
+        raise UsageError(f"no session {sid!r} in {store.path}")
+
+
+def cmd_list(args) -> int:
+    store = _store(args)
+    rows = store.list(args.limit)
+    if args.json:
+        print(json.dumps(rows))
+        return EXIT_OK
+    for r in rows:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["updated"]))
+        print(f"{r['id']}  {when}  {r['agent']:16} {r['messages']} messages")
+    return EXIT_OK
+
+
+def cmd_show(args) -> int:
+    store = _store(args)
+    _get(store, args.id)
+    row = store.row(args.id)
+    print(f"session {row['id']}  agent {row['agent']}")
+    c = store.load_classification(args.id)
+    if c:
+        print(f"classification: {c.model_dump_json()}")
+    meta = store.load_metadata(args.id)
+    if meta:
+        print(f"metadata: {json.dumps(meta, default=str)}")
+    print(f"usage: {json.dumps(store.usage_totals(args.id))}")
+    print()
+    for m in store.messages(args.id):
+        label = m.role
+        if m.metadata.get("compaction_summary"):
+            label = "summary"
+        if m.content:
+            print(f"[{label}] {m.content}")
+        for call in m.tool_calls:
+            print(f"[{label} → tool] {call.name}({json.dumps(call.arguments)})")
+    return EXIT_OK
+
+
+def cmd_export(args) -> int:
+    store = _store(args)
+    _get(store, args.id)
+    for line in store.export_jsonl(args.id):
+        sys.stdout.write(line + "\n")
+    return EXIT_OK

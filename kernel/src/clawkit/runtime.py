@@ -1,0 +1,31 @@
+"""From an agent YAML file to a running :class:`clawkit.loop.Agent`, with every plugin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .config import AgentConfig, collect_sections, load_agent
+from .hooks import HookRunner
+from .plugins import get_plugin_manager
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None, pm=None) -> tuple[AgentConfig, Any]:
+    """Validate ``path`` against the kernel's and every installed plugin's sections.
+
+    Returns the config and the plugin manager it was validated with.
+    """
+    pm = pm or get_plugin_manager()
+    cfg = load_agent(path, sections=collect_sections(HookRunner(pm)), overrides=overrides)
+    return cfg, pm
+
+
+def open_agent(path: str | Path, overrides: dict[str, Any] | None = None, approver: Any = None, **kwargs: Any):
+    """Load ``path`` and build the agent; plugins the file disables are not loaded."""
+    from .loop import Agent
+
+    cfg, pm = load_config(path, overrides)
+    off = cfg.disabled_plugins()
+    if off:
+        pm = get_plugin_manager(disabled=off)
+    return Agent(cfg, pm=pm, approver=approver, **kwargs)
