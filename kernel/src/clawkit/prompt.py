@@ -1,23 +1,35 @@
 """The system prompt, composed from tagged prompt contributors.
 
 Untagged contributors always apply; tagged ones when any of their tags matches the
-session's classification; ``should_contribute`` filters last; sections are sorted
-by ``(priority, id)`` and budgeted — each to its ``max_chars``, the whole to the
-total budget by cutting the lowest-priority sections first. Identical inputs give
+session's classification (OR across tags); ``should_contribute`` filters last;
+sections are sorted by ``(priority, id)`` and budgeted — each to its ``max_chars``,
+the whole to the total budget by cutting the lowest-priority sections first.
+Every decision is reported (:class:`Inclusion`). Identical inputs give
 byte-identical output, which prompt caching depends on.
+
+Tag matching, per dimension (``"*"`` is a wildcard value):
+
+* ``topic`` / ``complexity`` — equal to the classification's value;
+* ``domain`` — the value is in the classification's domain list;
+* ``custom`` — the value is in the classification's flags;
+* ``channel`` — equal to the turn's channel (needs no classification).
+
+Without a classification only untagged and ``channel``-tagged contributors apply.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 from pydantic import BaseModel
 
 from .types import SessionClassification
 
 Dimension = Literal["topic", "complexity", "domain", "channel", "custom"]
+DIMENSIONS: tuple[str, ...] = ("topic", "complexity", "domain", "channel", "custom")
+ELLIPSIS = "…"
 
 
 class Tag(BaseModel):
@@ -28,17 +40,32 @@ class Tag(BaseModel):
 
     @classmethod
     def parse(cls, raw: "Tag | dict[str, str] | str") -> "Tag":
-        """Accepts a Tag, a mapping, or ``"dimension:value"``."""
+        """Accepts a Tag, ``{"dimension": d, "value": v}``, ``{d: v}`` or ``"d:v"``.
+
+        Raises ``ValueError`` naming the valid dimensions for anything else.
+        """
         if isinstance(raw, Tag):
             return raw
         if isinstance(raw, str):
-            dim, _, value = raw.partition(":")
-            return cls(dimension=dim.strip(), value=value.strip() or "*")  # type: ignore[arg-type]
+            dim, sep, value = raw.partition(":")
+            if not sep:
+                raise ValueError(f"tag {raw!r}: write 'dimension:value' with a dimension among {', '.join(DIMENSIONS)}")
+            raw = {"dimension": dim.strip(), "value": value.strip() or "*"}
+        elif isinstance(raw, dict) and len(raw) == 1 and "dimension" not in raw:
+            ((dim, value),) = raw.items()  # the short form {domain: security}
+            raw = {"dimension": str(dim), "value": "*" if value is None else str(value)}
+        if isinstance(raw, dict) and raw.get("dimension") not in DIMENSIONS:
+            raise ValueError(f"tag {raw!r}: unknown dimension {raw.get('dimension')!r} (use one of {', '.join(DIMENSIONS)})")
         return cls.model_validate(raw)
 
+    def __str__(self) -> str:
+        return f"{self.dimension}:{self.value}"
 
-@dataclass
+
+@dataclass(slots=True)
 class PromptSection:
+    """One section of the system prompt: ``## heading`` then ``content`` (no heading: content only)."""
+
     heading: str
     content: str
     max_chars: int | None = None
@@ -49,6 +76,14 @@ class PromptSection:
 
 @dataclass
 class ContributorContext:
+    """What a contributor may look at when deciding and writing its section.
+
+    ``classification`` may be None (not classified yet). ``tools`` are the names
+    of the tools the model will see; ``tool_descriptions`` their one-line
+    descriptions where the caller knows them. ``message`` is the latest user
+    message; ``state`` the turn's scratch dict (read-only by convention).
+    """
+
     agent_id: str
     session_id: str | None
     classification: SessionClassification | None
@@ -60,10 +95,16 @@ class ContributorContext:
     agent: Any = None
     session: Any = None
     state: dict[str, Any] = field(default_factory=dict)
+    tool_descriptions: dict[str, str] = field(default_factory=dict)
 
 
 class PromptContributor:
-    """Subclass and override ``contribute`` (and optionally ``should_contribute``)."""
+    """Subclass and override ``contribute`` (and optionally ``should_contribute``).
+
+    ``tags`` may hold :class:`Tag` objects, ``"dimension:value"`` strings or
+    mappings; ``priority``: lower comes first (default 100); ``max_chars`` caps the
+    rendered section (heading included).
+    """
 
     id: str = "contributor"
     tags: list[Tag] = []
@@ -71,9 +112,11 @@ class PromptContributor:
     max_chars: int | None = None
 
     def should_contribute(self, ctx: ContributorContext) -> bool:
+        """The final filter, after tag matching. Default: always."""
         return True
 
     def contribute(self, ctx: ContributorContext) -> PromptSection | str | None:
+        """The section (a bare string is a section without heading); None to skip."""
         raise NotImplementedError
 
 
@@ -87,47 +130,105 @@ class StaticContributor(PromptContributor):
         self.tags = [Tag.parse(t) for t in tags]
         self.priority = priority
         self.max_chars = max_chars
+        self._section = PromptSection(heading, content, max_chars)
 
     def contribute(self, ctx: ContributorContext) -> PromptSection:
-        return PromptSection(self.heading, self.content, self.max_chars)
+        return self._section
 
 
 def tag_matches(tag: Tag, ctx: ContributorContext) -> bool:
+    """Whether one tag matches the context's classification (or channel)."""
+    dim, value = tag.dimension, tag.value
+    if dim == "channel":
+        return value == "*" or value == ctx.channel
     c = ctx.classification
-    if tag.dimension == "channel":
-        return tag.value in ("*", ctx.channel)
     if c is None:
         return False
-    if tag.dimension == "domain":
-        return bool(c.domain) if tag.value == "*" else tag.value in c.domain
-    if tag.dimension == "custom":
-        return bool(c.flags) if tag.value == "*" else tag.value in c.flags
-    actual = c.topic if tag.dimension == "topic" else c.complexity
-    return tag.value == "*" or tag.value == actual
+    if dim == "topic":
+        return value == "*" or value == c.topic
+    if dim == "complexity":
+        return value == "*" or value == c.complexity
+    if dim == "domain":
+        return bool(c.domain) if value == "*" else value in c.domain
+    return bool(c.flags) if value == "*" else value in c.flags  # custom
 
 
-@dataclass
+@dataclass(slots=True)
 class Inclusion:
+    """Why one contributor is (or is not) in the prompt.
+
+    ``reason``: ``untagged`` | ``tag matched`` | ``no tag matched`` | ``filtered`` |
+    ``cut by budget`` | ``failed``. ``detail`` says which tags matched, whether the
+    section was trimmed to its ``max_chars``, or the error. ``chars`` and ``text``
+    are the rendered section (kept for cut sections too).
+    """
+
     id: str
     included: bool
-    reason: str  # untagged | tag matched | no tag matched | filtered | cut by budget | trimmed | failed
+    reason: str
     priority: int
     chars: int = 0
     detail: str = ""
+    text: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "included": self.included, "reason": self.reason, "priority": self.priority, "chars": self.chars, "detail": self.detail}
 
 
 @dataclass
 class AssembledPrompt:
+    """The prompt text and one :class:`Inclusion` per contributor, in priority order."""
+
     text: str
     report: list[Inclusion]
 
+    @property
+    def cut(self) -> list[Inclusion]:
+        """Sections dropped to fit the total budget."""
+        return [r for r in self.report if r.reason == "cut by budget"]
 
-def assemble(contributors: Iterable[PromptContributor], ctx: ContributorContext, total_chars: int | None = None, on_error=None) -> AssembledPrompt:
-    """Select, order, render and budget the contributors' sections."""
+
+def _tags(c: PromptContributor) -> list[Tag]:
+    raw = c.tags or []
+    if all(type(t) is Tag for t in raw):
+        return raw
+    parsed = [Tag.parse(t) for t in raw]
+    try:
+        c.tags = parsed  # parse once per contributor object
+    except AttributeError:
+        pass
+    return parsed
+
+
+def _trim(text: str, limit: int) -> str:
+    if limit <= 0:
+        return ""
+    return text[: max(0, limit - 1)].rstrip() + ELLIPSIS
+
+
+def assemble(
+    contributors: Iterable[PromptContributor],
+    ctx: ContributorContext,
+    total_chars: int | None = None,
+    on_error: Callable[[PromptContributor, BaseException], Any] | None = None,
+) -> AssembledPrompt:
+    """Select, order, render and budget the contributors' sections.
+
+    ``total_chars`` bounds the whole prompt (sections are joined by a blank line);
+    when it is exceeded the lowest-priority sections are cut, whole, until it
+    fits. A contributor that raises is reported as ``failed`` (and passed to
+    ``on_error``), never fatal.
+    """
     report: list[Inclusion] = []
-    chosen: list[tuple[PromptContributor, str, str]] = []
+    chosen: list[Inclusion] = []
     for c in sorted(contributors, key=lambda c: (c.priority, c.id)):
-        tags = c.tags or []
+        try:
+            tags = _tags(c)
+        except ValueError as exc:
+            if on_error:
+                on_error(c, exc)
+            report.append(Inclusion(c.id, False, "failed", c.priority, detail=f"bad tag: {exc}"))
+            continue
         if tags:
             matched = [t for t in tags if tag_matches(t, ctx)]
             if not matched:
@@ -139,7 +240,7 @@ def assemble(contributors: Iterable[PromptContributor], ctx: ContributorContext,
             reason, detail = "untagged", ""
         try:
             if not c.should_contribute(ctx):
-                report.append(Inclusion(c.id, False, "filtered", c.priority))
+                report.append(Inclusion(c.id, False, "filtered", c.priority, detail=detail))
                 continue
             section = c.contribute(ctx)
         except Exception as exc:
@@ -148,27 +249,30 @@ def assemble(contributors: Iterable[PromptContributor], ctx: ContributorContext,
             report.append(Inclusion(c.id, False, "failed", c.priority, detail=f"{type(exc).__name__}: {exc}"))
             continue
         if section is None:
-            report.append(Inclusion(c.id, False, "filtered", c.priority))
+            report.append(Inclusion(c.id, False, "filtered", c.priority, detail="no section"))
             continue
         if isinstance(section, str):
-            section = PromptSection("", section, c.max_chars)
-        text = section.render()
-        limit = section.max_chars or c.max_chars
+            text, limit = section, c.max_chars
+        else:
+            text = section.render()
+            limit = section.max_chars
+            if c.max_chars is not None and (limit is None or c.max_chars < limit):
+                limit = c.max_chars
         if limit is not None and len(text) > limit:
-            text = text[: max(0, limit - 1)].rstrip() + "…"
-            detail = (detail + "; " if detail else "") + f"trimmed to {limit} chars"
+            text = _trim(text, limit)
+            detail = f"{detail}; trimmed to {limit} chars" if detail else f"trimmed to {limit} chars"
         if not text.strip():
-            report.append(Inclusion(c.id, False, "filtered", c.priority, detail="empty"))
+            report.append(Inclusion(c.id, False, "filtered", c.priority, detail="empty section"))
             continue
-        chosen.append((c, text, detail))
-        report.append(Inclusion(c.id, True, reason, c.priority, len(text), detail))
-    if total_chars is not None:
-        size = sum(len(t) for _, t, _ in chosen) + 2 * max(0, len(chosen) - 1)
-        # cut from the lowest priority (last in order) until the prompt fits
-        while chosen and size > total_chars:
-            c, text, _ = chosen.pop()
-            size -= len(text) + (2 if chosen else 0)
-            for r in report:
-                if r.id == c.id and r.included:
-                    r.included, r.reason, r.detail = False, "cut by budget", f"{len(text)} chars over a {total_chars}-char budget"
-    return AssembledPrompt("\n\n".join(t for _, t, _ in chosen), report)
+        inc = Inclusion(c.id, True, reason, c.priority, len(text), detail, text)
+        chosen.append(inc)
+        report.append(inc)
+    if total_chars is not None and chosen:
+        size = sum(i.chars for i in chosen) + 2 * (len(chosen) - 1)
+        while chosen and size > total_chars:  # lowest priority (last in order) goes first
+            inc = chosen.pop()
+            size -= inc.chars + (2 if chosen else 0)
+            over = f"{inc.chars} chars did not fit the {total_chars}-char prompt budget"
+            inc.included, inc.reason = False, "cut by budget"
+            inc.detail = f"{inc.detail}; {over}" if inc.detail else over
+    return AssembledPrompt("\n\n".join(i.text for i in chosen), report)
