@@ -166,9 +166,11 @@ class Agent:
             request = await self._build_request(ctx, tools_on)
             response = await self._call_model(ctx, request, deliver)
             _add_usage(result.usage, response.usage)
+            if not tools_on:
+                response.tool_calls = []  # none were offered: calls now would have no results in history
             assistant = Message(role="assistant", content=response.content, tool_calls=response.tool_calls)
             self._append(session, assistant, ctx)
-            if not response.tool_calls or not tools_on:
+            if not response.tool_calls:
                 result.reply = await self._deliver_final(ctx, response.content, deliver, streamed=request.stream and deliver is not None)
                 return
             rounds += 1

@@ -1,0 +1,175 @@
+"""The agent loop: tools, concurrency, bounds and error results."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from clawkit import hookimpl
+from clawkit.testing import ScriptedReply, call
+from clawkit.tools import ToolError, tool
+
+
+class Box:
+    """A toolbox: each public method is a tool."""
+
+    def __init__(self):
+        self.threads = set()
+
+    def slow(self, n: int) -> str:
+        """Sleep a little and report.
+
+        Args:
+            n: which call this is
+        """
+        self.threads.add(threading.get_ident())
+        time.sleep(0.2)
+        return f"slow {n}"
+
+    async def wait(self, seconds: float) -> str:
+        """Wait asynchronously."""
+        await asyncio.sleep(seconds)
+        return "waited"
+
+    def fails(self) -> str:
+        """Always raises."""
+        raise RuntimeError("disk on fire")
+
+    def polite(self) -> str:
+        """Raises a clean tool error."""
+        raise ToolError("file not found: a.txt")
+
+    @tool(risk="unsafe")
+    def nuke(self) -> str:
+        """Marked unsafe."""
+        return "boom"
+
+
+def plugin(box):
+    class P:
+        @hookimpl
+        def register_tools(self, register, agent):
+            register(box)
+
+    return P()
+
+
+def test_function_schema_from_signature_and_docstring(make_agent):
+    box = Box()
+    agent = make_agent(["ok"], plugins=(plugin(box),), tools=["*"])
+    tools = {t.name: t.definition for t in agent.tools.visible()}
+    assert set(tools) == {"slow", "wait", "fails", "polite", "nuke"}
+    assert tools["slow"].description == "Sleep a little and report."
+    assert tools["slow"].parameters["properties"]["n"] == {"type": "integer", "description": "which call this is"}
+    assert tools["slow"].parameters["required"] == ["n"]
+    assert tools["nuke"].risk.value == "unsafe" and tools["slow"].risk.value == "safe"
+
+
+def test_only_allowed_tools_are_shown_and_run(make_agent):
+    box = Box()
+    agent = make_agent([ScriptedReply.calls(call("nuke")), "ok"], plugins=(plugin(box),), tools=["slow", "wait"])
+    r = agent.run("go")
+    assert [t.name for t in agent.provider.requests[0].tools] == ["slow", "wait"]
+    assert r.tool_calls[0]["is_error"]
+    assert "unknown tool 'nuke'" in agent.provider.requests[1].messages[-1].content
+
+
+def test_two_calls_in_one_response_run_concurrently(make_agent):
+    box = Box()
+    agent = make_agent(
+        [ScriptedReply.calls(call("slow", n=1), call("slow", n=2)), "both done"], plugins=(plugin(box),), tools=["slow"]
+    )
+    t0 = time.perf_counter()
+    r = agent.run("go")
+    took = time.perf_counter() - t0
+    assert r.reply == "both done"
+    assert took < 0.35, f"two 0.2 s calls took {took:.2f} s: not concurrent"
+    assert len(box.threads) == 2
+    contents = [m.content for m in agent.provider.requests[1].messages if m.role == "tool"]
+    assert contents == ["slow 1", "slow 2"]  # results keep the calls' order
+
+
+def test_async_tools_run_concurrently(make_agent):
+    agent = make_agent(
+        [ScriptedReply.calls(call("wait", seconds=0.2), call("wait", seconds=0.2)), "ok"], plugins=(plugin(Box()),), tools=["wait"]
+    )
+    t0 = time.perf_counter()
+    agent.run("go")
+    assert time.perf_counter() - t0 < 0.35
+
+
+def test_errors_become_results_the_model_sees(make_agent):
+    script = [
+        ScriptedReply.calls(call("fails"), call("polite"), call("slow", n="many"), call("slow", n=1, extra=True)),
+        "recovered",
+    ]
+    agent = make_agent(script, plugins=(plugin(Box()),), tools=["*"])
+    r = agent.run("go")
+    assert r.reply == "recovered"
+    tool_msgs = [m.content for m in agent.provider.requests[1].messages if m.role == "tool"]
+    assert "disk on fire" in tool_msgs[0] and "RuntimeError" in tool_msgs[0]
+    assert tool_msgs[1] == "Error: file not found: a.txt"
+    assert "n:" in tool_msgs[2] and "integer" in tool_msgs[2]
+    assert "extra" in tool_msgs[3]
+
+
+def test_invalid_json_arguments_become_an_error_result(make_agent):
+    from clawkit.types import LlmResponse, ToolCall
+
+    bad = ToolCall(name="slow", raw_arguments='{"n": 1', argument_error="Expecting ',' delimiter")
+
+    def reply(request):
+        if len(request.messages) == 1:
+            return LlmResponse(tool_calls=[bad])
+        return LlmResponse(content="ok")
+
+    class Prov:
+        requests = []
+
+        async def complete(self, request, on_text=None):
+            self.requests.append(request)
+            return reply(request)
+
+    agent = make_agent(provider=Prov(), plugins=(plugin(Box()),), tools=["slow"])
+    assert agent.run("go").reply == "ok"
+    last = Prov.requests[1].messages[-1].content
+    assert "not valid JSON" in last
+    # the malformed arguments are sent back verbatim, so the model sees what it wrote
+    assistant = [m for m in Prov.requests[1].openai_messages() if m.get("tool_calls")][0]
+    assert assistant["tool_calls"][0]["function"]["arguments"] == '{"n": 1'
+
+
+def test_max_tool_rounds_bounds_a_turn(make_agent):
+    script = [ScriptedReply.calls(call("slow", n=i)) for i in range(2)] + ["gave up"]
+    agent = make_agent(script, plugins=(plugin(Box()),), tools=["slow"], limits={"max_tool_rounds": 2})
+    r = agent.run("go")
+    assert r.stop_reason == "max_tool_rounds" and r.reply == "gave up"
+    assert len(agent.provider.requests) == 3
+    assert agent.provider.requests[2].tools == []  # the last call may only answer
+    assert "max_tool_rounds" in agent.provider.requests[2].messages[-1].content
+
+
+def test_identical_call_three_times_in_a_row_stops(make_agent):
+    same = ScriptedReply.calls(call("slow", n=7))
+    agent = make_agent([same, same, same, "stopping"], plugins=(plugin(Box()),), tools=["slow"])
+    r = agent.run("go")
+    assert r.stop_reason == "repeated_call" and r.reply == "stopping"
+    ran = [m.content for m in agent.provider.requests[3].messages if m.role == "tool"]
+    assert ran[:2] == ["slow 7", "slow 7"] and "repeated" in ran[2]
+    assert "repeated 3 times" in agent.provider.requests[3].messages[-1].content
+
+
+def test_different_calls_do_not_trigger_repeat_detection(make_agent):
+    script = [ScriptedReply.calls(call("slow", n=i % 2)) for i in range(4)] + ["done"]
+    agent = make_agent(script, plugins=(plugin(Box()),), tools=["slow"])
+    assert agent.run("go").stop_reason == "done"
+
+
+def test_turn_state_is_per_turn_and_session_history_carries_over(make_agent):
+    agent = make_agent(["one", "two"])
+    r1 = agent.run("first")
+    r2 = agent.run("second", session_id=r1.session_id)
+    msgs = agent.provider.requests[1].messages
+    assert [m.content for m in msgs] == ["first", "one", "second"]
+    assert r2.session_id == r1.session_id
