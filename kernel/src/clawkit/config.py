@@ -146,7 +146,7 @@ def interpolate(text: str, env: dict[str, str], where: str) -> str:
 
 
 def _construct(node: yaml.Node, path: tuple, lines: dict[tuple, int], env: dict[str, str], file: str) -> Any:
-    lines[path] = node.start_mark.line + 1
+    lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for knode, vnode in node.value:
@@ -171,9 +171,12 @@ def parse_yaml(text: str, file: str, env: dict[str, str] | None = None) -> tuple
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        # the construct that was left open (context) locates the mistake better than
+        # where the parser gave up, which is often the end of the file
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         where = f"{file}:{mark.line + 1}" if mark else file
-        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        context = f"{exc.context}: " if getattr(exc, "context", None) else ""
+        raise ConfigError(f"{where}: invalid YAML: {context}{getattr(exc, 'problem', exc)}") from None
     if node is None:
         return {}, {}
     lines: dict[tuple, int] = {}
