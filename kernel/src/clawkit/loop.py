@@ -14,7 +14,7 @@ from .hooks import HookRunner, maybe_await
 from .plugins import get_plugin_manager
 from .prompt import ContributorContext, PromptContributor, assemble
 from .providers import Provider, ProviderError, ProviderRegistry
-from .sessions import Session, SessionStore
+from .sessions import Session, SessionStore, repair_interrupted
 from .toolexec import ToolExecutor
 from .tools import ToolRegistry
 from .types import Event, LlmRequest, LlmResponse, Message, Outbound, SessionClassification, ToolCall, Usage
@@ -119,7 +119,15 @@ class Agent:
             s.history = []
             return s
         s = Session(self.store, session_id, self.config)
-        s.history = self.store.messages(session_id)
+        stored = self.store.messages(session_id)
+        s.history = repair_interrupted(stored)
+        if len(s.history) != len(stored):
+            if s.history[: len(stored)] == stored:
+                for m in s.history[len(stored):]:
+                    self.store.append(session_id, m)
+            else:
+                self.store.replace_messages(session_id, s.history)
+            emit_event(self.hooks, s, Event(type="session.repaired", session_id=session_id, data={"added": len(s.history) - len(stored)}))
         self._sessions[session_id] = s
         return s
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from .types import Message, SessionClassification, Usage, new_id
+from .types import Message, SessionClassification, ToolResult, Usage, new_id
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -189,6 +189,33 @@ class SessionStore:
             yield _dump({"type": "message", **m.model_dump(exclude_defaults=True)})
         for e in self.events(session_id):
             yield _dump({"type": "event", "event": e["type"], "data": e["data"], "ts": e["ts"]})
+
+
+def repair_interrupted(messages: list[Message]) -> list[Message]:
+    """Give every tool call that has no result (the process died mid-call) an error result.
+
+    Models reject histories with unanswered tool calls; the error tells the model
+    the call was interrupted, so it can decide whether to retry.
+    """
+    out: list[Message] = []
+    pending: list = []
+
+    def close() -> None:
+        for c in pending:
+            res = ToolResult(call_id=c.id, name=c.name, content="Error: interrupted — the process stopped before this call finished.", is_error=True)
+            out.append(Message(role="tool", content=res.content, tool_result=res, metadata={"interrupted": True}))
+        pending.clear()
+
+    for m in messages:
+        if m.role == "tool" and m.tool_result is not None:
+            pending[:] = [c for c in pending if c.id != m.tool_result.call_id]
+        elif pending:
+            close()
+        out.append(m)
+        if m.role == "assistant" and m.tool_calls:
+            pending[:] = list(m.tool_calls)
+    close()
+    return out
 
 
 class Session:
