@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from typing import Any
 
 from .tokens import configure_offline_tiktoken
@@ -31,6 +32,8 @@ def load_litellm() -> Any:
         if _module is None:
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             configure_offline_tiktoken()
+            # pydantic chatter about litellm's own types, at import and at first call
+            warnings.filterwarnings("ignore", message=r".*is using the `ReadOnly` qualifier", category=UserWarning)
             import litellm
 
             litellm.suppress_debug_info = True

@@ -1,0 +1,116 @@
+"""Offline token counting, and the pure helpers: retry classification and stream assembly."""
+
+from __future__ import annotations
+
+import email.utils
+import subprocess
+import sys
+import time
+
+from clawkit_litellm import count_tokens, encoding_name_for, truncate_to_tokens
+from clawkit_litellm.assemble import StreamAssembler, parse_arguments
+from clawkit_litellm.errors import backoff_delay, classify, parse_retry_after
+
+
+def test_counts_offline_with_bundled_encodings():
+    code = (
+        "import os, socket\n"
+        "def deny(*a, **k): raise AssertionError('network used')\n"
+        "socket.getaddrinfo = deny; socket.socket.connect = deny\n"
+        "os.environ.pop('TIKTOKEN_CACHE_DIR', None); os.environ.pop('CUSTOM_TIKTOKEN_CACHE_DIR', None)\n"
+        "from clawkit_litellm import count_tokens\n"
+        "print(count_tokens('hello world', 'openai/gpt-4o'), count_tokens('hello world', 'anthropic/claude-3'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "2"]
+
+
+def test_encoding_choice():
+    assert encoding_name_for("openai/gpt-4o-mini") == "o200k_base"
+    assert encoding_name_for("gpt-5") == "o200k_base"
+    assert encoding_name_for("anthropic/claude-sonnet-4-5") == "cl100k_base"
+    assert encoding_name_for(None) == "cl100k_base"
+
+
+def test_huge_whitespace_run_does_not_crash():
+    text = "word " + " " * 1_500_000 + "end"
+    n = count_tokens(text, "gpt-4o")  # o200k's regex gives up on ~1M spaces in one piece
+    assert 1_000 < n < 1_500_000
+
+
+def test_long_text_is_estimated_from_a_prefix():
+    text = "the quick brown fox jumps over the lazy dog. " * 200_000  # 9 MB
+    started = time.perf_counter()
+    n = count_tokens(text, "gpt-4o", max_exact_chars=200_000)
+    assert time.perf_counter() - started < 1.0
+    exact_rate = count_tokens(text[:45_000], "gpt-4o") / 45_000
+    assert abs(n - exact_rate * len(text)) / n < 0.01
+
+
+def test_truncate_to_tokens():
+    text = "alpha beta gamma delta " * 1000
+    cut = truncate_to_tokens(text, 10, "gpt-4o")
+    assert text.startswith(cut) and count_tokens(cut, "gpt-4o") <= 10 and len(cut) > 20
+    assert truncate_to_tokens("short", 100) == "short"
+    assert truncate_to_tokens("anything", 0) == ""
+
+
+def test_parse_arguments():
+    assert parse_arguments('{"a": 1}') == ({"a": 1}, None)
+    assert parse_arguments("") == ({}, None)
+    assert parse_arguments('"{\\"a\\": 1}"') == ({"a": 1}, None)  # double-encoded
+    args, err = parse_arguments("[1, 2]")
+    assert args == {} and "JSON object" in err
+    args, err = parse_arguments("{oops")
+    assert args == {} and "not valid JSON" in err
+
+
+def test_stream_fragments_without_index_are_grouped_by_id():
+    asm = StreamAssembler()
+    for frag in (
+        {"id": "a", "function": {"name": "f", "arguments": '{"x"'}},
+        {"function": {"arguments": ": 1}"}},
+        {"id": "b", "function": {"name": "g", "arguments": "{}"}},
+    ):
+        asm.add({"choices": [{"delta": {"tool_calls": [frag]}}]})
+    asm.add({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}})
+    resp = asm.response()
+    assert [(c.id, c.name, c.arguments) for c in resp.tool_calls] == [("a", "f", {"x": 1}), ("b", "g", {})]
+    assert resp.usage.total_tokens == 5
+
+
+class _StatusError(Exception):
+    def __init__(self, status, headers=None, message="boom"):
+        super().__init__(message)
+        self.status_code = status
+        self.litellm_response_headers = headers or {}
+
+
+def test_classification():
+    assert classify(_StatusError(429, {"retry-after": "2"})).retry_after == 2.0
+    assert classify(_StatusError(429, {"retry-after-ms": "250"})).retry_after == 0.25
+    assert classify(_StatusError(503)).retryable
+    assert not classify(_StatusError(400)).retryable
+    assert not classify(_StatusError(401)).retryable
+    overflow = classify(_StatusError(400, message="This model's maximum context length is 8192 tokens"))
+    assert overflow.context_overflow and not overflow.retryable
+    tpm = classify(_StatusError(429, message="Rate limit on tokens per min; maximum context length"))
+    assert tpm.retryable and not tpm.context_overflow
+    assert classify(TimeoutError()).retryable and classify(ConnectionRefusedError()).retryable
+    assert not classify(ValueError("bug")).retryable
+
+
+def test_retry_after_http_date():
+    now = time.time()
+    date = email.utils.formatdate(now + 30, usegmt=True)
+    assert 28 <= parse_retry_after({"retry-after": date}, now=now) <= 31
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({}) is None
+
+
+def test_backoff_grows_caps_and_honours_retry_after():
+    assert 0.5 <= backoff_delay(1, 1.0, 30) <= 1.0
+    assert 4.0 <= backoff_delay(4, 1.0, 30) <= 8.0
+    assert backoff_delay(20, 1.0, 30) <= 30
+    assert backoff_delay(1, 0.001, 30, retry_after=3) == 3
