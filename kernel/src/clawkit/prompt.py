@@ -46,6 +46,7 @@ class Tag(BaseModel):
         """
         if isinstance(raw, Tag):
             return raw
+        original = raw
         if isinstance(raw, str):
             dim, sep, value = raw.partition(":")
             if not sep:
@@ -55,7 +56,7 @@ class Tag(BaseModel):
             ((dim, value),) = raw.items()  # the short form {domain: security}
             raw = {"dimension": str(dim), "value": "*" if value is None else str(value)}
         if isinstance(raw, dict) and raw.get("dimension") not in DIMENSIONS:
-            raise ValueError(f"tag {raw!r}: unknown dimension {raw.get('dimension')!r} (use one of {', '.join(DIMENSIONS)})")
+            raise ValueError(f"tag {original!r}: unknown dimension {raw.get('dimension')!r} (use one of {', '.join(DIMENSIONS)})")
         return cls.model_validate(raw)
 
     def __str__(self) -> str:

@@ -1,0 +1,88 @@
+"""clawkit-contributors: the standard system-prompt sections and user-defined ones.
+
+* built-in sections: identity, instructions, tools, project-context, directives, runtime
+  (turn any off with ``plugins.contributors.disable``);
+* config-driven sections: the agent YAML's top-level ``contributors:`` list;
+* workspace sections: ``.agents/prompts/*.md`` with YAML frontmatter, reloaded on change.
+
+Every section is a :class:`clawkit.prompt.PromptContributor`; the kernel selects them
+by the session's classification. See docs/plugins/contributors.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from clawkit import hookimpl
+from clawkit.prompt import PromptContributor, StaticContributor
+
+from .builtin import builtin_contributors
+from .settings import ContributorList, ContributorsConfig, ContributorSpec, settings_of, specs_of
+from .workspace import PromptFileError, WorkspacePrompts, close_all, parse_prompt_file, prompts_for
+
+__all__ = [
+    "ContributorList", "ContributorSpec", "ContributorsConfig", "PromptFileError", "WorkspacePrompts",
+    "close_all", "parse_prompt_file", "prompts_for", "workspace_prompts",
+]
+
+_BUILTINS = builtin_contributors()
+_from_config: dict[int, tuple[Any, list[PromptContributor]]] = {}
+
+
+@hookimpl
+def register_config(register):
+    register("contributors", ContributorsConfig)
+    register("contributors", ContributorList, top_level=True)
+
+
+def _config_contributors(agent: Any) -> list[PromptContributor]:
+    """The agent's ``contributors:`` entries as contributors, built once per config object."""
+    hit = _from_config.get(id(agent))
+    if hit is not None and hit[0] is agent:
+        return hit[1]
+    built: list[PromptContributor] = [
+        StaticContributor(s.id, s.content, heading=s.heading, tags=s.tags, priority=s.priority, max_chars=s.max_chars)
+        for s in specs_of(agent)
+    ]
+    if len(_from_config) > 64:
+        _from_config.clear()
+    _from_config[id(agent)] = (agent, built)
+    return built
+
+
+def workspace_prompts(agent: Any) -> WorkspacePrompts:
+    """The (watched) workspace sections directory of ``agent``."""
+    cfg = settings_of(agent)
+    directory = Path(cfg.prompts_dir)
+    if not directory.is_absolute():
+        directory = Path(agent.workspace) / directory
+    return prompts_for(directory, cfg.watch)
+
+
+@hookimpl
+def register_prompt_contributor(register, agent):
+    off = set(settings_of(agent).disable)
+    for c in _BUILTINS:
+        if c.id not in off:
+            register(c)
+    for c in _config_contributors(agent):
+        register(c)
+    for c in workspace_prompts(agent).contributors:
+        register(c)
+
+
+_reported: dict[str, int] = {}
+
+
+@hookimpl
+def message_received(ctx, message):
+    """Hands tool descriptions to the tools section and reports malformed workspace files."""
+    described = {t.name: t.definition.description for t in ctx.tools.visible()} if ctx.tools is not None else {}
+    ctx.state["contributors.tool_descriptions"] = described
+    wp = workspace_prompts(ctx.agent)
+    key = f"{ctx.session.id}:{wp.directory}"
+    if wp.errors and _reported.get(key) != wp.generation:
+        _reported[key] = wp.generation
+        for err in wp.errors:
+            ctx.emit("contributors.invalid", path=err.path, line=err.line, error=err.message)

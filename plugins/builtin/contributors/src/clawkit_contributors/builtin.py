@@ -1,0 +1,158 @@
+"""The standard sections: identity, instructions, tools, project context, directives, runtime.
+
+Priorities put stable text first and text that changes (directives, today's
+date) last, so a provider's prompt cache keeps the longest possible prefix.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from clawkit.prompt import ContributorContext, PromptContributor, PromptSection
+
+from .settings import settings_of
+
+
+class Identity(PromptContributor):
+    """Who the agent is: its name from the agent YAML."""
+
+    id = "identity"
+    priority = 0
+
+    def contribute(self, ctx: ContributorContext) -> str:
+        return f"You are {ctx.agent_id}, an AI agent."
+
+
+class Instructions(PromptContributor):
+    """The agent YAML's ``instructions``, verbatim."""
+
+    id = "instructions"
+    priority = 10
+
+    def should_contribute(self, ctx: ContributorContext) -> bool:
+        return bool(getattr(ctx.agent, "instructions", ""))
+
+    def contribute(self, ctx: ContributorContext) -> str:
+        return ctx.agent.instructions.strip()
+
+
+class ToolsSummary(PromptContributor):
+    """One line per tool the model can call (names; descriptions when known)."""
+
+    id = "tools"
+    priority = 30
+
+    def should_contribute(self, ctx: ContributorContext) -> bool:
+        return bool(ctx.tools)
+
+    def contribute(self, ctx: ContributorContext) -> PromptSection:
+        described = ctx.tool_descriptions or ctx.state.get("contributors.tool_descriptions") or {}
+        lines = []
+        for name in ctx.tools:
+            desc = (described.get(name) or "").strip().splitlines()
+            lines.append(f"- {name}: {desc[0]}" if desc else f"- {name}")
+        return PromptSection("Tools", "You can call these tools:\n" + "\n".join(lines))
+
+
+class ProjectContext(PromptContributor):
+    """The workspace's project files (``AGENTS.md``, ``README.md``…) within a character budget.
+
+    Files are re-read only when their modification time or size changes.
+    """
+
+    id = "project-context"
+    priority = 50
+
+    def __init__(self) -> None:
+        self._cache: dict[Path, tuple[tuple[int, int], str]] = {}
+
+    def _read(self, path: Path) -> str | None:
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        key = (st.st_mtime_ns, st.st_size)
+        hit = self._cache.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        if len(self._cache) > 256:
+            self._cache.clear()
+        self._cache[path] = (key, text)
+        return text
+
+    def contribute(self, ctx: ContributorContext) -> PromptSection | None:
+        cfg = settings_of(ctx.agent)
+        budget = cfg.project_files_max_chars
+        parts = []
+        for name in cfg.project_files:
+            if budget <= 0:
+                break
+            text = self._read(Path(ctx.workspace) / name)
+            if not text or not text.strip():
+                continue
+            text = text.strip()
+            if len(text) > budget:
+                text = text[: max(0, budget - 1)].rstrip() + "…"
+            budget -= len(text)
+            parts.append(f"### {name}\n{text}")
+        if not parts:
+            return None
+        return PromptSection("Project context", "\n\n".join(parts))
+
+
+class Directives(PromptContributor):
+    """The directives in force: session-wide ones (session metadata ``directives``),
+    this turn's (``ctx.state["directives"]``), and a live ``/elevated`` grant."""
+
+    id = "directives"
+    priority = 800
+
+    def _active(self, ctx: ContributorContext) -> dict[str, Any]:
+        active: dict[str, Any] = {}
+        session = ctx.session
+        stored = session.get("directives") if session is not None and hasattr(session, "get") else None
+        if isinstance(stored, dict):
+            active.update(stored)
+        turn = ctx.state.get("directives")
+        if isinstance(turn, dict):
+            active.update(turn)
+        until = session.get("elevated_until") if session is not None and hasattr(session, "get") else None
+        if isinstance(until, (int, float)) and until > time.time():
+            stamp = _dt.datetime.fromtimestamp(until, _dt.timezone.utc).strftime("%H:%M UTC")
+            active["elevated"] = f"on until {stamp}"
+        return {k: v for k, v in active.items() if v not in (None, False, "off", "")}
+
+    def should_contribute(self, ctx: ContributorContext) -> bool:
+        return bool(self._active(ctx))
+
+    def contribute(self, ctx: ContributorContext) -> PromptSection:
+        lines = [f"- /{k} {'on' if v is True else v}" for k, v in sorted(self._active(ctx).items())]
+        return PromptSection("Active directives", "\n".join(lines))
+
+
+class Runtime(PromptContributor):
+    """Operating system, today's date and the working directory (date, not time:
+    the prompt stays byte-identical for a whole day)."""
+
+    id = "runtime"
+    priority = 900
+
+    def contribute(self, ctx: ContributorContext) -> PromptSection:
+        system = f"{platform.system()} {platform.release()} ({platform.machine()})".strip()
+        today = _dt.date.today().isoformat()
+        cwd = os.path.abspath(ctx.workspace)
+        return PromptSection("Runtime", f"- OS: {system}\n- Date: {today}\n- Working directory: {cwd}")
+
+
+def builtin_contributors() -> list[PromptContributor]:
+    """Fresh instances of every built-in section."""
+    return [Identity(), Instructions(), ToolsSummary(), ProjectContext(), Directives(), Runtime()]
