@@ -137,3 +137,25 @@ def test_reset_and_context_manager():
         assert server.pending == 0 and server.requests == []
     with pytest.raises(OSError):
         chat(server)
+
+
+def test_anthropic_messages_dialect(model_server):
+    model_server.script(Reply.tool_calls([("f", {"a": 1})], text="ok"), "streamed", Fault.rate_limit(2))
+    conn, resp = post(model_server, {"model": "claude", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]},
+                      path="/v1/messages")
+    body = json.loads(resp.read())
+    conn.close()
+    assert body["type"] == "message" and body["stop_reason"] == "tool_use"
+    assert body["content"] == [{"type": "text", "text": "ok"}, {"type": "tool_use", "id": "call_0_f", "name": "f",
+                                                                "input": {"a": 1}}]
+    assert body["usage"]["input_tokens"] > 0
+    conn, resp = post(model_server, {"model": "claude", "stream": True, "messages": []}, path="/v1/messages")
+    data = resp.read().decode()
+    conn.close()
+    names = [line[7:] for line in data.splitlines() if line.startswith("event: ")]
+    assert names[0] == "message_start" and names[-2:] == ["message_delta", "message_stop"]
+    assert "text_delta" in data
+    conn, resp = post(model_server, {"model": "claude", "messages": []}, path="/v1/messages")
+    err = json.loads(resp.read())
+    conn.close()
+    assert resp.status == 429 and err["error"]["type"] == "rate_limit_error" and resp.getheader("Retry-After") == "2"

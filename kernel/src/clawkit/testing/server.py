@@ -14,7 +14,9 @@ Tests point the real provider (litellm, the OpenAI SDK, plain httpx…) at
 
 Both plain JSON and SSE streaming (``"stream": true``, with a final usage chunk
 when ``stream_options.include_usage``) are spoken, at ``/v1/chat/completions``
-and ``/chat/completions``. Every request is recorded on ``server.requests``.
+and ``/chat/completions``; the same script is also answered in Anthropic's Messages
+format at ``/v1/messages`` (see :mod:`clawkit.testing.anthropic_api`). Every
+request is recorded on ``server.requests``.
 When the script runs out the server answers 400 with a message saying so, so a
 test that makes more model calls than it scripted fails clearly.
 """
@@ -30,11 +32,13 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator
 
+from . import anthropic_api as anthropic
 from .replies import Fault, Reply, ScriptItem, approx_tokens, as_reply
 
 __all__ = ["ModelServer", "RecordedRequest", "Reply", "Fault", "model_server"]
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+ANTHROPIC_PATHS = ("/v1/messages",)
 
 
 @dataclass
@@ -212,7 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         path = self.path.split("?", 1)[0]
-        if path not in CHAT_PATHS:
+        if path not in CHAT_PATHS + ANTHROPIC_PATHS:
             self._send_json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
             return
         try:
@@ -229,12 +233,15 @@ class _Handler(BaseHTTPRequestHandler):
             item = item.then or Reply(content="")
         if isinstance(item, Fault) and item.kind == "cut":
             cut_after, item = item.after_chunks, item.then or Reply(content="")
+        anthropic_style = path in ANTHROPIC_PATHS
         if isinstance(item, Fault):
             extra = {"Retry-After": _fmt_seconds(item.retry_after)} if item.retry_after is not None else {}
-            self._send_json(item.status, item.error_body(), extra)
+            self._send_json(item.status, anthropic.error_body(item) if anthropic_style else item.error_body(), extra)
             return
         body = body if isinstance(body, dict) else {}
-        if body.get("stream"):
+        if anthropic_style:
+            anthropic.respond(self, item, body, cut_after, usage(item, body))
+        elif body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self._stream(item, body, include_usage, cut_after)
         else:
@@ -263,11 +270,15 @@ class _Handler(BaseHTTPRequestHandler):
             **_envelope(reply, body, "chat.completion"),
             "choices": [{"index": 0, "message": message, "finish_reason": reply.resolved_finish_reason(),
                          "logprobs": None}],
-            "usage": _usage(reply, body),
+            "usage": usage(reply, body),
         }
         if cut_after is None:
             self._send_json(200, payload)
-            return
+        else:
+            self._send_truncated_json(payload)
+
+    def _send_truncated_json(self, payload: Any) -> None:
+        """Announce the whole body, send half of it, and hang up."""
         data = json.dumps(payload).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -276,12 +287,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data[: len(data) // 2])
         self._cut()
 
-    def _stream(self, reply: Reply, body: dict[str, Any], include_usage: bool, cut_after: int | None) -> None:
+    def _start_sse(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Transfer-Encoding", "chunked")  # so a cut stream is detectably incomplete
         self.end_headers()
+
+    def _stream(self, reply: Reply, body: dict[str, Any], include_usage: bool, cut_after: int | None) -> None:
+        self._start_sse()
         base = _envelope(reply, body, "chat.completion.chunk")
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -300,12 +314,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._event(chunk({}, reply.resolved_finish_reason()))
         if include_usage:
-            self._event({**base, "choices": [], "usage": _usage(reply, body)})
+            self._event({**base, "choices": [], "usage": usage(reply, body)})
         self._write_chunk(b"data: [DONE]\n\n")
         self._write_chunk(b"")
 
-    def _event(self, payload: dict[str, Any]) -> None:
-        self._write_chunk(b"data: " + json.dumps(payload).encode() + b"\n\n")
+    def _event(self, payload: dict[str, Any], name: str | None = None) -> None:
+        head = b"event: " + name.encode() + b"\n" if name else b""
+        self._write_chunk(head + b"data: " + json.dumps(payload).encode() + b"\n\n")
 
     def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
@@ -332,7 +347,8 @@ def _envelope(reply: Reply, body: dict[str, Any], obj: str) -> dict[str, Any]:
             "model": reply.model or str(body.get("model") or "scripted-model"), "system_fingerprint": None}
 
 
-def _usage(reply: Reply, body: dict[str, Any]) -> dict[str, int]:
+def usage(reply: Reply, body: dict[str, Any]) -> dict[str, int]:
+    """Plausible OpenAI-style usage: scripted numbers, else words/characters counted."""
     if reply.prompt_tokens is not None:
         prompt = reply.prompt_tokens
     else:
@@ -343,8 +359,9 @@ def _usage(reply: Reply, body: dict[str, Any]) -> dict[str, int]:
             prompt += 4 + approx_tokens(text)
             if isinstance(m, dict) and m.get("tool_calls"):
                 prompt += approx_tokens(json.dumps(m["tool_calls"]))
-        if body.get("tools"):
-            prompt += approx_tokens(json.dumps(body["tools"]))
+        for key in ("tools", "system"):
+            if body.get(key):
+                prompt += approx_tokens(json.dumps(body[key]))
     completion = reply.completion_token_count()
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 

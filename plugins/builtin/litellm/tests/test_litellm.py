@@ -286,3 +286,38 @@ def test_importing_the_plugin_does_not_import_litellm():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --- the Anthropic format, over the server's /v1/messages --------------------------------
+
+CLAUDE = "anthropic/claude-sonnet-4-5"
+
+
+def test_anthropic_streamed_text_and_tool_calls(model_server):
+    model_server.script(
+        "Hello from Claude.",
+        Reply.tool_calls([("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Oslo"})], text="Checking."),
+    )
+    p = provider(model_server, model=CLAUDE)  # api_base ends in /v1: the provider strips it
+    seen: list[str] = []
+    resp = complete(p, request(model=CLAUDE, system="Be brief."), seen.append)
+    assert resp.content == "Hello from Claude." and "".join(seen) == "Hello from Claude."
+    assert resp.usage.prompt_tokens > 0 and resp.usage.cost is not None
+    req = model_server.requests[0]
+    assert req.path == "/v1/messages" and req.headers["x-api-key"] == "sk-clawkit-no-key"
+    assert req.body["system"][0]["text"] == "Be brief."
+    resp = complete(p, request(model=CLAUDE, tools=[WEATHER]))
+    assert resp.content == "Checking."
+    assert [c.arguments for c in resp.tool_calls] == [{"city": "Paris"}, {"city": "Oslo"}]
+    assert model_server.requests[1].body["tools"][0]["name"] == "get_weather"
+
+
+def test_anthropic_rate_limit_then_success_and_overflow(model_server):
+    model_server.script(Fault.rate_limit(retry_after=0.2), "fine", Fault.context_overflow())
+    p = LitellmProvider(ModelConfig(name=CLAUDE, api_base=model_server.base_url, retry_base_delay=0.001))
+    started = time.monotonic()
+    assert complete(p, request(model=CLAUDE, stream=False)).content == "fine"
+    assert time.monotonic() - started >= 0.2
+    with pytest.raises(ProviderError) as err:
+        complete(p, request(model=CLAUDE))
+    assert err.value.context_overflow
