@@ -1,0 +1,159 @@
+"""Full outputs of truncated tool calls, kept in the session database.
+
+Table ``truncator_outputs`` lives in the session's SQLite file. Writing a 100 MB
+output takes a few hundred milliseconds, so for a file database the write runs
+on a background thread with its own connection (the turn does not wait for it);
+:func:`read_range` waits for a pending write of the output it reads. An
+in-memory store is written synchronously.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("clawkit.truncator")
+
+TABLE = "truncator_outputs"
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    id TEXT PRIMARY KEY, session_id TEXT NOT NULL, call_id TEXT, tool TEXT,
+    chars INTEGER NOT NULL, stored_chars INTEGER NOT NULL, created REAL NOT NULL, content TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {TABLE}_session ON {TABLE}(session_id);
+"""
+_pending: dict[str, threading.Thread] = {}
+_errors: dict[str, str] = {}
+_lock = threading.Lock()
+
+
+def _db_path(store: Any) -> str | None:
+    path = str(getattr(store, "path", ":memory:"))
+    return None if path == ":memory:" else path
+
+
+def ensure_table(conn: sqlite3.Connection) -> None:
+    conn.executescript(SCHEMA)
+
+
+def save(store: Any, session_id: str, call_id: str, tool: str, content: str, max_chars: int) -> str:
+    """Keep ``content`` (up to ``max_chars``) for the session; returns the output id at once."""
+    output_id = "out_" + uuid.uuid4().hex[:12]
+    stored = content[:max_chars] if len(content) > max_chars else content
+    row = (output_id, session_id, call_id, tool, len(content), len(stored), time.time(), stored)
+    ensure_table(store.conn)
+    path = _db_path(store)
+    if path is None:
+        _insert(store.conn, row)
+        return output_id
+
+    def write() -> None:
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+            try:
+                _insert(conn, row)
+            finally:
+                conn.close()
+        except Exception as exc:  # reported to whoever reads this output
+            log.warning("could not store output %s: %r", output_id, exc)
+            _errors[output_id] = f"{type(exc).__name__}: {exc}"
+        finally:
+            with _lock:
+                _pending.pop(output_id, None)
+
+    thread = threading.Thread(target=write, name=f"truncator-store-{output_id}")
+    with _lock:
+        _pending[output_id] = thread
+    thread.start()
+    return output_id
+
+
+def _insert(conn: sqlite3.Connection, row: tuple) -> None:
+    conn.execute(
+        f"INSERT INTO {TABLE} (id, session_id, call_id, tool, chars, stored_chars, created, content)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        row,
+    )
+
+
+def wait(output_id: str | None = None, timeout: float = 60.0) -> None:
+    """Wait for a pending write (one output, or all of them)."""
+    with _lock:
+        threads = [_pending[output_id]] if output_id in _pending else ([] if output_id else list(_pending.values()))
+    for t in threads:
+        t.join(timeout)
+
+
+@dataclass
+class OutputRange:
+    output_id: str
+    offset: int
+    text: str
+    chars: int
+    stored_chars: int
+    tool: str
+
+    @property
+    def next_offset(self) -> int | None:
+        end = self.offset + len(self.text)
+        return end if end < self.stored_chars else None
+
+
+class OutputNotFound(LookupError):
+    pass
+
+
+def read_range(conn: sqlite3.Connection, session_id: str, output_id: str, offset: int, limit: int) -> OutputRange:
+    """Characters ``[offset, offset+limit)`` of a stored output of this session."""
+    wait(output_id)
+    if output_id in _errors:
+        raise OutputNotFound(f"output {output_id} could not be stored: {_errors[output_id]}")
+    ensure_table(conn)
+    row = conn.execute(
+        f"SELECT chars, stored_chars, tool, substr(content, ?, ?) FROM {TABLE} WHERE id = ? AND session_id = ?",
+        (offset + 1, limit, output_id, session_id),
+    ).fetchone()
+    if row is None:
+        raise OutputNotFound(f"no stored output {output_id!r} in this session")
+    return OutputRange(output_id, offset, row[3] or "", row[0], row[1], row[2] or "")
+
+
+def grep(conn: sqlite3.Connection, session_id: str, output_id: str, pattern: re.Pattern[str], offset: int,
+         limit: int, chunk: int = 1_000_000) -> tuple[list[str], int | None, OutputRange]:
+    """Lines matching ``pattern`` from ``offset`` on, as ``@<offset>: line``, up to ``limit`` chars.
+
+    Returns (lines, offset to continue from or None, first range read). Reads the
+    output a chunk at a time so memory stays bounded.
+    """
+    out: list[str] = []
+    used = 0
+    pos = offset
+    first: OutputRange | None = None
+    carry = ""
+    while True:
+        rng = read_range(conn, session_id, output_id, pos, chunk)
+        first = first or rng
+        if not rng.text:
+            return out, None, first
+        block = carry + rng.text
+        base = pos - len(carry)
+        last_nl = block.rfind("\n")
+        complete, carry = (block[: last_nl + 1], block[last_nl + 1 :]) if rng.next_offset is not None else (block, "")
+        start = 0
+        for line in complete.splitlines(keepends=True):
+            if pattern.search(line):
+                entry = f"@{base + start}: {line.rstrip()}"
+                if used + len(entry) + 1 > limit:
+                    return out, base + start, first
+                out.append(entry)
+                used += len(entry) + 1
+            start += len(line)
+        if rng.next_offset is None:
+            return out, None, first
+        pos = rng.next_offset
