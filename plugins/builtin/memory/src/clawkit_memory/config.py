@@ -1,0 +1,79 @@
+"""The ``plugins.memory`` section of an agent YAML."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EmbeddingConfig(BaseModel):
+    """Which embedding provider to use. ``auto``: remote when ``model`` names a remote
+    model (or ``api_base`` is set), else the local offline MiniLM."""
+
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+
+    provider: str = Field("auto", description="auto | local | litellm | any registered embedding provider")
+    model: str | None = Field(None, description="remote model string for litellm, e.g. openai/text-embedding-3-small")
+    api_base: str | None = Field(None, description="OpenAI-compatible endpoint for the remote provider")
+    api_key: str | None = None
+    dimensions: int | None = Field(None, description="vector size of the remote model (asked on first use when unset)")
+    batch_size: int = Field(32, gt=0, description="texts per embedding call")
+    timeout: float = Field(60.0, gt=0, description="seconds per remote embedding call")
+
+    def settings(self) -> dict[str, Any]:
+        """Extra keys, passed on to the provider (e.g. ``model_path``, ``threads``)."""
+        return dict(self.model_extra or {})
+
+
+class ChunkingConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: int = Field(400, gt=20, description="window size in (approximate) tokens for long sections")
+    overlap: int = Field(80, ge=0, description="tokens shared by consecutive windows")
+
+
+class RecallConfig(BaseModel):
+    """The prompt contributor that injects relevant memory into the system prompt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    budget_ms: int = Field(300, ge=0, description="longest wait for retrieval before the prompt is built without it")
+    k: int = Field(3, gt=0, description="snippets injected at most")
+    min_similarity: float = Field(0.35, description="cosine similarity a snippet needs to be injected")
+    max_chars: int = Field(2000, gt=0, description="size limit of the injected section")
+
+
+class SearchConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    rrf_k: int = Field(60, gt=0)
+    vector_weight: float = Field(1.0, ge=0)
+    text_weight: float = Field(1.0, ge=0)
+    candidates: int = Field(50, gt=0, description="candidates taken from each of BM25 and KNN before fusion")
+    quantize_above: int = Field(20_000, ge=0, description="chunk count above which KNN uses the binary prefilter")
+    oversample: int = Field(8, gt=0, description="binary-prefilter candidates per wanted result")
+    mmr: bool = False
+    mmr_lambda: float = Field(0.7, ge=0, le=1)
+    temporal_decay: bool = False
+    half_life_days: float = Field(30.0, gt=0)
+
+
+class MemoryConfig(BaseModel):
+    """Memory for one agent: what to index, how to embed and how to search."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    db: str | None = Field(None, description="memory SQLite file; default <workspace>/.clawkit/memory.db")
+    partition: str | None = Field(None, description="this agent's partition; default the agent's name")
+    read_partitions: list[str] = Field(default_factory=list, description="other partitions this agent may read")
+    paths: list[str] = Field(default_factory=list, description="extra files/dirs/globs to index (relative to the workspace)")
+    sessions: bool = Field(True, description="index finished turns of past sessions (episodes)")
+    watch: bool = Field(True, description="re-index memory files when they change (watchfiles)")
+    save_file: str = Field("memory/{date}.md", description="where memory_save appends ({date} = YYYY-MM-DD)")
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
+    recall: RecallConfig = Field(default_factory=RecallConfig)

@@ -1,0 +1,414 @@
+"""The memory index: files and episodes → chunks → cached embeddings → FTS5 + sqlite-vec.
+
+Incremental at two levels: a file whose size, mtime and content hash are unchanged is
+not even re-chunked, and a chunk whose content hash already has a vector for the
+current model (table ``memory_embeddings``, keyed by ``(model, hash)``) is never
+embedded again. ``counters`` counts what was really embedded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3 as stdlib_sqlite
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from . import db as mdb
+from .chunking import Chunk, chunk_markdown, chunk_turn, finished_turns
+from .config import ChunkingConfig
+
+TEXT_SUFFIXES = (".md", ".markdown", ".txt")
+_TAG = re.compile(r"(?<![\w#/&])#([A-Za-z][\w-]{1,40})")
+_TAG_LINE = re.compile(r"^\s*[-*]?\s*tags?:\s*(.+)$", re.I | re.M)
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def tags_of(text: str) -> list[str]:
+    """``#hashtags`` in the text and ``tags: a, b`` lines, lower-cased."""
+    found = {t.lower() for t in _TAG.findall(text)}
+    for line in _TAG_LINE.findall(text):
+        found.update(t.strip().lower().lstrip("#") for t in re.split(r"[,\s]+", line) if t.strip())
+    return sorted(found)
+
+
+@dataclass
+class IndexReport:
+    """What one indexing run did."""
+
+    files: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    chunks: int = 0
+    embedded: int = 0
+    cached: int = 0
+    paths: list[str] = field(default_factory=list)
+
+    def add(self, other: "IndexReport") -> "IndexReport":
+        for k in ("files", "unchanged", "removed", "chunks", "embedded", "cached"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.paths += other.paths
+        return self
+
+
+class MemoryIndex:
+    """One memory database, shared by every partition in it. Thread-safe (one lock).
+
+    ``provider`` is an embedding provider, or a zero-argument callable returning one
+    (resolved on first use so that opening the index costs nothing).
+    """
+
+    def __init__(self, path: str | Path, provider: Any, *, workspace: str | Path = ".",
+                 chunking: ChunkingConfig | None = None, progress: bool = False):
+        self.path = Path(path)
+        self.workspace = Path(workspace).resolve()
+        self.chunking = chunking or ChunkingConfig()
+        self.progress = progress
+        self.conn = mdb.connect(self.path)
+        self.lock = threading.RLock()
+        self._provider = provider
+        self.counters = {"embedded": 0, "cached": 0, "files_indexed": 0, "files_unchanged": 0}
+        self.generation = 0  # bumped on every write: search caches key on it
+        self._query_cache: dict[str, np.ndarray] = {}
+
+    # --- embeddings --------------------------------------------------------------------
+
+    @property
+    def provider(self) -> Any:
+        if callable(self._provider) and not hasattr(self._provider, "embed"):
+            self._provider = self._provider()
+        return self._provider
+
+    @property
+    def model(self) -> str:
+        return str(self.provider.model)
+
+    def _ensure_vectors(self) -> None:
+        """Create the KNN table for this model; a model change rebuilds it from the cache."""
+        stored = mdb.get_meta(self.conn, "model")
+        if stored == self.model and mdb.has_vectors(self.conn):
+            return
+        dims = int(self.provider.dimensions)
+        with self.conn:
+            self.conn.execute("BEGIN")
+            if mdb.has_vectors(self.conn):
+                self.conn.execute("DROP TABLE memory_vec")
+            mdb.create_vectors(self.conn, dims)
+            mdb.set_meta(self.conn, "model", self.model)
+            mdb.set_meta(self.conn, "dims", str(dims))
+        rows = self.conn.execute("SELECT id, partition, hash, embed FROM (SELECT id, partition, hash, "
+                                 "COALESCE(heading || char(10), '') || text AS embed FROM memory_chunks)").fetchall()
+        if rows:  # re-embed (or take from the cache) everything under the new model
+            vecs = self.vectors_for([r[3] for r in rows], [r[2] for r in rows])
+            with self.conn:
+                self.conn.execute("BEGIN")
+                self._insert_vectors([(r[0], r[1]) for r in rows], vecs)
+
+    def vectors_for(self, texts: list[str], hashes: list[str], report: IndexReport | None = None) -> np.ndarray:
+        """Vectors for ``texts`` from the cache, embedding (in batches) only the misses."""
+        model = self.model
+        found: dict[str, np.ndarray] = {}
+        uniq = list(dict.fromkeys(hashes))
+        for s in range(0, len(uniq), 500):
+            part = uniq[s : s + 500]
+            q = f"SELECT hash, vector FROM memory_embeddings WHERE model = ? AND hash IN ({','.join('?' * len(part))})"
+            for h, blob in self.conn.execute(q, (model, *part)):
+                found[h] = np.frombuffer(blob, dtype=np.float32)
+        missing: dict[str, str] = {}
+        for t, h in zip(texts, hashes):
+            if h not in found:
+                missing.setdefault(h, t)
+        if missing:
+            self._embed_missing(missing, found)
+        n_cached = len(set(hashes)) - len(missing)
+        self.counters["embedded"] += len(missing)
+        self.counters["cached"] += n_cached
+        if report is not None:
+            report.embedded += len(missing)
+            report.cached += n_cached
+        return np.stack([found[h] for h in hashes]) if hashes else np.zeros((0, 0), dtype=np.float32)
+
+    def _embed_missing(self, missing: dict[str, str], found: dict[str, np.ndarray]) -> None:
+        items = list(missing.items())
+        batch = max(1, int(getattr(self.provider, "batch_size", 32)))
+        bar = None
+        if self.progress and len(items) > batch:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(items), desc="embedding", unit="chunk")
+        now = time.time()
+        step = batch * 8  # several provider batches per cache write
+        for s in range(0, len(items), step):
+            part = items[s : s + step]
+            vecs = np.asarray(self.provider.embed([t for _, t in part]), dtype=np.float32)
+            rows = []
+            for (h, _), v in zip(part, vecs):
+                found[h] = v
+                rows.append((self.model, h, v.tobytes(), now))
+            with self.lock:
+                self.conn.executemany("INSERT OR REPLACE INTO memory_embeddings VALUES (?, ?, ?, ?)", rows)
+            if bar is not None:
+                bar.update(len(part))
+        if bar is not None:
+            bar.close()
+
+    def query_vector(self, text: str) -> np.ndarray:
+        """The embedding of a search query (small in-memory cache)."""
+        v = self._query_cache.get(text)
+        if v is None:
+            v = np.asarray(self.provider.embed([text]), dtype=np.float32)[0]
+            if len(self._query_cache) > 256:
+                self._query_cache.clear()
+            self._query_cache[text] = v
+        return v
+
+    # --- writing chunks ----------------------------------------------------------------
+
+    def _insert_vectors(self, ids_parts: list[tuple[int, str]], vecs: np.ndarray) -> None:
+        self.conn.executemany(
+            "INSERT INTO memory_vec (rowid, partition, embedding, coarse) VALUES (?, ?, ?, vec_quantize_binary(?))",
+            [(i, p, v.tobytes(), v.tobytes()) for (i, p), v in zip(ids_parts, vecs)],
+        )
+
+    def _delete_chunks(self, where: str, args: tuple) -> int:
+        ids = [r[0] for r in self.conn.execute(f"SELECT id FROM memory_chunks WHERE {where}", args)]
+        for s in range(0, len(ids), 500):
+            part = ids[s : s + 500]
+            marks = ",".join("?" * len(part))
+            self.conn.execute(f"DELETE FROM memory_fts WHERE rowid IN ({marks})", part)
+            if mdb.has_vectors(self.conn):
+                self.conn.execute(f"DELETE FROM memory_vec WHERE rowid IN ({marks})", part)
+            self.conn.execute(f"DELETE FROM memory_chunks WHERE id IN ({marks})", part)
+        return len(ids)
+
+    def replace_chunks(self, partition: str, kind: str, path: str, chunks: list[Chunk], *, created: float | list[float],
+                       session_id: str | None = None, report: IndexReport | None = None) -> None:
+        """Swap the chunks of one source for ``chunks`` (embedding only what the cache lacks).
+
+        ``created`` is one time for all chunks or one per chunk (episode turns)."""
+        times = created if isinstance(created, list) else [created] * len(chunks)
+        texts = [c.embed_text() for c in chunks]
+        hashes = [content_hash(t) for t in texts]
+        vecs = self.vectors_for(texts, hashes, report) if chunks else None
+        with self.lock:
+            self._ensure_vectors()
+            with self.conn:
+                self.conn.execute("BEGIN")
+                self._delete_chunks("partition = ? AND path = ?", (partition, path))
+                ids = []
+                for c, h, t in zip(chunks, hashes, times):
+                    tags = "," + ",".join(tags_of(c.text)) + ","
+                    cur = self.conn.execute(
+                        "INSERT INTO memory_chunks (partition, kind, path, start_line, end_line, heading, text, hash,"
+                        " tags, session_id, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (partition, kind, path, c.start_line, c.end_line, c.heading, c.text, h, tags, session_id, t),
+                    )
+                    ids.append(cur.lastrowid)
+                    self.conn.execute("INSERT INTO memory_fts (rowid, text, heading, path) VALUES (?, ?, ?, ?)",
+                                      (cur.lastrowid, c.text, c.heading, path))
+                if chunks:
+                    self._insert_vectors([(i, partition) for i in ids], vecs)
+            self.generation += 1
+        if report is not None:
+            report.chunks += len(chunks)
+
+    # --- files -------------------------------------------------------------------------
+
+    def rel(self, path: Path) -> str:
+        """The path as stored and cited: relative to the workspace when inside it."""
+        path = path.resolve()
+        try:
+            return path.relative_to(self.workspace).as_posix()
+        except ValueError:
+            return path.as_posix()
+
+    def abs(self, stored: str) -> Path:
+        p = Path(stored)
+        return p if p.is_absolute() else self.workspace / p
+
+    def index_file(self, path: str | Path, partition: str, *, force: bool = False) -> IndexReport:
+        """(Re-)index one text file unless its content hash is unchanged."""
+        report = IndexReport()
+        p = self.abs(str(path)) if not Path(path).is_absolute() else Path(path)
+        key = self.rel(p)
+        st = p.stat()
+        raw = p.read_bytes()
+        digest = hashlib.sha256(raw).hexdigest()
+        with self.lock:
+            row = self.conn.execute("SELECT hash, forgotten FROM memory_sources WHERE partition = ? AND path = ?",
+                                    (partition, key)).fetchone()
+        if row is not None and row[0] == digest and not (row[1] and force):
+            with self.lock:  # same content, maybe touched: remember the new stat
+                self.conn.execute("UPDATE memory_sources SET mtime = ?, size = ? WHERE partition = ? AND path = ?",
+                                  (st.st_mtime, st.st_size, partition, key))
+            report.unchanged += 1
+            self.counters["files_unchanged"] += 1
+            return report
+        text = raw.decode("utf-8", errors="replace")
+        chunks = chunk_markdown(text, self.chunking.tokens, self.chunking.overlap)
+        self.replace_chunks(partition, "file", key, chunks, created=st.st_mtime, report=report)
+        with self.lock:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO memory_sources (partition, path, kind, hash, mtime, size, indexed_at, forgotten)"
+                " VALUES (?, ?, 'file', ?, ?, ?, ?, 0)", (partition, key, digest, st.st_mtime, st.st_size, time.time()))
+        report.files += 1
+        report.paths.append(key)
+        self.counters["files_indexed"] += 1
+        return report
+
+    def expand(self, targets: Iterable[str | Path]) -> list[Path]:
+        """Files named by ``targets`` (files, directories searched for text files, globs)."""
+        out: list[Path] = []
+        for t in targets:
+            p = Path(t) if Path(t).is_absolute() else self.workspace / t
+            if p.is_dir():
+                out += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in TEXT_SUFFIXES
+                              and not any(part.startswith(".") for part in f.relative_to(p).parts))
+            elif p.is_file():
+                out.append(p)
+            elif any(ch in str(t) for ch in "*?["):
+                out += sorted(f for f in self.workspace.glob(str(t)) if f.is_file())
+        return list(dict.fromkeys(out))
+
+    def index_paths(self, targets: Iterable[str | Path], partition: str, *, force: bool = False) -> IndexReport:
+        report = IndexReport()
+        for f in self.expand(targets):
+            report.add(self.index_file(f, partition, force=force))
+        return report
+
+    def sync(self, partition: str, roots: Iterable[str | Path]) -> IndexReport:
+        """Bring the partition up to date: new and changed files under ``roots`` and every file
+        indexed before are re-indexed; deleted files are dropped. Unchanged stat → no read."""
+        report = IndexReport()
+        with self.lock:
+            known = {p: (m, s, f) for p, m, s, f in self.conn.execute(
+                "SELECT path, mtime, size, forgotten FROM memory_sources WHERE partition = ? AND kind = 'file'",
+                (partition,))}
+        candidates = {self.rel(f): f for f in self.expand(roots)}
+        for key in known:
+            candidates.setdefault(key, self.abs(key))
+        for key, f in candidates.items():
+            try:
+                st = f.stat()
+            except FileNotFoundError:
+                if key in known:
+                    with self.lock, self.conn:
+                        self.conn.execute("BEGIN")
+                        self._delete_chunks("partition = ? AND path = ?", (partition, key))
+                        self.conn.execute("DELETE FROM memory_sources WHERE partition = ? AND path = ?", (partition, key))
+                        self.generation += 1
+                    report.removed += 1
+                continue
+            if key in known and known[key][:2] == (st.st_mtime, st.st_size):
+                continue
+            report.add(self.index_file(f, partition))
+        return report
+
+    # --- episodes ----------------------------------------------------------------------
+
+    def sync_sessions(self, state_db: str | Path | Any, partition: str, agent: str) -> IndexReport:
+        """Index finished turns of ``agent``'s sessions from the kernel's session database.
+
+        ``state_db`` is the file path (opened read-only) or an open sqlite3 connection.
+        A session whose last message id is unchanged is skipped.
+        """
+        report = IndexReport()
+        if isinstance(state_db, (str, Path)):
+            if not Path(state_db).exists():
+                return report
+            conn = stdlib_sqlite.connect(f"file:{Path(state_db).resolve()}?mode=ro", uri=True, timeout=5)
+        else:
+            conn = state_db
+        try:
+            if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages'").fetchone():
+                return report
+            sessions = conn.execute(
+                "SELECT s.id, MAX(m.id) FROM sessions s JOIN messages m ON m.session_id = s.id"
+                " WHERE s.agent = ? GROUP BY s.id", (agent,)).fetchall()
+            with self.lock:
+                known = {p: (h, fb) for p, h, fb in self.conn.execute(
+                    "SELECT path, hash, forgotten_before FROM memory_sources WHERE partition = ? AND kind = 'episode'",
+                    (partition,))}
+            for sid, last_id in sessions:
+                key = f"session:{sid}"
+                if key in known and known[key][0] == str(last_id):
+                    continue
+                floor = (known.get(key) or (None, None))[1] or 0.0
+                rows = conn.execute("SELECT id, role, content, data, created FROM messages WHERE session_id = ?"
+                                    " ORDER BY id", (sid,)).fetchall()
+                turns = [t for t in finished_turns(rows) if t.created >= floor]
+                self._replace_episode(partition, key, sid, turns, report)
+                with self.lock:
+                    self.conn.execute(
+                        "INSERT OR REPLACE INTO memory_sources (partition, path, kind, hash, indexed_at, forgotten_before)"
+                        " VALUES (?, ?, 'episode', ?, ?, ?)", (partition, key, str(last_id), time.time(), floor or None))
+                report.files += 1
+                report.paths.append(key)
+        finally:
+            if isinstance(state_db, (str, Path)):
+                conn.close()
+        return report
+
+    def _replace_episode(self, partition: str, key: str, sid: str, turns: list, report: IndexReport) -> None:
+        chunks: list[Chunk] = []
+        times: list[float] = []
+        for t in turns:  # each turn keeps its own time, for decay and --older-than
+            for c in chunk_turn(t, self.chunking.tokens, self.chunking.overlap):
+                chunks.append(c)
+                times.append(t.created)
+        self.replace_chunks(partition, "episode", key, chunks, created=times, session_id=sid, report=report)
+
+    # --- forgetting and stats ----------------------------------------------------------
+
+    def forget(self, partition: str, path: str | None = None, older_than: float | None = None) -> int:
+        """Drop a source (path or glob) or everything older than ``older_than`` seconds.
+
+        Forgotten files stay forgotten until they change; forgotten turns of a session
+        stay forgotten when the session grows. Returns the number of chunks removed.
+        """
+        removed = 0
+        with self.lock, self.conn:
+            self.conn.execute("BEGIN")
+            if path is not None:
+                key = self.rel(self.abs(path)) if not path.startswith("session:") else path
+                pattern = key if any(c in key for c in "*?[") else None
+                sql = "partition = ? AND path GLOB ?" if pattern else "partition = ? AND path = ?"
+                removed += self._delete_chunks(sql, (partition, pattern or key))
+                self.conn.execute(f"UPDATE memory_sources SET forgotten = 1, hash = 'forgotten' WHERE {sql}",
+                                  (partition, pattern or key))
+            if older_than is not None:
+                cutoff = time.time() - older_than
+                removed += self._delete_chunks("partition = ? AND created < ?", (partition, cutoff))
+                self.conn.execute("UPDATE memory_sources SET forgotten = 1, hash = 'forgotten' WHERE partition = ?"
+                                  " AND kind = 'file' AND mtime < ?", (partition, cutoff))
+                self.conn.execute("UPDATE memory_sources SET forgotten_before = MAX(COALESCE(forgotten_before, 0), ?)"
+                                  " WHERE partition = ? AND kind = 'episode'", (cutoff, partition))
+            self.generation += 1
+        return removed
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per partition and kind, the model, the file size and this process's counters."""
+        with self.lock:
+            rows = self.conn.execute("SELECT partition, kind, COUNT(*), COUNT(DISTINCT path) FROM memory_chunks"
+                                     " GROUP BY partition, kind ORDER BY partition, kind").fetchall()
+            cache = self.conn.execute("SELECT COUNT(*) FROM memory_embeddings").fetchone()[0]
+            model = mdb.get_meta(self.conn, "model")
+        parts: dict[str, Any] = {}
+        for part, kind, chunks, sources in rows:
+            parts.setdefault(part, {})[kind] = {"chunks": chunks, "sources": sources}
+        size = self.path.stat().st_size if self.path.exists() else 0
+        return {"db": str(self.path), "model": model, "partitions": parts, "cached_embeddings": cache,
+                "bytes": size, "counters": dict(self.counters)}
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+

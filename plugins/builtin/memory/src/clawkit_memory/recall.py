@@ -1,0 +1,65 @@
+"""Recall before the model is called: retrieval starts when the message arrives
+(``message_received``) and runs in a worker thread alongside the rest of the turn's
+preparation (classification, other hooks); the prompt contributor waits for it at most
+``recall.budget_ms`` counted from the message's arrival, then injects the few snippets
+similar enough to the message — or nothing.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from pathlib import Path
+from typing import Any
+
+from clawkit.prompt import ContributorContext, PromptContributor, PromptSection
+
+from .service import AgentMemory
+from .tools import session_partitions
+
+STATE_KEY = "memory.recall"
+
+
+def start_recall(ctx: Any, mem: AgentMemory, text: str) -> None:
+    """Kick off retrieval for ``text``; the contributor collects it from ``ctx.state``."""
+    store = ctx.session.store
+    state_db = store.path if str(store.path) != ":memory:" and Path(store.path).exists() else None
+    started = time.perf_counter()
+    future = mem.executor.submit(mem.recall, text, session_id=ctx.session.id, state_db=state_db,
+                                 extra_partitions=session_partitions(ctx))
+    ctx.state[STATE_KEY] = {"future": future, "started": started, "budget_ms": mem.cfg.recall.budget_ms,
+                            "max_chars": mem.cfg.recall.max_chars}
+
+
+class MemoryRecall(PromptContributor):
+    """Injects ``## Relevant memory`` with cited snippets into the system prompt."""
+
+    id = "memory.recall"
+    priority = 60
+
+    def should_contribute(self, ctx: ContributorContext) -> bool:
+        return STATE_KEY in ctx.state
+
+    def contribute(self, ctx: ContributorContext) -> PromptSection | None:
+        st = ctx.state[STATE_KEY]
+        if "hits" not in st:  # decided once per turn, so later rounds see the same prompt
+            remaining = st["budget_ms"] / 1000 - (time.perf_counter() - st["started"])
+            try:
+                st["hits"] = st["future"].result(timeout=max(0.0, remaining))
+                st["timed_out"] = False
+            except concurrent.futures.TimeoutError:
+                st["hits"], st["timed_out"] = [], True
+            except Exception as exc:  # retrieval failed: the turn goes on without memory
+                st["hits"], st["timed_out"], st["error"] = [], False, f"{type(exc).__name__}: {exc}"
+            st["waited_ms"] = (time.perf_counter() - st["started"]) * 1000
+        hits = st["hits"]
+        if not hits:
+            return None
+        per = max(200, st["max_chars"] // max(1, len(hits)) - 40)
+        lines = []
+        for h in hits:
+            body = " ".join(h.text.split())
+            body = body if len(body) <= per else body[: per - 1].rstrip() + "…"
+            lines.append(f"- [{h.citation}] {body}")
+        return PromptSection("Relevant memory", "From your memory (cite as [path#lines]; may be outdated):\n"
+                             + "\n".join(lines), st["max_chars"])

@@ -1,0 +1,273 @@
+"""Hybrid search: FTS5 BM25 + sqlite-vec KNN, fused, filtered in SQL, optionally diversified.
+
+Vector search is exact (sqlite-vec brute force, cosine) for small partitions; above
+``quantize_above`` chunks it first takes ``k * oversample`` candidates by Hamming
+distance over binary-quantised vectors and re-ranks them with the full vectors.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+import numpy as np
+
+from .config import SearchConfig
+from .index import MemoryIndex
+
+Mode = Literal["hybrid", "vector", "text"]
+FILTER_KEYS = ("source", "path", "since", "until", "tags", "session")
+_WORD = re.compile(r"\w+")
+_DATED = re.compile(r"(^|/)\d{4}-\d{2}-\d{2}[^/]*$")
+STOPWORDS = frozenset(
+    "a an and are as at be but by can could did do does for from had has have how i if in into is it its me my "
+    "of on or our should so that the their them then there these they this to was we were what when where which "
+    "who why will with would you your".split()
+)
+
+
+class FilterError(ValueError):
+    """A bad ``filters`` argument; the message names the key."""
+
+
+@dataclass
+class Hit:
+    """One search result with its citation and scores."""
+
+    path: str
+    start_line: int
+    end_line: int
+    heading: str
+    text: str
+    score: float
+    similarity: float
+    kind: str
+    partition: str
+    created: float | None
+    session_id: str | None = None
+    text_rank: int | None = None
+    vector_rank: int | None = None
+    id: int = 0
+
+    @property
+    def citation(self) -> str:
+        return f"{self.path}#L{self.start_line}" + (f"-{self.end_line}" if self.end_line != self.start_line else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["citation"] = self.citation
+        return d
+
+
+def _epoch(value: Any, key: str) -> float:
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        dt = datetime.fromisoformat(str(value))
+    except ValueError:
+        raise FilterError(f"filters.{key}: expected a date (YYYY-MM-DD) or epoch seconds, got {value!r}") from None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
+    """SQL (over ``memory_chunks c``) for metadata filters: source, path glob, since/until, tags, session."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    for key, value in (filters or {}).items():
+        if value is None or value == "" or value == []:
+            continue
+        if key == "source":
+            if value not in ("file", "episode"):
+                raise FilterError(f"filters.source: expected 'file' or 'episode', got {value!r}")
+            clauses.append("c.kind = ?")
+            args.append(value)
+        elif key == "path":
+            clauses.append("c.path GLOB ?")
+            args.append(str(value))
+        elif key in ("since", "until"):
+            clauses.append("c.created >= ?" if key == "since" else "c.created < ?")
+            args.append(_epoch(value, key))
+        elif key == "tags":
+            tags = [value] if isinstance(value, str) else list(value)
+            clauses.append("(" + " OR ".join("c.tags LIKE ?" for _ in tags) + ")")
+            args += [f"%,{str(t).lower().lstrip('#')},%" for t in tags]
+        elif key == "session":
+            clauses.append("c.session_id = ?")
+            args.append(str(value))
+        else:
+            raise FilterError(f"filters.{key}: unknown filter (known: {', '.join(FILTER_KEYS)})")
+    return " AND ".join(clauses), args
+
+
+def fts_query(text: str) -> str | None:
+    """A safe FTS5 query: the query's words OR-ed (stop words dropped), BM25 ranks them."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    keep = [w for w in words if w not in STOPWORDS] or words
+    if not keep:
+        return None
+    return " OR ".join(f'"{w}"' for w in dict.fromkeys(keep))
+
+
+class Searcher:
+    """Searches one :class:`MemoryIndex` across the partitions a caller may read."""
+
+    def __init__(self, index: MemoryIndex, config: SearchConfig | None = None):
+        self.index = index
+        self.config = config or SearchConfig()
+        self._counts: dict[tuple, int] = {}
+
+    def _count(self, partitions: list[str]) -> int:
+        key = (self.index.generation, tuple(partitions))
+        if key not in self._counts:
+            marks = ",".join("?" * len(partitions))
+            self._counts = {key: self.index.conn.execute(
+                f"SELECT COUNT(*) FROM memory_chunks WHERE partition IN ({marks})", partitions).fetchone()[0]}
+        return self._counts[key]
+
+    def text_ranked(self, query: str, partitions: list[str], where: str, args: list[Any], n: int) -> list[int]:
+        q = fts_query(query)
+        if q is None:
+            return []
+        marks = ",".join("?" * len(partitions))
+        sql = (f"SELECT c.id FROM memory_fts JOIN memory_chunks c ON c.id = memory_fts.rowid WHERE memory_fts MATCH ?"
+               f" AND c.partition IN ({marks})" + (f" AND {where}" if where else "") + " ORDER BY bm25(memory_fts) LIMIT ?")
+        return [r[0] for r in self.index.conn.execute(sql, (q, *partitions, *args, n))]
+
+    def vector_ranked(self, qv: np.ndarray, partitions: list[str], where: str, args: list[Any], n: int) -> list[int]:
+        conn = self.index.conn
+        marks = ",".join("?" * len(partitions))
+        if where:  # a filtered set small enough is scored exactly; else over-fetch and filter
+            ids = [r[0] for r in conn.execute(
+                f"SELECT c.id FROM memory_chunks c WHERE c.partition IN ({marks}) AND {where} LIMIT 20001",
+                (*partitions, *args))]
+            if len(ids) <= 20000:
+                sims = self.similarities(qv, ids)
+                return [i for i, _ in sorted(sims.items(), key=lambda kv: -kv[1])[:n]]
+        fetch = n * 4 if where else n
+        if self._count(partitions) > self.config.quantize_above:
+            coarse = max(fetch * self.config.oversample // 2, 100)
+            cand = [r[0] for r in conn.execute(
+                f"SELECT rowid FROM memory_vec WHERE coarse MATCH vec_quantize_binary(?) AND k = ?"
+                f" AND partition IN ({marks})", (qv.tobytes(), coarse, *partitions))]
+            sims = self.similarities(qv, cand)
+            ranked = [i for i, _ in sorted(sims.items(), key=lambda kv: -kv[1])]
+        else:
+            ranked = [r[0] for r in conn.execute(
+                f"SELECT rowid FROM memory_vec WHERE embedding MATCH ? AND k = ? AND partition IN ({marks})",
+                (qv.tobytes(), fetch, *partitions))]
+        if where:
+            marks2 = ",".join("?" * len(ranked))
+            ok = {r[0] for r in conn.execute(
+                f"SELECT c.id FROM memory_chunks c WHERE c.id IN ({marks2}) AND {where}", (*ranked, *args))}
+            ranked = [i for i in ranked if i in ok]
+        return ranked[:n]
+
+    def similarities(self, qv: np.ndarray, ids: list[int]) -> dict[int, float]:
+        """Exact cosine similarity of ``ids`` to the query, from the embedding cache."""
+        out: dict[int, float] = {}
+        model = self.index.model
+        for s in range(0, len(ids), 900):
+            part = ids[s : s + 900]
+            rows = self.index.conn.execute(
+                f"SELECT c.id, e.vector FROM memory_chunks c JOIN memory_embeddings e ON e.model = ? AND e.hash = c.hash"
+                f" WHERE c.id IN ({','.join('?' * len(part))})", (model, *part)).fetchall()
+            if rows:
+                mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+                sims = mat @ qv / (np.linalg.norm(mat, axis=1) * (np.linalg.norm(qv) or 1.0) + 1e-12)
+                out.update(zip((r[0] for r in rows), sims.tolist()))
+        return out
+
+    def search(self, query: str, *, partitions: list[str], k: int = 5, filters: dict[str, Any] | None = None,
+               mode: Mode = "hybrid", mmr: bool | None = None, decay: bool | None = None) -> list[Hit]:
+        """The ``k`` best chunks for ``query`` in ``partitions``, best first."""
+        cfg = self.config
+        where, args = filter_sql(filters)
+        n = max(cfg.candidates, k)
+        with self.index.lock:
+            if not self._count(partitions):
+                return []
+            qv = self.index.query_vector(query) if mode != "text" else None
+            text = self.text_ranked(query, partitions, where, args, n) if mode != "vector" else []
+            vec = self.vector_ranked(qv, partitions, where, args, n) if qv is not None else []
+            ids = list(dict.fromkeys(vec + text))
+            sims = self.similarities(qv, ids) if qv is not None else {}
+            rows = {r[0]: r for r in self.index.conn.execute(
+                "SELECT id, path, start_line, end_line, heading, text, kind, partition, created, session_id"
+                f" FROM memory_chunks WHERE id IN ({','.join('?' * len(ids))})", ids)} if ids else {}
+        t_rank = {i: r for r, i in enumerate(text, 1)}
+        v_rank = {i: r for r, i in enumerate(vec, 1)}
+        hits = []
+        for i in ids:
+            if i not in rows:
+                continue
+            _, path, a, b, heading, body, kind, part, created, sid = rows[i]
+            hits.append(Hit(path, a, b, heading or "", body, 0.0, float(sims.get(i, 0.0)), kind, part, created, sid,
+                            t_rank.get(i), v_rank.get(i), i))
+        self._score(hits, len(text))
+        if decay if decay is not None else cfg.temporal_decay:
+            now = time.time()
+            for h in hits:
+                if h.created and (h.kind == "episode" or _DATED.search(h.path)):
+                    h.score *= 0.5 ** (max(0.0, now - h.created) / 86400 / cfg.half_life_days)
+        hits.sort(key=lambda h: (-h.score, h.id))
+        if mmr if mmr is not None else cfg.mmr:
+            hits = self._mmr(hits, k)
+        return hits[:k]
+
+    def _score(self, hits: list[Hit], n_text: int) -> None:
+        cfg = self.config
+        if cfg.fusion == "rrf":
+            for h in hits:
+                h.score = (cfg.vector_weight / (cfg.rrf_k + h.vector_rank) if h.vector_rank else 0.0) + \
+                          (cfg.text_weight / (cfg.rrf_k + h.text_rank) if h.text_rank else 0.0)
+            return
+        # weighted: cosine similarity plus a rank-normalised BM25 score in [0, 1]
+        for h in hits:
+            text_part = 1.0 - (h.text_rank - 1) / max(1, n_text) if h.text_rank else 0.0
+            h.score = cfg.vector_weight * max(0.0, h.similarity) + cfg.text_weight * text_part
+
+    def _mmr(self, hits: list[Hit], k: int) -> list[Hit]:
+        """Maximal marginal relevance: trade relevance against similarity to what is already chosen."""
+        if len(hits) <= 1:
+            return hits
+        vecs = self._vectors([h.id for h in hits])
+        top = max(h.score for h in hits) or 1.0
+        chosen: list[Hit] = []
+        rest = list(hits)
+        lam = self.config.mmr_lambda
+        while rest and len(chosen) < k:
+            def value(h: Hit) -> float:
+                red = max((float(vecs[h.id] @ vecs[c.id]) for c in chosen if h.id in vecs and c.id in vecs), default=0.0)
+                return lam * h.score / top - (1 - lam) * red
+            best = max(rest, key=value)
+            chosen.append(best)
+            rest.remove(best)
+        return chosen + rest
+
+    def _vectors(self, ids: list[int]) -> dict[int, np.ndarray]:
+        rows = self.index.conn.execute(
+            "SELECT c.id, e.vector FROM memory_chunks c JOIN memory_embeddings e ON e.model = ? AND e.hash = c.hash"
+            f" WHERE c.id IN ({','.join('?' * len(ids))})", (self.index.model, *ids)).fetchall()
+        out = {}
+        for i, blob in rows:
+            v = np.frombuffer(blob, dtype=np.float32)
+            out[i] = v / (np.linalg.norm(v) or 1.0)
+        return out
+
+
+def format_hits(hits: list[Hit], max_chars: int = 700) -> str:
+    """Hits as cited text for the model: ``[path#L3-9] (score) heading`` then the snippet."""
+    if not hits:
+        return "No matching memory."
+    out = []
+    for h in hits:
+        body = h.text if len(h.text) <= max_chars else h.text[: max_chars - 1].rstrip() + "…"
+        head = f"[{h.citation}] (similarity {h.similarity:.2f})" + (f" {h.heading}" if h.heading else "")
+        out.append(f"{head}\n{body}")
+    return "\n\n".join(out)
+
+
+__all__ = ["Hit", "Searcher", "FilterError", "filter_sql", "fts_query", "format_hits"]

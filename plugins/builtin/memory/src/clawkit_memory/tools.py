@@ -1,0 +1,134 @@
+"""The model's memory tools: ``memory_search``, ``memory_get``, ``memory_save``."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from clawkit.tools import ToolError, tool
+
+from .search import FilterError, format_hits
+from .service import AgentMemory, memory_for
+
+SESSION_READ_KEY = "memory_read_partitions"  # session metadata: extra partitions this session may read
+
+
+def _memory(ctx: Any) -> AgentMemory:
+    return memory_for(ctx.agent, ctx.hooks)
+
+
+def session_partitions(ctx: Any) -> list[str]:
+    extra = ctx.session.get(SESSION_READ_KEY) if ctx is not None and ctx.session is not None else None
+    return [str(p) for p in extra] if isinstance(extra, list) else []
+
+
+def memory_search(query: str, k: int = 5, filters: dict[str, Any] | None = None, ctx: Any = None) -> str:
+    """Search long-term memory (memory files and past conversations); results cite path#line.
+
+    Args:
+        query: what to look for, in your own words
+        k: how many results (1-20)
+        filters: optional {"source": "file"|"episode", "path": glob, "since": "YYYY-MM-DD", "until": "YYYY-MM-DD", "tags": [..], "session": id}
+    """
+    if not query.strip():
+        raise ToolError("query is empty")
+    mem = _memory(ctx)
+    try:
+        hits = mem.search(query, k=max(1, min(int(k), 20)), filters=filters, extra_partitions=session_partitions(ctx))
+    except FilterError as exc:
+        raise ToolError(str(exc)) from None
+    return format_hits(hits)
+
+
+def memory_get(path: str, from_line: int = 1, lines: int = 40, ctx: Any = None) -> str:
+    """Read lines of a memory source found by memory_search (a memory file or session:<id>).
+
+    Args:
+        path: the path part of a citation, e.g. MEMORY.md or memory/2025-01-31.md or session:ses_123
+        from_line: first line to return (1-based)
+        lines: how many lines (at most 200)
+    """
+    mem = _memory(ctx)
+    parts = mem.readable(session_partitions(ctx))
+    lines = max(1, min(int(lines), 200))
+    marks = ",".join("?" * len(parts))
+    with mem.index.lock:
+        known = mem.index.conn.execute(
+            f"SELECT kind FROM memory_sources WHERE path = ? AND partition IN ({marks}) AND forgotten = 0",
+            (path, *parts)).fetchone()
+        if path.startswith("session:"):
+            if not known:
+                raise ToolError(f"{path}: no such episode in the memory you can read")
+            rows = mem.index.conn.execute(
+                f"SELECT start_line, text FROM memory_chunks WHERE path = ? AND partition IN ({marks}) ORDER BY start_line",
+                (path, *parts)).fetchall()
+            picked = [(a, t) for a, t in rows if a >= from_line]
+            if not picked:
+                return f"{path}: no turn from message {from_line} on."
+            text = "\n\n".join(f"[from message {a}]\n{t}" for a, t in picked)
+            return "\n".join(text.splitlines()[:lines])
+    target = (mem.workspace / path).resolve()
+    if not known and not _is_memory_file(mem, target):
+        raise ToolError(f"{path}: not a memory source (memory_get reads indexed memory files only)")
+    try:
+        all_lines = target.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as exc:
+        raise ToolError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    start = max(1, int(from_line))
+    chunk = all_lines[start - 1 : start - 1 + lines]
+    if not chunk:
+        return f"{path} has {len(all_lines)} lines; nothing at line {start}."
+    return "\n".join(f"{n}: {ln}" for n, ln in enumerate(chunk, start))
+
+
+def _is_memory_file(mem: AgentMemory, target: Path) -> bool:
+    ws = mem.workspace
+    try:
+        rel = target.relative_to(ws)
+    except ValueError:
+        return False
+    return rel.as_posix() == "MEMORY.md" or (rel.parts[:1] == ("memory",) and target.suffix.lower() in (".md", ".markdown", ".txt"))
+
+
+def save_target(mem: AgentMemory, now: float | None = None) -> Path:
+    """Where ``memory_save`` writes; refuses anything but the workspace's memory files."""
+    name = mem.cfg.save_file.format(date=time.strftime("%Y-%m-%d", time.localtime(now)))
+    target = (mem.workspace / name).resolve()
+    if not _is_memory_file(mem, target):
+        raise ToolError(f"plugins.memory.save_file {mem.cfg.save_file!r}: memory_save writes only to MEMORY.md "
+                        "or memory/*.md inside the workspace")
+    return target
+
+
+@tool(risk="guarded")
+def memory_save(text: str, tags: list[str] | None = None, ctx: Any = None) -> str:
+    """Remember something for later sessions: appends a dated note to the workspace memory files.
+
+    Args:
+        text: the fact, decision or preference to remember, self-contained
+        tags: optional keywords for filtering later
+    """
+    if not text.strip():
+        raise ToolError("text is empty")
+    mem = _memory(ctx)
+    target = save_target(mem)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    existing = target.read_text(encoding="utf-8") if target.exists() else ""
+    head = "" if existing else f"# Memory {time.strftime('%Y-%m-%d')}\n"
+    entry = f"\n## {time.strftime('%H:%M')} note\n\n{text.strip()}\n"
+    clean_tags = [t.strip().lstrip("#").lower() for t in (tags or []) if t.strip()]
+    if clean_tags:
+        entry += f"\ntags: {', '.join(clean_tags)}\n"
+    if existing and not existing.endswith("\n"):
+        existing += "\n"
+    first = len((existing + head).splitlines()) + 2
+    target.write_text(existing + head + entry, encoding="utf-8")
+    mem.index.index_file(target, mem.partition)
+    rel = target.relative_to(mem.workspace).as_posix()
+    last = len((existing + head + entry).splitlines())
+    return json.dumps({"saved": f"{rel}#L{first}-{last}", "tags": clean_tags})
+
+
+TOOLS = (memory_search, memory_get, memory_save)
