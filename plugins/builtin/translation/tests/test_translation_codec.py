@@ -1,0 +1,156 @@
+"""CT/1 and ClawDense: lossless for every message (hypothesis), strict writing, liberal reading."""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from clawkit_translation import ct1
+from clawkit_translation.clawdense import (
+    DEFAULT_OPCODES,
+    ClawDense,
+    Lexicon,
+    decode,
+    encode,
+)
+from clawkit_translation.ct1 import FLAG, NO_PAYLOAD, CT1Error, CT1Message, same
+
+names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.\-]{0,12}", fullmatch=True)
+# text that looks like syntax: abbreviations, opcodes, numbers, keywords, paths, quotes
+tricky = st.sampled_from(
+    ["q", "query", "n", "limit", "ttl", "timeout", "true", "false", "null", "5", "0.7", "1e5", "-0", "007",
+     "?web:s", "@fs:r", ">>$sub(x)", "->", "a -> b", "a,b", "[1,2]", "x=y", '"', "'", "", " ", "ok", "CT/1 REQ x",
+     "~ws", "~ws/a", "/home/u/ws", "/home/u/ws/src/a.py", "rsch", "research", "a:b(c)", "\\", "\n", "line1\nline2"]
+)
+texts = st.one_of(tricky, st.text(max_size=30), st.text(alphabet=string.ascii_letters + string.digits + "/._:-~", max_size=15))
+scalars = st.one_of(
+    texts,
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+)
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4), max_leaves=8)
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=8,
+)
+params = st.lists(st.tuples(st.one_of(names, st.sampled_from(["q", "query", "n", "true", "agent", "ttl"])), st.one_of(values, st.just(FLAG))), max_size=6)
+messages = st.builds(
+    CT1Message,
+    verb=st.sampled_from(ct1.VERBS),
+    action=st.one_of(st.none(), names, st.sampled_from(list(DEFAULT_OPCODES) + ["subagent", "custom_op"])),
+    params=params.map(tuple),
+    payload=st.one_of(st.just(NO_PAYLOAD), json_values),
+)
+SKILL_LEXICON = Lexicon(
+    mappings={"wx": "weather", "loc": "location", "?wx:f": "get_forecast", "P0": "urgent"},
+    path_compressions={"~ws": "/home/u/ws"},
+)
+
+
+def typed(m: CT1Message):
+    """A comparison key that tells 1, 1.0 and True apart."""
+    return (m.verb, m.action, tuple((k, v if v is FLAG else _t(v)) for k, v in m.params), _t(m.payload) if m.payload is not NO_PAYLOAD else "∅")
+
+
+def _t(v):
+    if isinstance(v, (list, tuple)):
+        return ("list", tuple(_t(x) for x in v))
+    if isinstance(v, dict):
+        return ("dict", tuple((k, _t(x)) for k, x in v.items()))
+    return (type(v).__name__, v)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(messages)
+@example(CT1Message("NOOP", None, (("verbose", FLAG),)))
+@example(CT1Message("TASK", "subagent", (("agent", "researcher"), ("goal", "a -> b, \"quoted\"\nnext"))))
+def test_ct1_text_roundtrip(m):
+    text = ct1.serialize(m)
+    assert "\n" not in text.partition("\n---\n")[0]
+    assert typed(ct1.parse(text)) == typed(m)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(messages, st.sampled_from([None, SKILL_LEXICON]))
+@example(CT1Message("REQ", None, (("q", "q"), ("query", "query"), ("n", FLAG))), None)
+@example(CT1Message("REQ", "get_forecast", (("location", "/home/u/ws/a b"), ("loc", "~ws/x"), ("P0", FLAG), ("urgent", FLAG))), SKILL_LEXICON)
+def test_clawdense_roundtrip(m, lexicon):
+    codec = ClawDense(lexicon)
+    dense = codec.encode(m)
+    assert typed(codec.decode(dense)) == typed(m)
+
+
+def test_flags_bools_strings_and_arrays_stay_distinct():
+    m = CT1Message("REQ", "x", (("a", FLAG), ("a", True), ("a", "true"), ("a", ("true",)), ("a", 1), ("a", 1.0), ("a", "1")))
+    for text in (ct1.serialize(m), encode(m)):
+        back = ct1.parse(text) if text.startswith("CT/1") else decode(text)
+        assert typed(back) == typed(m)
+    assert ct1.serialize(m) == 'CT/1 REQ x a a=true a="true" a=["true"] a=1 a=1.0 a="1"'
+
+
+def test_lexicon_never_rewrites_inside_quoted_values():
+    codec = ClawDense(SKILL_LEXICON)
+    m = CT1Message("REQ", "web_search", (("query", "weather in ~ws and loc"),))
+    dense = codec.encode(m)
+    assert '"weather in ~ws and loc"' in dense
+    # a quoted value that is exactly an abbreviation stays literal on decode
+    assert codec.decode('?web:s q="wx"').get("query") == "wx"
+    assert codec.decode("?web:s q=wx").get("query") == "weather"
+
+
+def test_per_skill_lexicon_abbreviates_and_adds_opcodes():
+    m = CT1Message("REQ", "get_forecast", (("location", "Paris"), ("path", "/home/u/ws/notes/today.md"), ("urgent", FLAG)))
+    plain, skill = ClawDense(), ClawDense(SKILL_LEXICON)
+    assert skill.encode(m) == "?wx:f loc=Paris p=~ws/notes/today.md P0"
+    assert len(skill.encode(m)) < len(plain.encode(m))
+    assert skill.decode(skill.encode(m)) == m
+    with pytest.raises(CT1Error):
+        plain.decode("?wx:f loc=Paris")  # the other end must share the lexicon
+
+
+def test_documented_examples_parse():
+    m = ct1.parse('CT/1 REQ web_search q="nodejs vuln" limit=5')
+    assert (m.verb, m.action, m.get("q"), m.get("limit")) == ("REQ", "web_search", "nodejs vuln", 5)
+    m = ct1.parse("CT/1 ERR code=timeout tool=web_search elapsed=30s retry=true")
+    assert m.action is None and m.get("elapsed") == "30s" and m.get("retry") is True
+    m = ct1.parse("CT/1 STATUS run=a3f progress=0.7 phase=research")
+    assert m.get("progress") == 0.7 and m.get("run") == "a3f"
+    assert encode(ct1.parse("CT/1 REQ read_file path=src/app.py")) == "@fs:r p=src/app.py"
+    assert encode(CT1Message("TASK", "subagent", (("agent", "researcher"),))) == ">>$sub(researcher)"
+
+
+def test_liberal_reading():
+    m = ct1.parse("ct/1 req web_search q='it\\'s' tags=[a, b]\n---  \n{\n  \"k\": 1\n}")
+    assert m.verb == "REQ" and m.get("tags") == ["a", "b"] and m.payload == {"k": 1}
+
+
+@pytest.mark.parametrize(
+    "bad,where",
+    [("CT/1 FOO x", "verb"), ('CT/1 REQ x q="open', "column"), ("CT/1 REQ x\n--\n{}", "line 2"), ("CT/1 REQ x\n---\n{bad", "payload")],
+)
+def test_errors_are_clear(bad, where):
+    with pytest.raises(CT1Error, match=where):
+        ct1.parse(bad)
+
+
+def test_writer_rejects_what_it_cannot_write():
+    with pytest.raises(CT1Error):
+        CT1Message("REQ", "x", (("n", float("nan")),))
+    with pytest.raises(CT1Error):
+        CT1Message("REQ", "x", (("bad key", 1),))
+    with pytest.raises(CT1Error):
+        Lexicon(mappings={"5": "five"})
+
+
+def test_opcode_table_is_a_bijection():
+    assert len(set(DEFAULT_OPCODES.values())) == len(DEFAULT_OPCODES)
+    for action in DEFAULT_OPCODES:
+        m = CT1Message("REQ", action)
+        assert decode(encode(m)) == m
+    assert same(decode("ok").verb, "ACK") and decode(":").verb == "REQ"
