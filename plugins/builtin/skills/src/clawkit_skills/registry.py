@@ -1,0 +1,282 @@
+"""Discovery, caching and hot reload of skills.
+
+Sources, highest precedence first: the workspace's ``skills/``, extra ``paths``
+from the config, the user's ``~/.clawkit/skills``, then skills shipped by plugins
+(entry-point group ``clawkit.skills`` and the repository's top-level ``skills/``).
+A skill is a ``*.claws`` file or a ``SKILL.md`` in a directory, anywhere under a
+source directory. A name found in several sources is taken from the highest one.
+
+:class:`SkillRegistry` keeps, per file, the last good compiled skill: a file that
+stops compiling keeps that version active and the error is reported (log + a
+queued event the plugin emits on the next turn). ``sync()`` is a cheap stat-based
+rescan (run at every turn start); :meth:`SkillRegistry.start_watching` runs a
+watchfiles thread that calls it as soon as a file changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable
+
+from .compiler import CompiledSkill, SkillCompileError, compile_file, content_hash, missing_requirements
+from .claws import ClawsError
+
+log = logging.getLogger("clawkit.skills")
+ENTRY_POINT_GROUP = "clawkit.skills"
+
+
+def is_skill_file(path: str | Path) -> bool:
+    p = Path(path)
+    return (p.suffix.lower() == ".claws" or p.name.upper() == "SKILL.MD") and not p.name.startswith(".")
+
+
+def shipped_dirs() -> list[tuple[str, Path]]:
+    """Skill directories shipped by plugins: entry points, then this repository's ``skills/``."""
+    out: list[tuple[str, Path]] = []
+    try:
+        eps = metadata.entry_points(group=ENTRY_POINT_GROUP)
+    except Exception:  # pragma: no cover - broken metadata must not break the agent
+        eps = []
+    for ep in eps:
+        try:
+            obj = ep.load()
+            obj = obj() if callable(obj) else obj
+            paths = obj if isinstance(obj, (list, tuple)) else [obj]
+            for p in paths:
+                if hasattr(p, "__file__"):  # a module/package: its skills/ folder
+                    p = Path(p.__file__).parent / "skills"
+                out.append((f"plugin:{ep.name}", Path(p)))
+        except Exception as exc:
+            log.warning("skills entry point %s failed: %r", ep.name, exc)
+    # the repository's shipped examples (editable/workspace installs)
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "skills").is_dir() and (parent / "plugins").is_dir():
+            out.append(("plugin:clawkit", parent / "skills"))
+            break
+    return out
+
+
+@dataclass
+class FileState:
+    path: Path
+    source: str
+    rank: int
+    stamp: tuple[int, int] = (0, 0)  # (mtime_ns, size)
+    digest: str = ""
+    skill: CompiledSkill | None = None  # last good compiled version
+    errors: list[ClawsError] = field(default_factory=list)  # of the current content
+
+
+@dataclass
+class SkillEntry:
+    """A discovered skill: compiled form, where it came from, and whether it can run."""
+
+    skill: CompiledSkill
+    source: str
+    path: Path
+    stale: bool = False  # the file currently fails to compile; this is the last good version
+    shadowed: list[str] = field(default_factory=list)
+
+
+class SkillRegistry:
+    """The skills visible from a set of source directories, kept current on disk changes."""
+
+    def __init__(self, sources: Iterable[tuple[str, str | Path]], *, disabled: Iterable[str] = (), config: dict[str, Any] | None = None):
+        self.sources: list[tuple[str, Path]] = [(label, Path(p).expanduser()) for label, p in sources]
+        self.disabled = set(disabled)
+        self.config = config or {}
+        self.files: dict[Path, FileState] = {}
+        self.skills: dict[str, SkillEntry] = {}
+        self.version = 0  # bumped whenever the active set changes
+        self.events: list[tuple[str, dict[str, Any]]] = []  # drained by the plugin into ctx.emit
+        self.counters: dict[str, float] = {"compiled": 0, "compile_errors": 0, "reloads": 0, "compile_ms": 0.0}
+        self.last_change: float = 0.0
+        self._cache: dict[tuple[str, str], CompiledSkill] = {}
+        self._lock = threading.RLock()
+        self._events_lock = threading.Lock()
+        self._watcher: threading.Thread | None = None
+        self._stop: threading.Event | None = None
+        self._watched: tuple[Path, ...] = ()
+        self._gate_cache: dict[tuple[str, str, str], list[str]] = {}
+
+    # discovery -----------------------------------------------------------------------------
+
+    def _discover(self) -> list[tuple[str, int, Path]]:
+        found: list[tuple[str, int, Path]] = []
+        for rank, (label, root) in enumerate(self.sources):
+            if not root.is_dir():
+                continue
+            for dirpath, dirnames, filenames in os.walk(root):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__")) and d != "node_modules")
+                for fn in sorted(filenames):
+                    if is_skill_file(fn):
+                        found.append((label, rank, Path(dirpath) / fn))
+        return found
+
+    def sync(self) -> bool:
+        """Rescan the sources; recompile changed files. True when the active set changed."""
+        with self._lock:
+            changed = False
+            seen: set[Path] = set()
+            for label, rank, path in self._discover():
+                seen.add(path)
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue
+                stamp = (st.st_mtime_ns, st.st_size)
+                state = self.files.get(path)
+                if state is None:
+                    state = self.files[path] = FileState(path, label, rank)
+                elif state.stamp == stamp and state.rank == rank:
+                    continue
+                state.source, state.rank, state.stamp = label, rank, stamp
+                changed |= self._load(state, new=state.digest == "")
+            for path in [p for p in self.files if p not in seen]:
+                state = self.files.pop(path)
+                changed = True
+                self._event("skills.removed", path=str(path), name=state.skill.name if state.skill else None)
+            if changed:
+                self._rebuild()
+            return changed
+
+    def _load(self, state: FileState, new: bool) -> bool:
+        try:
+            data = state.path.read_bytes()
+        except OSError as exc:
+            state.errors = [ClawsError(str(state.path), 1, "", f"cannot read: {exc.strerror or exc}")]
+            return False
+        digest = content_hash(data)
+        if digest == state.digest and not state.errors:
+            return False
+        state.digest = digest
+        key = (str(state.path), digest)
+        t0 = time.perf_counter()
+        try:
+            skill = self._cache.get(key)
+            if skill is None:
+                skill = compile_file(state.path, data)
+                self._cache[key] = skill
+                self.counters["compiled"] += 1
+                self.counters["compile_ms"] += (time.perf_counter() - t0) * 1e3
+        except SkillCompileError as exc:
+            state.errors = list(exc.errors)
+            self.counters["compile_errors"] += 1
+            first = exc.errors[0]
+            kept = state.skill.name if state.skill else None
+            log.warning("skill %s failed to compile%s: %s", state.path, f" (keeping the last good version of {kept})" if kept else "", exc)
+            self._event("skills.error", file=first.file, line=first.line, block=first.block, message=first.message,
+                        errors=[e.format() for e in exc.errors], kept=kept)
+            return kept is not None  # the entry turns stale
+        state.errors = []
+        state.skill = replace(skill, source=state.source)
+        if not new:
+            self.counters["reloads"] += 1
+        log.info("skill %s %s from %s", skill.name, "loaded" if new else "reloaded", state.path)
+        self._event("skills.added" if new else "skills.reloaded", name=skill.name, path=str(state.path), source=state.source)
+        return True
+
+    def _rebuild(self) -> None:
+        best: dict[str, SkillEntry] = {}
+        for state in sorted(self.files.values(), key=lambda s: (s.rank, str(s.path))):
+            sk = state.skill
+            if sk is None or sk.name in self.disabled:
+                continue
+            if sk.name in best:
+                best[sk.name].shadowed.append(f"{state.source}:{state.path}")
+                continue
+            best[sk.name] = SkillEntry(sk, state.source, state.path, stale=bool(state.errors))
+        self.skills = best
+        self.version += 1
+        self.last_change = time.perf_counter()
+
+    def _event(self, type: str, **data: Any) -> None:
+        with self._events_lock:
+            self.events.append((type, data))
+            del self.events[:-200]  # never grow without bound in a long-running process
+
+    def drain_events(self) -> list[tuple[str, dict[str, Any]]]:
+        with self._events_lock:
+            out, self.events = self.events, []
+        return out
+
+    # queries -------------------------------------------------------------------------------
+
+    def get(self, name: str) -> CompiledSkill | None:
+        entry = self.skills.get(name)
+        return entry.skill if entry else None
+
+    def unavailable_reason(self, name: str) -> list[str]:
+        entry = self.skills.get(name)
+        if entry is None:
+            return ["no such skill"]
+        sk = entry.skill
+        if not sk.requires:
+            return []
+        key = (sk.name, sk.content_hash, os.environ.get("PATH", ""))
+        if key not in self._gate_cache:
+            self._gate_cache[key] = missing_requirements(sk, self.config)
+        return self._gate_cache[key]
+
+    def available(self) -> list[CompiledSkill]:
+        """Skills whose requirements are met, sorted by name."""
+        return [e.skill for n, e in sorted(self.skills.items()) if not self.unavailable_reason(n)]
+
+    def errors(self) -> list[ClawsError]:
+        return [e for s in sorted(self.files.values(), key=lambda s: str(s.path)) for e in s.errors]
+
+    # watching ------------------------------------------------------------------------------
+
+    def watched_dirs(self) -> tuple[Path, ...]:
+        return tuple(p for _, p in self.sources if p.is_dir())
+
+    def start_watching(self, step_ms: int = 50) -> None:
+        """Start (or restart, when source directories appeared) the watchfiles thread."""
+        dirs = self.watched_dirs()
+        if self._watcher is not None and self._watcher.is_alive() and dirs == self._watched:
+            return
+        self.stop_watching()
+        if not dirs:
+            return
+        self._watched = dirs
+        stop = self._stop = threading.Event()
+        ready = threading.Event()
+
+        def run() -> None:
+            from watchfiles import watch
+
+            def only_skills(change: Any, path: str) -> bool:
+                return is_skill_file(path) or os.path.isdir(path) or not os.path.exists(path)
+
+            try:
+                ready.set()
+                for _changes in watch(*dirs, watch_filter=only_skills, stop_event=stop, step=step_ms,
+                                      debounce=1000, rust_timeout=500, yield_on_timeout=False, raise_interrupt=False):
+                    try:
+                        self.sync()
+                    except Exception as exc:  # a reload problem must never kill the watcher
+                        log.warning("skills reload failed: %r", exc)
+            except Exception as exc:
+                log.warning("skills watcher stopped: %r", exc)
+
+        self._watcher = threading.Thread(target=run, name="clawkit-skills-watch", daemon=True)
+        self._watcher.start()
+        ready.wait(1.0)
+
+    def stop_watching(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+        if self._watcher is not None:
+            self._watcher.join(timeout=2.0)
+        self._watcher, self._stop = None, None
+
+    @property
+    def watching(self) -> bool:
+        return self._watcher is not None and self._watcher.is_alive()
