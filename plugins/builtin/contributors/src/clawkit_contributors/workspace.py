@@ -62,14 +62,20 @@ def parse_prompt_file(path: Path, text: str) -> StaticContributor:
     """Parse one workspace section; raises :class:`ConfigError` naming ``path:line``."""
     where = str(path)
     try:
-        front, body, _ = _split_frontmatter(text)
+        front, body, body_line = _split_frontmatter(text)
     except ValueError as exc:
         raise ConfigError(f"{where}:1: {exc}") from None
     data: dict = {}
     lines: dict = {}
     if front is not None and front.strip():
         # one leading newline so YAML line numbers are the file's (line 1 is '---')
-        data, lines = parse_yaml("\n" + front, where)
+        try:
+            data, lines = parse_yaml("\n" + front, where)
+        except ConfigError as exc:
+            # an error found at the end of the YAML belongs to its last line, not to the closing '---'
+            err = _error_from(path, exc)
+            last = max(2, body_line - 2)
+            raise ConfigError(f"{where}:{min(err.line or last, last)}: {err.message}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{where}:2: frontmatter must be a mapping (id, tags, priority…)")
     if "content" in data:
