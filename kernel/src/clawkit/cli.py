@@ -11,12 +11,9 @@ import sys
 from typing import Any, Callable, Sequence
 
 from . import __version__
+from .errors import UsageError
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(Exception):
-    """Bad input on the command line (exit code 2)."""
 
 
 class Cli:
@@ -95,7 +92,7 @@ def build_parser(pm) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .errors import ConfigError, ProviderError
+    from .errors import ConfigError, ProviderError, UsageError
     from .plugins import PluginError, get_plugin_manager
 
     argv = list(sys.argv[1:] if argv is None else argv)

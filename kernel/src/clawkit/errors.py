@@ -17,3 +17,7 @@ class ProviderError(Exception):
         self.retryable = retryable
         self.context_overflow = context_overflow
         self.status = status
+
+
+class UsageError(Exception):
+    """Bad input on the command line (exit code 2)."""

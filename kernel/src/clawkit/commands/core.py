@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import EXIT_OK, EXIT_USAGE, UsageError, add_agent_options, overrides_from
+from ..cli import EXIT_OK, EXIT_USAGE, add_agent_options, overrides_from
+from ..errors import UsageError
 
 INIT_TEMPLATE = """\
 # A clawkit agent. Reference: docs/agent-yaml.md; schema: `clawkit schema`.

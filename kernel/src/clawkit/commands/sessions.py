@@ -7,7 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import EXIT_OK, UsageError
+from ..cli import EXIT_OK
+from ..errors import UsageError
 
 
 def register(cli) -> None:
