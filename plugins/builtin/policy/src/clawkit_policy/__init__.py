@@ -1,0 +1,184 @@
+"""clawkit-policy: capabilities, approvals and the audit ledger.
+
+* Deny by default; each listed tool acts within its default scope (the workspace,
+  public hosts) unless a :class:`Grant` widens it (see :mod:`clawkit_policy.gate`).
+* Risk drives approval: ``safe`` runs, ``guarded`` asks once per session for the
+  exact call (a hash of name + canonical arguments, with an expiry), ``unsafe``
+  asks every time; ``/elevated`` (session ``elevated_until``) auto-approves within
+  scope.
+* Every decision, approval, execution, and every ``tool.*``, ``shield.*``,
+  ``sequence.*``, ``approval.*`` and ``directive.*`` event goes to the hash-chained
+  :class:`AuditLedger`, secrets redacted. ``clawkit audit verify|list`` reads it.
+
+Public API: :class:`AuditLedger`, :class:`Grant`, :class:`PolicyConfig`,
+:func:`grant`, :func:`ledger_for`, the approvers (:func:`terminal_approver`,
+:func:`callback_approver`, :func:`deny_approver`) and :func:`redact`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+from clawkit import hookimpl
+
+from .approvers import ApprovalTimeout, callback_approver, deny_approver, make_terminal_approver, terminal_approver
+from .config import Grant, PolicyConfig
+from .gate import Pending, Turn, config, decide, record
+from .ledger import AuditLedger, Verification
+from .redact import redact, redact_text
+from .state import PolicyState
+
+__all__ = [
+    "AuditLedger", "Verification", "Grant", "PolicyConfig", "PolicyState", "grant", "ledger_for", "redact",
+    "redact_text", "terminal_approver", "make_terminal_approver", "callback_approver", "deny_approver",
+    "ApprovalTimeout", "AUDITED_PREFIXES",
+]
+
+#: Event types the ledger records.
+AUDITED_PREFIXES = ("tool.", "shield.", "sequence.", "approval.", "directive.")
+_LIMIT = 4096
+
+_ledgers: "weakref.WeakKeyDictionary[Any, tuple[AuditLedger, PolicyState]]" = weakref.WeakKeyDictionary()
+_sessions: "OrderedDict[str, Turn]" = OrderedDict()
+_pending: dict[tuple[str, str], Pending] = {}
+
+
+def ledger_for(store: Any) -> AuditLedger:
+    """The audit ledger of a :class:`clawkit.sessions.SessionStore` (cached) or of a sqlite3 connection."""
+    if hasattr(store, "conn"):
+        return _stores(store)[0]
+    return AuditLedger(store)
+
+
+def _stores(store: Any) -> tuple[AuditLedger, PolicyState]:
+    found = _ledgers.get(store)
+    if found is None:
+        found = (AuditLedger(store.conn), PolicyState(store.conn))
+        _ledgers[store] = found
+    return found
+
+
+def _turn(ctx: Any) -> Turn:
+    turn = ctx.state.get("policy")
+    if isinstance(turn, Turn):
+        return turn
+    cfg = config(ctx)
+    ledger, state = _stores(ctx.session.store)
+    grants = list(cfg.grants) + state.grants(ctx.agent.name)
+    turn = Turn(cfg, ledger if cfg.audit else None, state, str(ctx.workspace), grants, agent=ctx.agent.name)
+    ctx.state["policy"] = turn
+    _sessions[ctx.session.id] = turn
+    _sessions.move_to_end(ctx.session.id)
+    while len(_sessions) > _LIMIT:
+        _sessions.popitem(last=False)
+    return turn
+
+
+def grant(ctx: Any, new: Grant, *, persistent: bool = False) -> None:
+    """Raise a grant at run time: for the rest of this run, or stored for the agent (``persistent``)."""
+    turn = _turn(ctx)
+    turn.run_grants.append(new)
+    if persistent:
+        turn.state.add_grant(ctx.agent.name, new)
+    record(turn, "grant", {"session_id": ctx.session.id, "trace_id": ctx.trace_id, "task_id": ctx.task_id,
+                           "run_id": ctx.run_id}, granted=new.model_dump(exclude_defaults=True),
+           decision="persistent" if persistent else "run")
+
+
+@hookimpl
+def register_config(register):
+    register("policy", PolicyConfig)
+
+
+@hookimpl(tryfirst=True)
+def message_received(ctx, message):
+    # open the ledger before other plugins (directives) emit events this turn
+    _turn(ctx)
+
+
+@hookimpl(tryfirst=True)
+def before_tool_call(ctx, call):
+    # any exception here blocks the call: the kernel fails closed
+    return decide(_turn(ctx), ctx, call, _pending)
+
+
+@hookimpl(tryfirst=True)
+def after_tool_call(ctx, call, result):
+    turn = _turn(ctx)
+    p = _pending.pop((ctx.session.id, call.id), None)
+    now = time.time()
+    ids = p.ids if p else {"session_id": ctx.session.id, "trace_id": ctx.trace_id, "task_id": ctx.task_id,
+                           "run_id": ctx.run_id, "step_id": call.id, "tool": call.name}
+    content = result.content or ""
+    from .scope import call_hash
+
+    record(
+        turn, "execution", ids, call_hash=call_hash(call.name, call.arguments),
+        decision="executed", started=(p.started or p.decided) if p else None, ended=now,
+        status="error" if result.is_error else "ok", error=content[:500] if result.is_error else None,
+        data={"result_chars": len(content), "result_sha256": hashlib.sha256(content.encode("utf-8", "replace")).hexdigest()},
+    )
+    if turn.cfg.redact_results:
+        clean = redact_text(content, turn.cfg.secret_env)
+        if clean != content:
+            return result.model_copy(update={"content": clean, "metadata": {**result.metadata, "redacted": True}})
+    return None
+
+
+@hookimpl
+def on_event(event):
+    if not event.type.startswith(AUDITED_PREFIXES) or event.session_id is None:
+        return
+    turn = _sessions.get(event.session_id)
+    if turn is None:
+        return
+    data = dict(event.data)
+    call_id = data.get("call_id")
+    p = _pending.get((event.session_id, call_id)) if call_id else None
+    ids = dict(p.ids) if p else {"session_id": event.session_id, "run_id": event.run_id, "step_id": call_id,
+                                  "tool": data.get("tool")}
+    if event.type == "tool.approval" and p is not None:
+        _approval(turn, p, data, ids, event.ts)
+        return
+    if event.type == "tool.blocked" and p is not None:
+        _pending.pop((event.session_id, call_id), None)
+    record(turn, "event", ids, decision=event.type, reason=str(data.get("reason") or "") or None, data=data, ts=event.ts)
+
+
+def _approval(turn: Turn, p: Pending, data: dict[str, Any], ids: dict[str, Any], ts: float) -> None:
+    from .gate import approval_key
+    from .scope import call_hash
+
+    approved, by = bool(data.get("approved")), str(data.get("by") or "")
+    record(turn, "approval", ids, call_hash=call_hash(p.call.name, p.call.arguments), decision=event_name(approved),
+           reason=data.get("reason"), approval_required=True, approval_result="approved" if approved else "denied",
+           approval_by=by, ts=ts)
+    if not approved:
+        _pending.pop((ids["session_id"], p.call.id), None)
+        return
+    p.started = time.time()
+    cfg = turn.cfg
+    if p.asked and p.risk.value == "guarded":
+        turn.state.add_approval(ids["session_id"], approval_key(cfg, p.call), p.call.name, by, cfg.approval_ttl)
+    if p.step_grant and cfg.step_grant_scope != "step":
+        new = Grant(tools=[p.call.name], paths=p.step_grant["paths"], hosts=p.step_grant["hosts"],
+                    reason=f"approved by {by}")
+        turn.run_grants.append(new)
+        if cfg.step_grant_scope == "persistent":
+            turn.state.add_grant(turn.agent, new)
+        record(turn, "grant", ids, granted=new.model_dump(exclude_defaults=True), decision=cfg.step_grant_scope)
+
+
+def event_name(approved: bool) -> str:
+    return "approved" if approved else "denied"
+
+
+@hookimpl
+def register_commands(cli):
+    from .cli import register
+
+    register(cli)

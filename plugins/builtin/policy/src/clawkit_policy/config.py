@@ -1,0 +1,57 @@
+"""The ``plugins.policy`` section of the agent YAML: grants and approval settings."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from clawkit.types import Risk
+
+
+class Grant(BaseModel):
+    """A capability beyond a tool's default scope, for the tools it names.
+
+    ``paths``: absolute globs or directories (relative ones are taken from the
+    workspace, ``~`` is expanded); a path without wildcards covers everything below
+    it. ``hosts``: host-name globs, ``host:port``, or CIDR networks, letting
+    ``web_fetch`` reach non-public addresses. ``commands``: globs over the command
+    line that ``shell_exec`` may run without asking (only for commands without
+    shell control operators such as ``;``, ``|``, ``&&``, ``$(``, redirections).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    tools: list[str] = Field(default_factory=lambda: ["*"], description="tool-name globs this grant applies to")
+    paths: list[str] = Field(default_factory=list, description="path globs or directories beyond the workspace")
+    hosts: list[str] = Field(default_factory=list, description="host globs, host:port or CIDR networks for web_fetch")
+    commands: list[str] = Field(default_factory=list, description="command-line globs shell_exec runs without approval")
+    reason: str = Field("", description="why the agent needs it (recorded in the audit ledger)")
+
+    @field_validator("tools")
+    @classmethod
+    def _some_tools(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("a grant must name at least one tool (use '*' for all)")
+        return v
+
+
+class PolicyConfig(BaseModel):
+    """Deny by default; grants widen a tool's scope; risk levels decide approvals."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    grants: list[Grant] = Field(default_factory=list, description="task-level capability grants")
+    risk: dict[str, Risk] = Field(default_factory=dict, description="override a tool's risk level: {tool glob: safe|guarded|unsafe}")
+    guarded_approval: Literal["call", "tool"] = Field(
+        "call", description="a guarded approval covers the exact call (call) or every call of that tool (tool) for the session"
+    )
+    approval_ttl: float = Field(3600.0, gt=0, description="seconds a guarded approval stays valid in its session")
+    approval_timeout: float = Field(120.0, gt=0, description="seconds the terminal approver waits for an answer")
+    step_grants: bool = Field(True, description="a call beyond its scope may be approved as a one-step grant (else it is blocked)")
+    step_grant_scope: Literal["step", "run", "persistent"] = Field(
+        "step", description="how long an approved one-step grant lasts: that call, the rest of the run, or stored for the agent"
+    )
+    audit: bool = Field(True, description="record decisions, approvals, executions and security events in the ledger")
+    redact_results: bool = Field(True, description="replace secrets in tool results before the model (and the transcript) sees them")
+    secret_env: list[str] = Field(default_factory=list, description="extra environment variable name globs whose values are secrets")

@@ -1,0 +1,164 @@
+"""The policy gate: one decision per tool call, recorded before anything runs.
+
+Order of the rules (the first that applies decides):
+
+1. a tool the agent does not list → block (deny by default);
+2. a path under /dev, /proc, /sys, or an unreadable URL → block;
+3. a resource beyond the tool's default scope and every grant → ask for a one-step
+   grant (or block when ``step_grants`` is off) — ``/elevated`` does not skip this;
+4. ``safe`` → allow;
+5. a ``shell_exec`` command matching a granted command pattern → allow (pre-approved);
+6. the session is elevated (``elevated_until`` in the future) → allow;
+7. ``guarded`` → allow if this exact call (or, with ``guarded_approval: tool``, this
+   tool) was approved in this session and the approval has not expired; else ask;
+8. ``unsafe`` → ask, every time.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob as globmod
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from clawkit.types import Decision, Risk, ToolCall
+
+from . import scope
+from .config import Grant, PolicyConfig
+from .ledger import AuditLedger
+from .redact import redact
+from .state import PolicyState
+
+_DEFAULT = PolicyConfig()
+
+
+@dataclass
+class Turn:
+    """Per-turn policy context, cached in ``ctx.state["policy"]``."""
+
+    cfg: PolicyConfig
+    ledger: AuditLedger | None
+    state: PolicyState
+    workspace: str
+    grants: list[Grant]
+    agent: str = ""
+    run_grants: list[Grant] = field(default_factory=list)
+
+    def all_grants(self) -> list[Grant]:
+        return self.grants + self.run_grants
+
+
+@dataclass
+class Pending:
+    """A call the gate let through (possibly pending approval), until it ends."""
+
+    call: ToolCall
+    risk: Risk
+    decided: float
+    asked: bool
+    turn: Turn
+    ids: dict[str, Any]
+    step_grant: dict[str, list[str]] | None = None
+    started: float | None = None
+
+
+def config(ctx: Any) -> PolicyConfig:
+    try:
+        cfg = ctx.plugin_config("policy")
+    except Exception:
+        cfg = None
+    return cfg if isinstance(cfg, PolicyConfig) else _DEFAULT
+
+
+def risk_of(cfg: PolicyConfig, name: str, default: Risk) -> Risk:
+    for pattern, level in cfg.risk.items():
+        if fnmatch.fnmatchcase(name, pattern):
+            return Risk(level)
+    return Risk(default)
+
+
+def elevated_until(session: Any) -> float | None:
+    try:
+        until = float(session.get("elevated_until") or 0)
+    except (TypeError, ValueError):
+        return None
+    return until if until > time.time() else None
+
+
+def approval_key(cfg: PolicyConfig, call: ToolCall) -> str:
+    if cfg.guarded_approval == "tool":
+        return "tool:" + call.name
+    return scope.call_hash(call.name, call.arguments)
+
+
+def _exact(value: str) -> str:
+    return globmod.escape(value)
+
+
+def record(turn: Turn, kind: str, ids: dict[str, Any], **fields: Any) -> None:
+    if turn.ledger is None or not turn.cfg.audit:
+        return
+    extra = turn.cfg.secret_env
+    for key in ("arguments", "reason", "error", "data", "requested", "granted"):
+        if fields.get(key) is not None:
+            fields[key] = redact(fields[key], extra)
+    turn.ledger.append(kind, **ids, **fields)
+
+
+def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], Pending]) -> Decision | None:
+    """Evaluate ``call``; record the decision; return what ``before_tool_call`` returns."""
+    cfg = turn.cfg
+    now = time.time()
+    ids = {"session_id": ctx.session.id, "trace_id": ctx.trace_id, "task_id": ctx.task_id, "run_id": ctx.run_id,
+           "step_id": call.id, "tool": call.name}
+    base = {"arguments": call.arguments, "call_hash": scope.call_hash(call.name, call.arguments)}
+
+    def done(action: str, reason: str, risk: Risk | None = None, asked: bool = False, **extra: Any) -> Decision | None:
+        record(turn, "decision", ids, **base, decision=action, reason=reason, approval_required=asked, **extra)
+        if action == "block":
+            return Decision(action="block", reason=reason)
+        pending[(ctx.session.id, call.id)] = Pending(call, risk or Risk.SAFE, now, asked, turn, ids,
+                                                     step_grant=extra.get("granted", {}).get("step"), started=None if asked else now)
+        return Decision(action="require_approval", reason=reason) if asked else None
+
+    tool = ctx.tools.get(call.name) if ctx.tools is not None else None
+    if tool is None:
+        return done("block", f"{call.name} is not in this agent's tool list (deny by default)")
+    risk = risk_of(cfg, call.name, tool.definition.risk)
+    req = scope.requested(call.arguments, turn.workspace)
+    grants = scope.applicable(turn.all_grants(), call.name)
+    ev = scope.evaluate(call.name, req, grants, turn.workspace)
+    slot = ctx.state.setdefault("granted", {}).setdefault(call.name, {"paths": [], "hosts": [], "commands": []})
+    for _, g in grants:
+        for key, values in (("paths", [scope.grant_path(p, turn.workspace) for p in g.paths]), ("hosts", g.hosts), ("commands", g.commands)):
+            slot[key].extend(v for v in values if v not in slot[key])
+    all_grants = turn.all_grants()
+    info = {"requested": {**req.as_dict(), "risk": risk.value},
+            "granted": {"grants": [all_grants[i].model_dump(exclude_defaults=True) for i in ev.used_grants]}}
+    if ev.forbidden or req.problems:
+        return done("block", "refused: " + "; ".join(ev.forbidden + req.problems), risk, **info)
+    if ev.missing:
+        need = "; ".join(ev.missing)
+        if not cfg.step_grants:
+            return done("block", f"needs a capability grant: {need}", risk, **info)
+        for key, values in ev.step_grant.items():
+            slot[key].extend(_exact(v) for v in values if _exact(v) not in slot[key])
+        info["granted"]["step"] = ev.step_grant
+        return done("require_approval", f"needs a capability beyond its scope: {need}; approving grants it for this step",
+                    risk, asked=True, **info)
+    if risk == Risk.SAFE:
+        return done("allow", "safe tool within its scope", risk, **info)
+    if ev.preapproved:
+        return done("allow", "command pre-approved by a grant", risk, **info)
+    until = elevated_until(ctx.session)
+    if until is not None:
+        return done("allow", f"elevated until {time.strftime('%H:%M:%S', time.localtime(until))}", risk, **info)
+    if risk == Risk.GUARDED:
+        prior = turn.state.approval(ctx.session.id, approval_key(cfg, call))
+        if prior is not None:
+            return done("allow", f"approved earlier in this session by {prior['by']}", risk, **info)
+        what = "this exact call" if cfg.guarded_approval == "call" else f"{call.name}"
+        return done("require_approval", f"{call.name} is guarded: approval needed once per session for {what}",
+                    risk, asked=True, **info)
+    return done("require_approval", f"{call.name} is unsafe: approval needed every time", risk, asked=True, **info)

@@ -1,0 +1,187 @@
+"""The audit ledger: an append-only, hash-chained table in the session database.
+
+Every record carries the hash of the one before it, and its own hash covers
+every column (its sequence number included): editing a record breaks its hash,
+deleting or reordering records breaks the chain, and deleting records from the
+end is caught by the head row (``policy_audit_head``) that each append updates
+in the same transaction. ``verify()`` re-computes it all. Someone who can write
+the file can still rewrite the whole chain consistently; for that, copy the head
+hash (``clawkit audit verify`` prints it) somewhere they cannot write.
+
+Use it from anywhere::
+
+    from clawkit_policy.ledger import AuditLedger
+    ledger = AuditLedger(store.conn)
+    ledger.append("event", session_id=sid, tool="shell_exec", decision="blocked", data={...})
+    assert ledger.verify().ok
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+GENESIS = "0" * 64
+
+#: Hashed columns, in hash order. JSON-valued ones are stored (and hashed) as canonical text.
+COLUMNS = (
+    "seq", "ts", "kind", "session_id", "trace_id", "task_id", "run_id", "step_id", "tool", "call_hash",
+    "arguments", "requested", "granted", "decision", "reason", "approval_required", "approval_result",
+    "approval_by", "started", "ended", "status", "error", "data", "prev_hash",
+)
+JSON_COLUMNS = frozenset({"arguments", "requested", "granted", "data"})
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS policy_audit (
+    seq INTEGER PRIMARY KEY, ts REAL NOT NULL, kind TEXT NOT NULL,
+    session_id TEXT, trace_id TEXT, task_id TEXT, run_id TEXT, step_id TEXT,
+    tool TEXT, call_hash TEXT, arguments TEXT, requested TEXT, granted TEXT,
+    decision TEXT, reason TEXT, approval_required INTEGER, approval_result TEXT, approval_by TEXT,
+    started REAL, ended REAL, status TEXT, error TEXT, data TEXT,
+    prev_hash TEXT NOT NULL, hash TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS policy_audit_session ON policy_audit(session_id, seq);
+CREATE INDEX IF NOT EXISTS policy_audit_tool ON policy_audit(tool, seq);
+CREATE TABLE IF NOT EXISTS policy_audit_head (
+    id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL
+);
+"""
+
+
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def record_hash(values: dict[str, Any]) -> str:
+    """The hash of one record from its stored column values (``prev_hash`` included)."""
+    payload = json.dumps([values.get(c) for c in COLUMNS], separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Verification:
+    """The result of :meth:`AuditLedger.verify`."""
+
+    ok: bool
+    count: int
+    head: str
+    problems: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+class AuditLedger:
+    """The hash-chained audit table on an open sqlite3 connection (tables created idempotently)."""
+
+    def __init__(self, conn: sqlite3.Connection, *, create: bool = True):
+        self.conn = conn
+        self._lock = threading.Lock()
+        if create:
+            conn.executescript(SCHEMA)
+
+    def append(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """Add one record (``kind``: decision, approval, execution, event, grant…); returns it with its hash.
+
+        Unknown field names are an error; JSON columns take any JSON-able value.
+        """
+        unknown = set(fields) - (set(COLUMNS) - {"seq", "prev_hash"})
+        if unknown:
+            raise TypeError(f"unknown audit fields: {', '.join(sorted(unknown))}")
+        values: dict[str, Any] = {c: None for c in COLUMNS}
+        for k, v in fields.items():
+            if k in JSON_COLUMNS:
+                v = _json(v)
+            elif k == "approval_required" and v is not None:
+                v = int(bool(v))
+            elif isinstance(v, bool):
+                v = int(v)
+            values[k] = v
+        values["kind"] = kind
+        values["ts"] = float(fields.get("ts") or time.time())
+        with self._lock:
+            nested = self.conn.in_transaction
+            self.conn.execute("SAVEPOINT policy_audit" if nested else "BEGIN IMMEDIATE")
+            try:
+                row = self.conn.execute("SELECT seq, hash FROM policy_audit_head WHERE id = 1").fetchone()
+                seq, prev = (row[0], row[1]) if row else (0, GENESIS)
+                values["seq"] = seq + 1
+                values["prev_hash"] = prev
+                digest = record_hash(values)
+                cols = ", ".join(COLUMNS) + ", hash"
+                marks = ", ".join("?" for _ in COLUMNS) + ", ?"
+                self.conn.execute(f"INSERT INTO policy_audit ({cols}) VALUES ({marks})", [values[c] for c in COLUMNS] + [digest])
+                self.conn.execute(
+                    "INSERT INTO policy_audit_head (id, seq, hash) VALUES (1, ?, ?) "
+                    "ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+                    (values["seq"], digest),
+                )
+            except BaseException:
+                self.conn.execute("ROLLBACK TO policy_audit" if nested else "ROLLBACK")
+                if nested:
+                    self.conn.execute("RELEASE policy_audit")
+                raise
+            self.conn.execute("RELEASE policy_audit" if nested else "COMMIT")
+        values["hash"] = digest
+        return values
+
+    def verify(self) -> Verification:
+        """Re-compute every hash and link; report edited, deleted, inserted or reordered records."""
+        problems: list[str] = []
+        prev, expected, count, last_seq = GENESIS, 1, 0, 0
+        cur = self.conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM policy_audit ORDER BY seq")
+        for row in cur:
+            values = dict(zip(COLUMNS + ("hash",), row))
+            seq = values["seq"]
+            count += 1
+            if seq != expected:
+                problems.append(f"record {expected}{'' if seq == expected + 1 else f'..{seq - 1}'} is missing (next is {seq})")
+            if values["prev_hash"] != prev:
+                problems.append(f"record {seq}: the chain is broken (its prev_hash is not the hash of the record before it): "
+                                "a record was deleted, inserted or reordered")
+            if record_hash(values) != values["hash"]:
+                problems.append(f"record {seq}: its content does not match its hash (the record was edited)")
+            prev, expected, last_seq = values["hash"], seq + 1, seq
+            if len(problems) > 50:
+                problems.append("… (more problems not listed)")
+                break
+        head = self.conn.execute("SELECT seq, hash FROM policy_audit_head WHERE id = 1").fetchone()
+        if head is None and count:
+            problems.append("the head record is missing")
+        elif head is not None and (head[0] != last_seq or head[1] != prev):
+            if head[0] > last_seq:
+                problems.append(f"records {last_seq + 1}..{head[0]} were deleted from the end of the ledger")
+            else:
+                problems.append(f"the head (record {head[0]}) does not match the last record ({last_seq})")
+        return Verification(ok=not problems, count=count, head=prev, problems=problems)
+
+    def records(self, *, session: str | None = None, tool: str | None = None, decision: str | None = None,
+                kind: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Records in order, filtered; JSON columns decoded. ``limit`` keeps the newest ones."""
+        where, args = [], []
+        for col, val in (("session_id", session), ("tool", tool), ("decision", decision), ("kind", kind)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                args.append(val)
+        sql = f"SELECT {', '.join(COLUMNS)}, hash FROM policy_audit"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY seq DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        out = []
+        for row in self.conn.execute(sql, args):
+            rec = dict(zip(COLUMNS + ("hash",), row))
+            for c in JSON_COLUMNS:
+                if rec[c] is not None:
+                    rec[c] = json.loads(rec[c])
+            out.append(rec)
+        out.reverse()
+        return out

@@ -1,0 +1,199 @@
+"""What a call touches (paths, hosts, commands) and whether its scope covers it.
+
+Resources are found by argument name, so third-party tools that follow the
+conventions (``path``, ``cwd``, ``url``, ``command``…) are governed too. Default
+scopes: paths inside the workspace; hosts that are public (literal private,
+loopback and link-local addresses and local names are not); any command, but
+only ``safe``… ``unsafe`` approval rules apply to it. Everything else needs a
+:class:`~clawkit_policy.config.Grant`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import ipaddress
+import json
+import os
+import shlex
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+from urllib.parse import urlsplit
+
+from .config import Grant
+
+PATH_ARGS = frozenset({"path", "paths", "file", "filename", "filepath", "file_path", "directory", "dir", "cwd",
+                       "root", "source", "src", "dest", "destination", "target"})
+URL_ARGS = frozenset({"url", "uri", "href", "endpoint"})
+COMMAND_ARGS = frozenset({"command", "cmd", "argv", "script"})
+FORBIDDEN_ROOTS = ("/dev", "/proc", "/sys")
+LOCAL_NAMES = ("localhost", "*.localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback", "*.local",
+               "*.internal", "*.home.arpa", "*.lan", "metadata", "metadata.google.internal")
+SHELL_OPERATORS = (";", "&", "|", "`", "$(", ">", "<", "\n", "\r")
+_WILDCARDS = frozenset("*?[")
+
+
+def call_hash(name: str, arguments: dict[str, Any]) -> str:
+    """SHA-256 of the tool name and its canonical arguments: what an approval binds to."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(f"{name}\n{canonical}".encode()).hexdigest()
+
+
+def is_within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def pattern_covers(pattern: str, path: str) -> bool:
+    """A pattern without wildcards covers that path and everything below it; else fnmatch."""
+    if _WILDCARDS.isdisjoint(pattern):
+        return is_within(path, pattern.rstrip("/") or "/")
+    return fnmatch.fnmatchcase(path, pattern)
+
+
+def real_path(raw: str, workspace: str) -> str:
+    p = os.path.expanduser(raw)
+    if not os.path.isabs(p):
+        p = os.path.join(workspace, p)
+    return os.path.realpath(p)
+
+
+def grant_path(pattern: str, workspace: str) -> str:
+    """A grant's path pattern made absolute, its wildcard-free prefix resolved like a real path."""
+    p = os.path.normpath(os.path.join(workspace, os.path.expanduser(pattern)))
+    if _WILDCARDS.isdisjoint(p):
+        return os.path.realpath(p)
+    parts = p.split("/")
+    i = next(i for i, part in enumerate(parts) if not _WILDCARDS.isdisjoint(part))
+    return os.path.join(os.path.realpath("/".join(parts[:i]) or "/"), *parts[i:])
+
+
+def command_line(value: Any) -> str:
+    if isinstance(value, list):
+        return shlex.join(str(v) for v in value)
+    return str(value)
+
+
+def host_is_public(host: str) -> bool:
+    """False for literal non-public addresses (any inet_aton spelling) and local names."""
+    host = host.rstrip(".").lower()
+    if any(fnmatch.fnmatchcase(host, p) for p in LOCAL_NAMES):
+        return False
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        try:  # 127.1, 0x7f000001, 2130706433 …
+            ip = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return True  # a name: resolved and checked again by the tool itself
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+def host_matches(host: str, port: int | None, patterns: Iterable[str]) -> bool:
+    for pat in patterns:
+        pat = pat.strip().lower()
+        if "/" in pat:
+            try:
+                if ipaddress.ip_address(host) in ipaddress.ip_network(pat, strict=False):
+                    return True
+            except ValueError:
+                pass
+            continue
+        if fnmatch.fnmatchcase(host, pat) or (port is not None and fnmatch.fnmatchcase(f"{host}:{port}", pat)):
+            return True
+    return False
+
+
+@dataclass
+class Requested:
+    """The resources one call asks for."""
+
+    paths: list[str] = field(default_factory=list)
+    hosts: list[tuple[str, int | None]] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"paths": self.paths, "hosts": [h if p is None else f"{h}:{p}" for h, p in self.hosts],
+                "commands": self.commands}
+
+
+def requested(arguments: dict[str, Any], workspace: str) -> Requested:
+    req = Requested()
+    for key, value in arguments.items():
+        k = key.lower()
+        values = value if isinstance(value, list) and k != "argv" and k not in COMMAND_ARGS else [value]
+        if k in PATH_ARGS:
+            for v in values:
+                if isinstance(v, str) and v:
+                    req.paths.append(real_path(v, workspace))
+        elif k in URL_ARGS:
+            for v in values:
+                if not isinstance(v, str):
+                    continue
+                try:
+                    parts = urlsplit(v.strip())
+                    host, port = parts.hostname, parts.port
+                except ValueError:
+                    req.problems.append(f"invalid URL {v!r}")
+                    continue
+                if host:
+                    req.hosts.append((host.rstrip(".").lower(), port))
+        elif k in COMMAND_ARGS:
+            req.commands.append(command_line(value))
+    return req
+
+
+@dataclass
+class Evaluation:
+    """How a call's requests meet the default scope and the grants."""
+
+    missing: list[str] = field(default_factory=list)  # human-readable, beyond every scope
+    forbidden: list[str] = field(default_factory=list)
+    step_grant: dict[str, list[str]] = field(default_factory=lambda: {"paths": [], "hosts": [], "commands": []})
+    used_grants: list[int] = field(default_factory=list)
+    preapproved: bool = False
+
+
+def applicable(grants: Iterable[Grant], tool: str) -> list[tuple[int, Grant]]:
+    return [(i, g) for i, g in enumerate(grants) if any(fnmatch.fnmatchcase(tool, p) for p in g.tools)]
+
+
+def evaluate(tool: str, req: Requested, grants: list[tuple[int, Grant]], workspace: str) -> Evaluation:
+    ev = Evaluation()
+    ws = os.path.realpath(workspace)
+    for path in req.paths:
+        if any(is_within(path, r) for r in FORBIDDEN_ROOTS):
+            ev.forbidden.append(f"{path} (device and kernel file systems are never granted)")
+            continue
+        if is_within(path, ws):
+            continue
+        hit = [i for i, g in grants if any(pattern_covers(grant_path(p, ws), path) for p in g.paths)]
+        if hit:
+            ev.used_grants.extend(hit)
+        else:
+            ev.missing.append(f"path {path} (outside the workspace)")
+            ev.step_grant["paths"].append(path)
+    for host, port in req.hosts:
+        hit = [i for i, g in grants if host_matches(host, port, g.hosts)]
+        if hit:
+            ev.used_grants.extend(hit)
+        elif not host_is_public(host):
+            ev.missing.append(f"host {host} (not a public address)")
+            ev.step_grant["hosts"].append(host if port is None else f"{host}:{port}")
+    if req.commands:
+        matched: list[int] = []
+        for line in req.commands:
+            if any(op in line for op in SHELL_OPERATORS):
+                break  # "git status; rm -rf ~" must not ride on a "git status*" grant
+            hit = [i for i, g in grants if any(fnmatch.fnmatchcase(line, p) for p in g.commands)]
+            if not hit:
+                break
+            matched.extend(hit)
+        else:
+            ev.preapproved = True
+            ev.used_grants.extend(matched)
+    ev.used_grants = sorted(set(ev.used_grants))
+    return ev
