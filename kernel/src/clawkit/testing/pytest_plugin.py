@@ -25,9 +25,10 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def make_agent(workspace: Path):
-    """``make_agent(script=[...], tools=[...], plugins=[...], **config)`` → an Agent.
+    """``make_agent(script=[...], tools=[...], plugins=[...], plugin_config={...}, **config)`` → an Agent.
 
-    Entry-point plugins are not loaded unless ``load_entry_points=True``; pass plugin
+    ``plugins`` are plugin objects/modules to load; ``plugin_config`` is the agent
+    YAML's ``plugins:`` mapping (per-plugin sections). Entry-point plugins are not loaded unless ``load_entry_points=True``; pass plugin
     objects in ``plugins`` (e.g. your plugin module). ``script`` feeds a
     :class:`ScriptedProvider` available as ``agent.provider``.
     """
@@ -38,8 +39,10 @@ def make_agent(workspace: Path):
 
     agents: list[Agent] = []
 
-    def factory(script: Any = (), *, plugins: tuple = (), load_entry_points: bool = False, provider: Any = None, approver: Any = None, **config: Any) -> Agent:
+    def factory(script: Any = (), *, plugins: tuple = (), plugin_config: dict | None = None, load_entry_points: bool = False, provider: Any = None, approver: Any = None, **config: Any) -> Agent:
         data = {"name": "test-agent", "model": "scripted/test", "workspace": str(workspace), **config}
+        if plugin_config:
+            data["plugins"] = plugin_config
         pm = get_plugin_manager(extra=plugins, load_entry_points=load_entry_points)
         sections = collect_sections(HookRunner(pm))
         cfg = validate_agent(data, "<test>", {}, sections)

@@ -25,7 +25,7 @@ class ScriptedReply:
         return cls(text=text, tool_calls=list(calls))
 
 
-def call(name: str, **arguments: Any) -> tuple[str, dict[str, Any]]:
+def call(name: str, /, **arguments: Any) -> tuple[str, dict[str, Any]]:
     """``call("get_weather", city="Paris")`` for :meth:`ScriptedReply.calls`."""
     return (name, arguments)
 

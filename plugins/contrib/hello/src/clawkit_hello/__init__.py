@@ -1,0 +1,71 @@
+"""clawkit-hello: the smallest useful clawkit plugin (see docs/writing-a-plugin.md).
+
+It shows the four things most plugins do: add a config section, a tool, a
+prompt section, and a touch on outgoing replies — plus a CLI command.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from clawkit import hookimpl
+
+
+class HelloConfig(BaseModel):
+    """``plugins: {hello: {...}}`` in the agent YAML."""
+
+    model_config = {"extra": "forbid"}
+
+    greeting: str = Field("Hello", description="word used to greet")
+    signature: str = Field("", description="appended to every final reply when set")
+
+
+def _config(agent) -> HelloConfig:
+    return agent.plugin("hello") or HelloConfig()
+
+
+@hookimpl
+def register_config(register):
+    register("hello", HelloConfig)
+
+
+@hookimpl
+def register_tools(register, agent):
+    greeting = _config(agent).greeting
+
+    def greet(name: str, excited: bool = False) -> str:
+        """Greet someone by name.
+
+        Args:
+            name: who to greet
+            excited: end with an exclamation mark
+        """
+        return f"{greeting}, {name}{'!' if excited else '.'}"
+
+    register(greet)
+
+
+@hookimpl
+def register_prompt_contributor(register, agent):
+    from clawkit.prompt import StaticContributor
+
+    register(StaticContributor("hello.manners", "Greet people with the greet tool when they introduce themselves.", heading="Manners", priority=200))
+
+
+@hookimpl
+def message_sending(ctx, outbound):
+    signature = _config(ctx.agent).signature
+    if outbound.kind == "final_reply" and signature:
+        return f"{outbound.content}\n{signature}"
+
+
+@hookimpl
+def register_commands(cli):
+    p = cli.command("hello", help="print a greeting (an example plugin command)")
+    p.add_argument("name", nargs="?", default="world")
+
+    def run(args) -> int:
+        print(f"Hello, {args.name}!")
+        return 0
+
+    p.set_defaults(handler=run)
