@@ -10,6 +10,7 @@ plugin's metrics and every other ``<plugin>_metrics`` table in the state db
 
 from __future__ import annotations
 
+import argparse
 import json
 import sqlite3
 import sys
@@ -33,6 +34,9 @@ def add_commands(cli: Any) -> None:
     sub.add_parser("check", help="compile every skill file; exit 1 naming file and line on errors")
     st = sub.add_parser("stats", help="skills metrics (and other plugins' *_metrics tables)")
     st.add_argument("--json", action="store_true")
+    for child in sub.choices.values():  # `clawkit skills check --agent a.yaml` works too
+        child.add_argument("--agent", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        child.add_argument("--workspace", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.set_defaults(handler=handle)
 
 
