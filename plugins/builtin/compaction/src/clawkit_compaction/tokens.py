@@ -1,0 +1,169 @@
+"""Offline, bounded token counting with tiktoken (the same module as clawkit-truncator's: each plugin
+installs alone, so each carries its own copy).
+
+tiktoken downloads its encodings on first use, which is impossible offline.
+litellm ships the cache files for ``cl100k_base`` and ``o200k_base``; we find
+litellm's package directory *without importing it* (the import costs ~2.5 s) and
+point tiktoken's cache at it. ``CUSTOM_TIKTOKEN_CACHE_DIR`` (the variable litellm
+respects) or an existing ``TIKTOKEN_CACHE_DIR`` that already holds the file win.
+If no encoding file is found, nothing touches the network: :func:`get_counter`
+returns a character estimator that says so (``exact`` is False).
+
+Every input handed to tiktoken is bounded (windows of ``WINDOW_CHARS``) and
+every tiktoken call is guarded against ``BaseException``: o200k panics (a pyo3
+``PanicException``) on very long whitespace runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("clawkit.compaction")
+
+WINDOW_CHARS = 20_000
+CHARS_PER_TOKEN = 4.0  # the estimate used when no tokenizer is available
+MAX_CHARS_PER_TOKEN = 8  # no encoding here packs more on ordinary text: prefixes are sized with it
+_URLS = {
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+}
+_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")
+_SPLIT_AT = re.compile(r"\s\S")
+
+
+def encoding_name_for(model: str | None) -> str:
+    """The bundled encoding closest to ``model``'s tokenizer (o200k for recent OpenAI, else cl100k)."""
+    name = (model or "").lower().rsplit("/", 1)[-1]
+    return "o200k_base" if name.startswith(_O200K_PREFIXES) else "cl100k_base"
+
+
+def _litellm_tokenizer_dir() -> str | None:
+    try:
+        spec = importlib.util.find_spec("litellm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "litellm_core_utils" / "tokenizers"
+    return str(path) if path.is_dir() else None
+
+
+def _cache_file(directory: str | None, encoding: str) -> str | None:
+    if not directory:
+        return None
+    path = os.path.join(directory, hashlib.sha1(_URLS[encoding].encode()).hexdigest())
+    return path if os.path.exists(path) else None
+
+
+@lru_cache(maxsize=4)
+def _load(encoding: str) -> Any:
+    """The tiktoken Encoding, loaded from a local cache file, or raise LookupError."""
+    if encoding not in _URLS:
+        raise LookupError(f"encoding {encoding} is not bundled offline")
+    for directory in (os.environ.get("TIKTOKEN_CACHE_DIR"), os.environ.get("CUSTOM_TIKTOKEN_CACHE_DIR"), _litellm_tokenizer_dir()):
+        if _cache_file(directory, encoding):
+            # same semantics as litellm: tiktoken reads TIKTOKEN_CACHE_DIR
+            os.environ["TIKTOKEN_CACHE_DIR"] = str(directory)
+            import tiktoken
+
+            return tiktoken.get_encoding(encoding)
+    raise LookupError(f"no offline cache file for {encoding} (install litellm or set CUSTOM_TIKTOKEN_CACHE_DIR)")
+
+
+def windows(text: str, size: int | None = None) -> list[str]:
+    """Cut ``text`` into pieces of at most ``size`` chars, preferring word starts."""
+    size = size or WINDOW_CHARS
+    out, start = [], 0
+    while len(text) - start > size:
+        end = start + size
+        cut = None
+        for m in _SPLIT_AT.finditer(text, start + size // 2, end):
+            cut = m.start() + 1
+        end = cut or end
+        out.append(text[start:end])
+        start = end
+    out.append(text[start:])
+    return out
+
+
+def _fatal(exc: BaseException) -> bool:
+    return isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit))
+
+
+@dataclass
+class TokenCounter:
+    """Counts tokens for one encoding; ``exact`` is False when counts are character estimates."""
+
+    encoding_name: str
+    encoding: Any = None
+    reason: str = ""
+    _memo: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)
+
+    @property
+    def exact(self) -> bool:
+        return self.encoding is not None
+
+    def encode(self, text: str) -> list[int] | None:
+        """Token ids of ``text`` (window by window), or None when the tokenizer failed."""
+        if self.encoding is None:
+            return None
+        out: list[int] = []
+        for piece in windows(text):
+            try:
+                out.extend(self.encoding.encode(piece, disallowed_special=()))
+            except BaseException as exc:  # pyo3 PanicException is a BaseException
+                if _fatal(exc):
+                    raise
+                log.warning("tokenizer failed on a %d-char window: %r", len(piece), exc)
+                return None
+        return out
+
+    def decode(self, tokens: list[int]) -> str:
+        return self.encoding.decode(tokens).rstrip("\ufffd")  # no half characters at a cut
+
+    def count(self, text: str, *, max_exact_chars: int = 400_000) -> int:
+        """Tokens in ``text``: exact up to ``max_exact_chars``, then scaled from that prefix.
+
+        Counts are memoised by (hash, length): a history is re-counted before every
+        model call, and a str caches its own hash, so repeats cost a dict lookup.
+        """
+        if not text:
+            return 0
+        if self.encoding is None:
+            return int(len(text) / CHARS_PER_TOKEN) + 1
+        key = (hash(text), len(text))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        sample = text[:max_exact_chars]
+        tokens = self.encode(sample)
+        n = len(tokens) if tokens is not None else int(len(sample) / CHARS_PER_TOKEN) + 1
+        n = n if len(text) <= max_exact_chars else round(n * len(text) / len(sample))
+        if len(self._memo) > 50_000:
+            self._memo.clear()
+        self._memo[key] = n
+        return n
+
+
+@lru_cache(maxsize=4)
+def get_counter_for_encoding(encoding: str) -> TokenCounter:
+    try:
+        return TokenCounter(encoding, _load(encoding))
+    except BaseException as exc:
+        if _fatal(exc):
+            raise
+        log.warning("tiktoken encoding %s unavailable, estimating tokens from characters: %s", encoding, exc)
+        return TokenCounter(encoding, None, reason=str(exc))
+
+
+def get_counter(model: str | None = None, encoding: str | None = None) -> TokenCounter:
+    """A counter for ``model`` (or an explicit ``encoding``); never raises."""
+    return get_counter_for_encoding(encoding or encoding_name_for(model))
