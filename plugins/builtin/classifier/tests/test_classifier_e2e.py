@@ -42,8 +42,12 @@ plugins:
 
 @pytest.fixture
 def only_our_plugins(monkeypatch):
+    import clawkit_contributors
+
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "clawkit-litellm,clawkit-contributors,clawkit-classifier")
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    yield
+    clawkit_contributors.close_all()  # the workspace watcher
 
 
 def system_of(req) -> str:

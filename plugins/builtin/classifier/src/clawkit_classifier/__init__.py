@@ -109,11 +109,13 @@ def message_received(ctx, message):
     cfg = settings(ctx.agent)
     ctx.state["classify_wait"] = cfg.wait_ms / 1000.0
     _remember(ctx)
+    n = cfg.reclassify_every
+    if not n or cfg.model is None:
+        return
     session = ctx.session
     turns = int(session.get("classifier.turns", 0) or 0) + 1
     session.set("classifier.turns", turns)
-    n = cfg.reclassify_every
-    if n and turns > 1 and (turns - 1) % n == 0 and session.classification is not None:
+    if turns > 1 and (turns - 1) % n == 0 and session.classification is not None:
         session.set("reclassify", True)
 
 
