@@ -1,0 +1,257 @@
+"""clawkit-shield: the Kernel Shield, a security gate around every tool call.
+
+* Layer 1 (structural, ``before_tool_call``): arguments validated against the
+  tool's JSON Schema; the active skills' manifest capabilities
+  (``ctx.state["capability_requests"]``) matched against the call's real paths,
+  hosts and commands — deny wins.
+* Layer 2 (semantic): a risk score from the tool's risk level, the sensitivity of
+  the data it touches and the session's trust; config thresholds decide allow /
+  log / require approval. While the session is tainted, guarded and unsafe calls
+  need approval.
+* ``after_tool_call``: results from untrusted sources are scanned for prompt
+  injection, wrapped in data delimiters, and a detection taints the session.
+* Layer 3 (attestation): a documented no-op (:mod:`clawkit_shield.attestation`).
+
+Modes: ``permissive`` (default), ``strict``, ``audit-only``. Every finding is
+reported as a ``shield.*`` event (recorded by the policy plugin's audit ledger).
+The shield fails closed: an internal error blocks the call or withholds the result.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from typing import Any
+
+import jsonschema
+
+from clawkit import hookimpl
+from clawkit.types import Decision, ToolCall, ToolResult
+
+from .attestation import Attestation, Attestor, NoopAttestor
+from .capabilities import TOOL_CAPABILITIES, check, extract_resources, parse_permissions
+from .config import ShieldConfig
+from .risk import Assessment, SensitivePaths, assess
+from .scanner import Detection, InjectionScanner, redact, taint_score, wrap
+
+__all__ = ["Shield", "ShieldConfig", "InjectionScanner", "Detection", "Attestation", "Attestor", "NoopAttestor", "shield_for"]
+
+NAME = "shield"
+APPROVAL_RISKS = ("guarded", "unsafe")
+
+
+class Shield:
+    """The shield for one configuration; stateless across sessions (state lives in session metadata)."""
+
+    def __init__(self, config: ShieldConfig):
+        self.config = config
+        self.scanner = InjectionScanner(max_chars=config.max_scan_chars)
+        self.sensitive = SensitivePaths(list(config.sensitive_paths) + list(config.extra_sensitive_paths))
+        self.attestor: Attestor = NoopAttestor()
+        self._validators: dict[str, tuple[int, Any]] = {}
+
+    @property
+    def enforcing(self) -> bool:
+        return self.config.mode != "audit-only"
+
+    # --- before the call -------------------------------------------------------------------
+
+    def gate(self, ctx: Any, call: ToolCall) -> Decision | None:
+        tool = ctx.tools.get(call.name)
+        if tool is None:
+            return None  # the kernel answers unknown tools itself
+        definition = tool.definition
+        risk = getattr(definition.risk, "value", str(definition.risk))
+        problem = self.validate(definition, call)
+        if problem:
+            return self._block(ctx, call, "schema", f"invalid arguments for {call.name}: {problem}")
+        workspace = os.fspath(ctx.agent.workspace)
+        capability = self.config.capability_map.get(call.name) or TOOL_CAPABILITIES.get(call.name)
+        resources = extract_resources(call.arguments, workspace)
+        if capability in ("fs.read", "fs.write", "shell.exec") and not resources.paths:
+            resources.paths.append(os.path.realpath(workspace))  # the tools' default directory
+        requests = ctx.state.get("capability_requests")
+        ungranted = None
+        if requests and capability:
+            refusal = check(call.name, capability, resources, parse_permissions(requests), workspace)
+            if refusal is not None and (refusal.kind == "denied" or self.config.mode == "strict"):
+                return self._block(ctx, call, "capability", refusal.reason)
+            if refusal is not None:
+                ungranted = refusal.reason
+        attestation = self.attestor.attest(ctx, call)
+        if attestation.verified is False:
+            return self._block(ctx, call, "attestation", attestation.detail or "attestation failed")
+
+        session = ctx.session
+        trust = _trust(session)
+        tainted = bool(session.get("tainted"))
+        a = assess(risk=risk, capability=capability, arguments=call.arguments, resources=resources, trust=trust,
+                   weights=self.config.weights, sensitive=self.sensitive)
+        ctx.state.setdefault("shield", {})[call.id] = {"score": a.score, "reasons": a.reasons}
+        t = self.config.thresholds
+        reasons = [ungranted] if ungranted else []
+        if tainted and risk in APPROVAL_RISKS:
+            reasons.append(f"the session is tainted by untrusted content that carried an injection, so {risk} calls need approval")
+        if a.score >= t.approve or (self.config.mode == "strict" and a.score >= t.log):
+            reasons.append(f"risk score {a.score:.2f} ({', '.join(a.reasons)})")
+        if reasons:
+            ctx.emit("shield.approval_required", tool=call.name, call_id=call.id, layer=2, score=a.score,
+                     factors=a.reasons, tainted=tainted, reason="; ".join(reasons), mode=self.config.mode, enforced=self.enforcing)
+            return Decision.require_approval("; ".join(reasons)) if self.enforcing else None
+        if a.score >= t.log:
+            ctx.emit("shield.logged", tool=call.name, call_id=call.id, layer=2, score=a.score, factors=a.reasons, mode=self.config.mode)
+        return None
+
+    def validate(self, definition: Any, call: ToolCall) -> str | None:
+        """Layer 1a: the call's arguments against the tool's JSON Schema; the first problems, or None."""
+        if call.argument_error:
+            return f"the arguments are not valid JSON ({call.argument_error})"
+        if not self.config.validate_arguments:
+            return None
+        schema = definition.parameters or {"type": "object"}
+        cached = self._validators.get(definition.name)
+        if cached is None or cached[0] != id(schema):
+            cls = jsonschema.validators.validator_for(schema)
+            cls.check_schema(schema)  # a broken schema is an internal error: fail closed
+            cached = (id(schema), cls(schema))
+            self._validators[definition.name] = cached
+        validator = cached[1]
+        if validator.is_valid(call.arguments):
+            return None
+        errors = sorted(validator.iter_errors(call.arguments), key=lambda e: list(e.absolute_path))[:3]
+        parts = []
+        for e in errors:
+            where = ".".join(str(p) for p in e.absolute_path) or "arguments"
+            msg = e.message if len(e.message) <= 160 else e.message[:157] + "..."
+            parts.append(f"{where}: {msg}")
+        return "; ".join(parts)
+
+    def _block(self, ctx: Any, call: ToolCall, check_name: str, reason: str) -> Decision | None:
+        ctx.emit("shield.blocked", tool=call.name, call_id=call.id, layer=1, check=check_name, reason=reason,
+                 mode=self.config.mode, enforced=self.enforcing)
+        return Decision.block(reason) if self.enforcing else None
+
+    # --- after the call --------------------------------------------------------------------
+
+    def untrusted(self, call: ToolCall, result: ToolResult) -> bool:
+        meta = result.metadata
+        if meta.get("trusted") is True:
+            return False
+        if meta.get("untrusted") is True:
+            return True
+        return any(fnmatch.fnmatchcase(call.name, p) for p in self.config.untrusted_tools)
+
+    def inspect_result(self, ctx: Any, call: ToolCall, result: ToolResult) -> ToolResult | None:
+        if not self.untrusted(call, result):
+            return None
+        names = [t.name for t in ctx.tools.visible()]
+        detections = self.scanner.scan(result.content, names)
+        for d in detections:
+            ctx.emit("shield.detection", tool=call.name, call_id=call.id, source=call.name, mode=self.config.mode, **d.as_event())
+        score = taint_score(detections)
+        session = ctx.session
+        trust = _trust(session)
+        new_trust = min(trust, self.config.trust.after_untrusted)
+        taints = score >= self.config.taint_threshold
+        if taints:
+            new_trust = min(new_trust, self.config.trust.after_detection)
+            if not session.get("tainted"):
+                session.set("tainted", True)
+                ctx.emit("shield.tainted", tool=call.name, call_id=call.id, score=score,
+                         categories=sorted({d.category for d in detections if d.severity != "low"}), trust=new_trust)
+        if new_trust != trust:
+            session.set("trust", new_trust)
+        if not self.enforcing:
+            return None
+        serious = [d for d in detections if d.severity != "low"]
+        content = result.content
+        if self.config.mode == "strict" and serious:
+            content = redact(content, detections)
+        wrap_it = self.config.wrap == "always" or (self.config.wrap == "detected" and serious)
+        if wrap_it:
+            content = wrap(content, call.name, serious or None)
+        elif serious:  # never let a detected injection through without the warning
+            content = wrap(content, call.name, serious)
+        if content is result.content:
+            return None
+        info = {"source": call.name, "detections": len(detections), "score": score, "tainted": bool(session.get("tainted"))}
+        return result.model_copy(update={"content": content, "metadata": {**result.metadata, "shield": info}})
+
+
+def _trust(session: Any) -> float:
+    try:
+        return max(0.0, min(1.0, float(session.get("trust", 1.0))))
+    except (TypeError, ValueError):
+        return 0.0  # unreadable trust: assume the worst
+
+
+_shields: dict[int, tuple[ShieldConfig, Shield]] = {}
+
+
+def shield_for(config: ShieldConfig | None) -> Shield:
+    """The :class:`Shield` for ``config`` (built once per config object)."""
+    config = config if config is not None else _DEFAULT
+    hit = _shields.get(id(config))
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    if len(_shields) > 64:
+        _shields.clear()
+    shield = Shield(config)
+    _shields[id(config)] = (config, shield)
+    return shield
+
+
+_DEFAULT = ShieldConfig()
+
+
+def _config(ctx: Any) -> Any:
+    return ctx.plugin_config(NAME) or _DEFAULT
+
+
+def _report_error(ctx: Any, stage: str, call: ToolCall, exc: BaseException) -> None:
+    try:
+        ctx.emit("shield.error", stage=stage, tool=call.name, call_id=call.id, error=f"{type(exc).__name__}: {exc}")
+    except Exception:  # the block below must happen even if reporting fails
+        pass
+
+
+# --- hooks ---------------------------------------------------------------------------------
+
+
+@hookimpl
+def register_config(register):
+    register(NAME, ShieldConfig)
+
+
+@hookimpl
+def before_tool_call(ctx, call):
+    """Layers 1–3; an internal error blocks the call (fail closed)."""
+    config = _config(ctx)
+    if getattr(config, "enabled", True) is False:
+        return None
+    try:
+        return shield_for(config).gate(ctx, call)
+    except Exception as exc:
+        _report_error(ctx, "before_tool_call", call, exc)
+        return Decision.block(f"the shield could not check this call ({type(exc).__name__}: {exc}); failing closed")
+
+
+@hookimpl
+def after_tool_call(ctx, call, result):
+    """Scan and wrap untrusted results; an internal error withholds the result (fail closed)."""
+    config = _config(ctx)
+    if getattr(config, "enabled", True) is False:
+        return None
+    try:
+        return shield_for(config).inspect_result(ctx, call, result)
+    except Exception as exc:
+        _report_error(ctx, "after_tool_call", call, exc)
+        try:
+            ctx.session.set("tainted", True)
+        except Exception:
+            pass
+        return ToolResult(
+            call_id=result.call_id, name=result.name, is_error=True,
+            content=f"Error: the shield could not check this result ({type(exc).__name__}); its content was withheld.",
+            metadata={**result.metadata, "shield": {"error": True}},
+        )
