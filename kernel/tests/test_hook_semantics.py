@@ -437,3 +437,32 @@ def test_register_embedding_provider_is_declared():
     pm = get_plugin_manager(extra=(Emb(),), load_entry_points=False)
     pm.hook.register_embedding_provider(register=lambda n, f: got.setdefault(n, f))
     assert "fake-local" in got
+
+
+def test_register_commands_adds_subcommands_and_failure_is_isolated(capsys):
+    from clawkit.cli import build_parser
+    from clawkit.plugins import get_plugin_manager
+
+    class Cmd:
+        @hookimpl
+        def register_commands(self, cli):
+            p = cli.command("greet", help="say hi")
+            p.add_argument("who")
+            p.set_defaults(handler=lambda args: print(f"hi {args.who}") or 0)
+
+    class Broken:
+        name = "brokencmd"
+
+        @hookimpl
+        def register_commands(self, cli):
+            raise RuntimeError("cannot build parser")
+
+    pm = get_plugin_manager(extra=(Cmd(), Broken()), load_entry_points=False)
+    parser = build_parser(pm)
+    args = parser.parse_args(["greet", "ann"])
+    assert args.handler(args) == 0
+    captured = capsys.readouterr()
+    assert "hi ann" in captured.out
+    assert "plugin brokencmd failed to add its commands" in captured.err
+    args = parser.parse_args(["sessions", "list"])  # the kernel's own commands still work
+    assert args.handler
