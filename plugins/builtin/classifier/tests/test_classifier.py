@@ -201,16 +201,24 @@ def test_reclassifies_every_n_turns(make):
     assert len(events(agent, sid, "session.classified")) == 2
 
 
-def test_reclassifies_after_compaction(make):
+@pytest.mark.parametrize("event_type", ["compaction", "compaction.after"])
+def test_reclassifies_after_compaction(make, event_type):
     agent, cm = make(["1", "2"], [SECURITY, FRONTEND])
     r = agent.run("login code review")
     session = agent.session(r.session_id)
-    # a compaction plugin reports its work with a `compaction` event
-    agent.hooks.call_sync("on_event", event=Event(type="compaction", session_id=r.session_id, data={}))
+    # compaction is reported as `compaction` (kernel vocabulary) or `compaction.after` (clawkit-compaction)
+    agent.hooks.call_sync("on_event", event=Event(type=event_type, session_id=r.session_id, data={}))
     assert session.get("reclassify") is True
     agent.run("now the css", session_id=r.session_id)
     assert len(cm.provider.requests) == 2
     assert "FRONTEND" in agent.provider.requests[1].system
+
+
+def test_other_events_do_not_trigger_reclassification(make):
+    agent, _ = make(["1"], [SECURITY])
+    r = agent.run("login code review")
+    agent.hooks.call_sync("on_event", event=Event(type="compaction.failed", session_id=r.session_id, data={}))
+    assert not agent.session(r.session_id).get("reclassify")
 
 
 def test_config_accepts_a_model_string(workspace):

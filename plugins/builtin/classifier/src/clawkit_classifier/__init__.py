@@ -89,6 +89,8 @@ _live: "OrderedDict[str, Any]" = OrderedDict()
 _providers: dict[tuple[int, str], tuple[Any, Any]] = {}
 _warned: set[str] = set()
 LIVE_LIMIT = 512
+# the kernel's generic `compaction` event, and clawkit-compaction's report of a finished one
+COMPACTION_EVENTS = ("compaction", "compaction.after")
 
 
 def _remember(ctx: Any) -> None:
@@ -122,7 +124,7 @@ def message_received(ctx, message):
 @hookimpl
 def on_event(event):
     """After a compaction the conversation changed: classify it again next turn."""
-    if event.type != "compaction" or not event.session_id:
+    if event.type not in COMPACTION_EVENTS or not event.session_id:
         return
     ctx = _live.get(event.session_id)
     if ctx is None or not settings(ctx.agent).reclassify_after_compaction:
