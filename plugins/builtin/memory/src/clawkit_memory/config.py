@@ -52,6 +52,8 @@ class SearchConfig(BaseModel):
     rrf_k: int = Field(60, gt=0)
     vector_weight: float = Field(1.0, ge=0)
     text_weight: float = Field(1.0, ge=0)
+    min_should_match: float = Field(0.5, ge=0, le=1, description="in hybrid search, the fraction of the query's words "
+                                    "a BM25 hit must contain to take part in the fusion (0 = any word)")
     candidates: int = Field(50, gt=0, description="candidates taken from each of BM25 and KNN before fusion")
     quantize_above: int = Field(20_000, ge=0, description="chunk count above which KNN uses the binary prefilter")
     oversample: int = Field(8, gt=0, description="binary-prefilter candidates per wanted result")

