@@ -60,15 +60,19 @@ PATTERNS: list[tuple[str, str, str, str]] = [
     ("new_instructions_header", "instruction_override", "medium", r"(?:^|\n)[ \t>#*\[]*(?:new|updated|important|urgent|admin|system) instructions?\s*[:\]]"),
     ("addressed_to_model", "model_directed", "medium", r"\b(?:attention|note|message|instructions?|notice|memo|reminder)\s+(?:to|for)\s+(?:the\s+|all\s+|any\s+)?" + _MODEL + r"\b"),
     ("if_you_are_ai", "model_directed", "medium", r"\bif you are an?\s+" + _MODEL + r"\b"),
-    ("hello_ai", "model_directed", "medium", r"\b(?:dear|hey|hello|hi)\s+(?:ai|llm|chatgpt|claude|gpt|gemini|ai assistant|ai agent|language model)\b"),
+    ("hello_ai", "model_directed", "medium", r"\b(?:dear|hey|hello|hi)\s+(?:ai|llm|chatgpt|claude|gpt|gemini|ai assistant|ai agent|language model)\b"
+     r"|\b(?:attention|attn|notice|warning|important)[ \t]*[,:-]?[ \t]*(?:all[ \t]+|any[ \t]+)?(?:ai|llms?|ai (?:assistants?|agents?|models?)|language models?|chatbots?)[ \t]*[,:!]"),
     ("ai_reading_this", "model_directed", "medium", r"\b" + _MODEL + r"\s+(?:reading|processing|summari[sz]ing|parsing|browsing|analy[sz]ing) (?:this|these)\b"),
     ("tool_markup", "tool_call", "high", r"<\s*/?\s*(?:tool_call|tool_calls|function_call|function_calls|tool_use|invoke|antml:invoke|antml:function_calls)\b"),
     ("tool_json", "tool_call", "high", r"\"tool_calls\"\s*:\s*\[|\"function_call\"\s*:\s*\{"),
-    ("chat_tokens", "role_injection", "high", r"<\|(?:im_start|im_end|system|user|assistant|endoftext|begin_of_text|start_header_id|end_header_id|eot_id)\|>"),
+    ("chat_role_tokens", "role_injection", "high", r"<\|(?:im_start|start_header_id)\|>\s*(?:system|user|assistant|developer|tool)\b|<\|(?:system|user|assistant)\|>"),
+    # bare template tokens appear in tokenizer documentation: suspicious, not proof
+    ("chat_tokens", "role_injection", "medium", r"<\|(?:im_start|im_end|endoftext|begin_of_text|start_header_id|end_header_id|eot_id)\|>"),
     ("inst_tokens", "role_injection", "high", r"\[/?inst\]|<</?sys>>"),
     ("system_tags", "role_injection", "high", r"</?(?:system|system_prompt|sys_prompt|developer_message|admin_message)>"),
     ("system_message_label", "role_injection", "high", r"(?:^|\n)[ \t>#*\[(]*(?:system|developer|admin(?:istrator)?)[ \t]+(?:message|prompt|override|instruction|instructions|notice)[\])*]*[ \t]*:"),
-    ("bracket_system", "role_injection", "high", r"\[(?:system|admin|developer|sys)(?: (?:note|message|notice))?\]"),
+    # "[SYSTEM]" but not a markdown link such as "[admin](https://…)"
+    ("bracket_system", "role_injection", "high", r"\[(?:system|sys)(?: (?:note|message|notice|prompt))?\](?:[^(]|$)|\[(?:admin|developer) (?:note|message|notice|instructions?)\](?:[^(]|$)"),
     ("fake_turn", "role_injection", "medium", r"(?:^|\n)[ \t]*(?:system|assistant)[ \t]*:[ \t]*(?:you (?:are|must|will|should)\b|ignore\b|disregard\b|from now on\b|i will now\b|sure, i will\b)"),
     ("end_of_prompt", "role_injection", "high", r"\b(?:end of (?:the )?(?:user input|system prompt|user message|context window)|begin(?:ning of)? (?:new |the )?(?:system|admin|developer) (?:prompt|instructions|message))\b"),
     (
@@ -89,7 +93,8 @@ PATTERNS: list[tuple[str, str, str, str]] = [
         "high",
         r"\b(?:send|post|upload|exfiltrate|forward|transmit|leak|email|append|attach|encode)\s+(?:(?:the|your|all|any|this|of|these|user'?s?|contents?|current)\s+){0,3}"
         + _SENSITIVE
-        + r"\b[^.\n]{0,80}?(?:https?://|\burl\b|\bendpoint\b|\bwebhook\b|\bserver\b|\bdomain\b|[a-z0-9._-]+@[a-z0-9-]+\.)",
+        + r"\b[^.\n]{0,80}?\b(?:to|into|via|at)\s+(?:the\s+|this\s+|my\s+|our\s+|an?\s+)?[`'\"]?"
+        r"(?:https?://|url\b|endpoint\b|webhook\b|server\b|domain\b|email\b|address\b|[a-z0-9._-]+@[a-z0-9-]+\.)",
     ),
     ("curl_data_secret", "exfiltration", "high", r"\b(?:curl|wget)\b[^\n]{0,200}?(?:-d|--data(?:-binary|-raw|-urlencode)?|-f|--form|-t|--upload-file|--post-file|--body-file)[ =]+['\"]?@?(?:~|\$home|/etc/|[^\s'\"]*\.env\b|[^\s'\"]*\.ssh/|[^\s'\"]*id_rsa|[^\s'\"]*\.aws/)"),
     ("cmd_subst_secret", "exfiltration", "high", r"\b(?:curl|wget|nc|ncat)\b[^\n]{0,200}?(?:\$\(|`)\s*(?:cat|env|printenv|base64|echo \$)[^\n)`]{0,80}"),
@@ -100,7 +105,8 @@ PATTERNS: list[tuple[str, str, str, str]] = [
     ("curl_pipe_shell", "remote_code", "low", r"\b(?:curl|wget|iwr|irm)\b[^\n|]{0,200}\|\s*(?:sudo\s+)?(?:-\w+\s+)?(?:ba|z|da|k|fi)?sh\b|\biwr\b[^\n|]{0,200}\|\s*iex\b"),
 ]
 
-_TAG_CHARS = re.compile("[\U000e0020-\U000e007e]{4,}")
+# emoji subdivision flags use up to 6 tag characters; hidden sentences need more
+_TAG_CHARS = re.compile("[\U000e0020-\U000e007e]{8,}")
 # letters that NFKC folds to ASCII (full-width, mathematical, enclosed): seeing one
 # means the text is normalised and scanned again
 _CONFUSABLE = "[\uff01-\uff5e\U0001d400-\U0001d7ff\u2460-\u24ff\U0001f130-\U0001f189]"
