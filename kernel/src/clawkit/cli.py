@@ -66,7 +66,7 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_parser(pm) -> argparse.ArgumentParser:
-    from .commands import core, sessions
+    from .commands import core, demo, sessions
     from .hooks import HookRunner
 
     parser = argparse.ArgumentParser(prog="clawkit", description="clawkit: plugin-first LLM agents.")
@@ -77,6 +77,7 @@ def build_parser(pm) -> argparse.ArgumentParser:
     cli = Cli(sub)
     core.register(cli)
     sessions.register(cli)
+    demo.register(cli)
     try:
         from .commands import prompt
     except ImportError:

@@ -113,11 +113,13 @@ def message_received(ctx, message):
 
 
 @hookspec(firstresult=True)
-def classify_session(session, messages):
+def classify_session(session, messages, ctx):
     """Classify a session from its messages, after the first user message.
 
     ``session`` is a :class:`clawkit.sessions.Session` (``.agent`` is its config);
-    ``messages`` the conversation so far. Return a
+    ``messages`` the conversation so far; ``ctx`` the turn that started it (for
+    ``ctx.runtime.provider_for(...)`` and ``ctx.emit``). Runs concurrently with the
+    turn; one-shot runs give it time to finish before they exit. Return a
     :class:`clawkit.types.SessionClassification` (or an awaitable of one), or None
     to pass. The first non-None result wins; it is persisted on the session and a
     ``session.classified`` event is emitted. Failure: isolated (unclassified).

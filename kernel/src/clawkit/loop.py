@@ -84,6 +84,7 @@ class Agent:
         self._provider = provider
         self.executor = ToolExecutor(self)
         self._sessions: dict[str, Session] = {}
+        self._background: set[asyncio.Future] = set()
 
     def _tool_register(self, plugin: str):
         def register(obj: Any, name: str | None = None, risk: Any = None) -> None:
@@ -134,8 +135,24 @@ class Agent:
     # one turn -----------------------------------------------------------------------------
 
     def run(self, text: str, session_id: str | None = None, deliver: Deliver | None = None) -> TurnResult:
-        """Synchronous wrapper around :meth:`turn`."""
-        return asyncio.run(self.turn(text, session_id=session_id, deliver=deliver))
+        """Synchronous wrapper around :meth:`turn`: one turn in its own event loop.
+
+        Background work the turn started (a classification still running) is given
+        up to ``drain_timeout`` seconds to finish before the loop closes, so a slow
+        classifier still shapes the session's next turn.
+        """
+
+        async def one() -> TurnResult:
+            result = await self.turn(text, session_id=session_id, deliver=deliver)
+            await self.drain()
+            return result
+
+        return asyncio.run(one())
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait (bounded) for background tasks the turns started."""
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=timeout)
 
     async def turn(self, text: str, session_id: str | None = None, deliver: Deliver | None = None, *, trace_id: str | None = None) -> TurnResult:
         session = self.session(session_id)
@@ -206,7 +223,7 @@ class Agent:
             return None
 
         async def classify() -> None:
-            c = await self.hooks.call_first("classify_session", session=session, messages=list(session.history))
+            c = await self.hooks.call_first("classify_session", session=session, messages=list(session.history), ctx=ctx)
             if session.get("reclassify"):
                 session.set("reclassify", False)
             if isinstance(c, SessionClassification):
@@ -214,7 +231,10 @@ class Agent:
                 session.store.save_classification(session.id, c)
                 ctx.emit("session.classified", **c.model_dump())
 
-        return asyncio.ensure_future(classify())
+        task = asyncio.ensure_future(classify())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
 
     # prompt and model ---------------------------------------------------------------------
 
@@ -229,6 +249,7 @@ class Agent:
             session_id=ctx.session.id,
             classification=ctx.session.classification,
             tools=[t.name for t in self.tools.visible()],
+            tool_descriptions={t.name: t.definition.description for t in self.tools.visible()},
             channel=ctx.channel,
             workspace=Path(self.config.workspace),
             model=self.config.model.name,
