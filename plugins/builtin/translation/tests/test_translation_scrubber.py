@@ -36,7 +36,7 @@ ARTIFACTS = [
     ("<=@fs:r p=src/app.py\nThe file has 3 functions.", "The file has 3 functions."),
     (">>$sub(researcher) goal=\"find sources\"\nI asked the researcher.", "I asked the researcher."),
     ("!! code=timeout t=web_search\nThat timed out.", "That timed out."),
-    ("~ run=a3f pg=0.7 ph=rsch\nStill working.", "Still working."),
+    ("~ run=a3f pg=0.7 ph=research\nStill working.", "Still working."),
     ("ok?mem:s q=prefs\nYou prefer tea.", "You prefer tea."),
     ("Before\n```\nCT/1 REQ kept_in_code x=1\n```\nCT/1 ACK\nAfter", "Before\n```\nCT/1 REQ kept_in_code x=1\n```\nAfter"),
     ("CT/1 REQ x\n---\nnot json, a horizontal rule", "---\nnot json, a horizontal rule"),

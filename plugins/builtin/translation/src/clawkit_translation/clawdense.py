@@ -1,7 +1,8 @@
 """ClawDense: the compact, lossless transport encoding of CT/1 messages.
 
 A message is one head token, then its parameters, then (optionally) a newline and
-the compact JSON payload::
+the payload, written as a dense value (objects ``{key=value key2=[a,b]}``, strings
+bare where they read back as themselves; raw JSON is accepted when reading)::
 
     ?web:s q="nodejs vuln" n=5          CT/1 REQ web_search q="nodejs vuln" limit=5
     !! code=timeout t=web_search        CT/1 ERR code=timeout tool=web_search
@@ -73,7 +74,7 @@ DEFAULT_WORDS: dict[str, str] = {
     "dst": "destination", "ms": "elapsed_ms", "t": "tool", "why": "reason", "ttl": "timeout",
     "cmd": "command", "k": "key", "v": "value", "lang": "language", "rt": "retry", "ag": "agent",
     "tk": "task", "conf": "confidence", "sess": "session", "tg": "tags", "cap": "capability",
-    "rsch": "research", "impl": "implementation", "cfg": "config", "dl": "deadline", "pr": "priority",
+    "impl": "implementation", "cfg": "config", "dl": "deadline", "pr": "priority",
 }
 
 
@@ -196,8 +197,39 @@ class ClawDense:
             parts.append(name if value is FLAG else f"{name}={write_value(value, self._text)}")
         text = " ".join(parts)
         if message.payload is not NO_PAYLOAD:
-            text += "\n" + json.dumps(message.payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            text += "\n" + self._payload(message.payload)
         return text
+
+    def _payload(self, value: Any) -> str:
+        # like a parameter value, plus objects; '{' and '}' end bare tokens here
+        if isinstance(value, dict):
+            return "{" + " ".join(f"{self._key(k)}={self._payload(v)}" for k, v in value.items()) + "}"
+        if isinstance(value, list):
+            return "[" + ",".join(self._payload(v) for v in value) + "]"
+        if isinstance(value, str):
+            candidate = self.lexicon.shorten(value)
+            if candidate and _PAYLOAD_BARE_RE.fullmatch(candidate) and same(self.lexicon.expand(candidate), value):
+                return candidate
+            return quote(value)
+        if isinstance(value, float) and value != value:
+            raise CT1Error("payload: NaN cannot be written")
+        return write_value(value)
+
+    def _key(self, key: str) -> str:
+        short = self.lexicon.shorten_word.get(key)
+        if short is not None and _PAYLOAD_BARE_RE.fullmatch(short):
+            return short
+        if _PAYLOAD_BARE_RE.fullmatch(key) and self.lexicon.words.get(key, key) == key:
+            return key
+        return quote(key)
+
+    def _read_payload(self, text: str) -> Any:
+        sc = _PayloadScanner(text, self.lexicon)
+        value = sc.payload()
+        sc.skip_spaces()
+        if not sc.at_end():
+            raise sc.error("unexpected text after the payload")
+        return value
 
     def _text(self, value: str) -> str:
         lex = self.lexicon
@@ -259,10 +291,76 @@ class ClawDense:
         payload: Any = NO_PAYLOAD
         if sep:
             try:
-                payload = json.loads(payload_text)
-            except json.JSONDecodeError as exc:
-                raise CT1Error(f"payload: invalid JSON at column {exc.colno}: {exc.msg}") from None
+                payload = self._read_payload(payload_text)
+            except CT1Error as dense_error:
+                try:  # liberal: a plain JSON payload
+                    payload = json.loads(payload_text)
+                except json.JSONDecodeError:
+                    raise CT1Error(f"payload: {dense_error}") from None
         return CT1Message(verb, action, tuple(params), payload)
+
+
+_PAYLOAD_BARE_RE = re.compile(r"[^\s\"'\[\]{},=\x00-\x1f\x7f][^\s\"\[\]{},=\x00-\x1f\x7f]*")
+
+
+class _PayloadScanner(Scanner):
+    """Reads a dense payload: parameter values plus ``{key=value ...}`` objects."""
+
+    def __init__(self, text: str, lexicon: Lexicon):
+        super().__init__(text, reader=lexicon.expand)
+        self.lexicon = lexicon
+
+    def bare(self) -> str:
+        m = _PAYLOAD_BARE_RE.match(self.text, self.pos)
+        if not m:
+            raise self.error("expected a value")
+        self.pos = m.end()
+        return m.group()
+
+    def payload(self) -> Any:
+        c = self.peek()
+        if c == "{":
+            self.pos += 1
+            obj: dict[str, Any] = {}
+            self.skip_spaces()
+            while self.peek() != "}":
+                if self.at_end():
+                    raise self.error("unterminated object")
+                if self.peek() in "\"'":
+                    key = self.quoted()
+                else:
+                    token = self.bare()
+                    key = self.lexicon.words.get(token, token)
+                if self.peek() != "=":
+                    raise self.error("expected '=' after an object key")
+                self.pos += 1
+                obj[key] = self.payload()
+                if self.peek() not in " }":
+                    raise self.error("expected a space or '}' in an object")
+                self.skip_spaces()
+            self.pos += 1
+            return obj
+        if c == "[":
+            self.pos += 1
+            items: list[Any] = []
+            self.skip_spaces()
+            if self.peek() == "]":
+                self.pos += 1
+                return items
+            while True:
+                self.skip_spaces()
+                items.append(self.payload())
+                self.skip_spaces()
+                c = self.peek()
+                self.pos += 1
+                if c == "]":
+                    return items
+                if c != ",":
+                    self.pos -= 1
+                    raise self.error("expected ',' or ']' in an array")
+        if c in "\"'":
+            return self.quoted()
+        return self.reader(self.bare())
 
 
 def encode(message: CT1Message, lexicon: Lexicon | None = None) -> str:

@@ -1,0 +1,60 @@
+"""The translation device's counters, in its own table of the state db.
+
+``translation_metrics (metric TEXT PRIMARY KEY, value REAL, updated REAL)`` — the
+shape every ``<plugin>_metrics`` table shares, so ``clawkit skills stats`` shows
+it too. Metrics never break a turn: a write that fails is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("clawkit.translation")
+TABLE = "translation_metrics"
+
+
+def bump(conn: Any, metric: str, by: float = 1.0) -> None:
+    """Add ``by`` to ``metric`` (created at 0)."""
+    try:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (metric TEXT PRIMARY KEY, value REAL NOT NULL, updated REAL NOT NULL)")
+        conn.execute(
+            f"INSERT INTO {TABLE} (metric, value, updated) VALUES (?, ?, ?) "
+            "ON CONFLICT(metric) DO UPDATE SET value = value + excluded.value, updated = excluded.updated",
+            (metric, by, time.time()),
+        )
+    except Exception as exc:
+        log.debug("translation metrics: %r", exc)
+
+
+def read(db: str | Path) -> dict[str, float]:
+    """Every metric in ``db`` (empty when the db or the table does not exist)."""
+    path = Path(db)
+    if not path.exists():
+        return {}
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return {m: v for m, v in conn.execute(f"SELECT metric, value FROM {TABLE} ORDER BY metric")}
+    except sqlite3.Error:
+        return {}
+    finally:
+        conn.close()
+
+
+def summary(metrics: dict[str, float]) -> dict[str, Any]:
+    """The headline figures: counts plus the transport compression ratios."""
+    ct1 = metrics.get("transport_chars_ct1", 0.0)
+    dense = metrics.get("transport_chars_dense", 0.0)
+    js = metrics.get("transport_chars_json", 0.0)
+    return {
+        "messages_routed": int(metrics.get("routed", 0)),
+        "routes_by_profile": {k.split(":", 1)[1]: int(v) for k, v in metrics.items() if k.startswith("profile:")},
+        "artifacts_stripped": int(metrics.get("artifacts_stripped", 0)),
+        "messages_encoded": int(metrics.get("messages_encoded", 0)),
+        "messages_decoded": int(metrics.get("messages_decoded", 0)),
+        "transport_ratio_vs_ct1": round(dense / ct1, 3) if ct1 else None,
+        "transport_ratio_vs_json": round(dense / js, 3) if js else None,
+    }

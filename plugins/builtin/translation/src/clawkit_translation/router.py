@@ -1,0 +1,197 @@
+"""encode_inbound: a pure-code intent classifier (no model call, well under 1 ms).
+
+One pass of a precompiled keyword/phrase regex scores every intent; each intent
+belongs to a profile (research, system, coder, memory, browser, automation,
+conversation). Confidence is the winner's share of the evidence, so one weak
+hint gives a low confidence and several agreeing hints a high one. Skills are
+matched by their name, their description and configured keywords.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+PROFILES = ("research", "system", "coder", "memory", "browser", "automation", "conversation")
+
+# intent: (profile, {weight: "keyword | phrase | ..."}) — plurals (s/es) match automatically
+INTENTS: dict[str, tuple[str, dict[float, str]]] = {
+    "weather": ("research", {3: "weather|forecast|temperature|rain|raining|snow|snowing|sunny|humidity|umbrella|celsius|fahrenheit|storm|windy"}),
+    "web_search": ("research", {
+        3: "search the web|web search|google|look up|find out|research|latest news|news",
+        2: "search|sources|article|paper|compare|population|stock price|who is|who was|when did|how many|wikipedia",
+        0.5: "what is|what are|why|latest|current",
+    }),
+    "summarize": ("research", {3: "summarize|summarise|summary|tl;dr|tldr", 1: "explain|overview"}),
+    "shell": ("system", {
+        3: "shell|terminal|bash|zsh|sudo|apt|apt-get|brew|systemctl|docker|container|daemon|uptime|cpu usage|disk space|disk usage|kill the process",
+        2: "command|install|uninstall|process|service|restart|ram|memory usage|port|environment variable|cron job|kernel|os|reboot",
+        1: "run|execute|server|logs",
+    }),
+    "files": ("system", {
+        3: "folder|directory|mkdir|chmod|permissions",
+        2: "file|delete|rename|move|copy|disk",
+        1: "list|ls",
+    }),
+    "code": ("coder", {
+        3: "code|function|bug|debug|refactor|implement|compile|traceback|stack trace|exception|unit test|pull request|syntax error|typescript|javascript|python|rust|golang|java|sql|regex|lint|linter|type hint|codebase|repository|repo|script",
+        2: "class|method|test|tests|fix|build|api|endpoint|variable|error|commit|merge|diff|branch|git|review",
+    }),
+    "remember": ("memory", {3: "remember|memorize|memorise|note that|don't forget|do not forget|keep in mind|save this", 2: "from now on"}),
+    "recall": ("memory", {
+        3: "recall|what did i|did i tell you|did i say|last time|you told me|previously|my preference|my favorite|my favourite|forget",
+        2: "do you know my|what's my|what is my",
+    }),
+    "browse": ("browser", {
+        3: "website|webpage|web page|browser|click|navigate|go to|open the page|screenshot|log in to|login to|sign in to|fill in the form|fill out the form|tab",
+        2: "page|site|url|link|scroll|form|open",
+    }),
+    "schedule": ("automation", {
+        3: "schedule|every day|every morning|every evening|every week|every hour|every monday|daily|weekly|hourly|cron|remind me|reminder|automate|automation|workflow|recurring|whenever|each time",
+        2: "trigger|pipeline|every|at noon|tomorrow at",
+    }),
+    "greeting": ("conversation", {3: "hi|hello|hey|thanks|thank you|good morning|good evening|how are you|bye|goodbye|cheers"}),
+    "chitchat": ("conversation", {2: "joke|story|poem|opinion|chat|fun fact", 1: "you|feel|think"}),
+}
+
+_SPECIAL: list[tuple[str, float, re.Pattern[str]]] = [
+    ("browse", 3.0, re.compile(r"https?://|www\.[a-z0-9-]+\.")),
+    ("code", 3.0, re.compile(r"```|\b(?:def|class|import|return|const|let|fn)\s+\w|=>|\w\(\)|\.(?:py|js|ts|tsx|rs|go|java|rb|cpp|c|h|cs|php|sql)\b")),
+    ("shell", 3.0, re.compile(r"(?m)^\s*\$ \S|\b(?:ls|cd|grep|cat|chmod|curl|pip|npm) -")),
+    ("schedule", 2.0, re.compile(r"\b(?:at|every)\s+\d{1,2}(?::\d\d)?\s*(?:am|pm)\b")),
+]
+
+_STOP = set("the a an and or of to in on for with about from into by at is are was were be this that these those it its my your our me you i we "
+            "please can could would should will do does did what whats what's how when where which who whom why get give tell show use using "
+            "some any all more most other than then also just like make".split())
+
+
+def _build() -> tuple[re.Pattern[str], dict[str, list[tuple[str, float]]]]:
+    table: dict[str, list[tuple[str, float]]] = {}
+    for intent, (_profile, groups) in INTENTS.items():
+        for weight, words in groups.items():
+            for w in words.split("|"):
+                table.setdefault(w.strip(), []).append((intent, float(weight)))
+    alts = sorted(table, key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w'])(" + "|".join(re.escape(a).replace(r"\ ", r"\s+") for a in alts) + r")(?:e?s)?(?![\w'])")
+    return pattern, table
+
+
+_PATTERN, _TABLE = _build()
+_WORD = re.compile(r"[a-z0-9][a-z0-9_+#.-]*[a-z0-9+#]|[a-z0-9]")
+
+
+@dataclass
+class Route:
+    """The routing decision for one message (turn state ``route``; never in a prompt)."""
+
+    intent: str
+    profile: str
+    confidence: float
+    skills: list[str] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"intent": self.intent, "profile": self.profile, "confidence": self.confidence,
+                "skills": list(self.skills), "tools": list(self.tools)}
+
+
+@dataclass(frozen=True)
+class SkillInfo:
+    """What the router knows of a skill: a name, one line, optional keywords and weight."""
+
+    name: str
+    description: str = ""
+    keywords: tuple[str, ...] = ()
+    weight: float = 1.0
+
+
+def words(text: str) -> set[str]:
+    """Lower-cased words with naive plural folding (``issues`` → ``issue``)."""
+    out = set()
+    for w in _WORD.findall(text.lower()):
+        out.add(w)
+        if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+            out.add(w[:-1])
+    return out
+
+
+class IntentRouter:
+    """Classifies messages into intents and profiles and matches skills.
+
+    ``keywords`` adds ``{profile: [keyword, ...]}`` hints (intent ``<profile>.custom``).
+    """
+
+    def __init__(self, keywords: Mapping[str, Iterable[str]] | None = None):
+        self.pattern, self.table = _PATTERN, _TABLE
+        self.profile_of = {i: p for i, (p, _) in INTENTS.items()}
+        if keywords:
+            table = {k: list(v) for k, v in _TABLE.items()}
+            for profile, kws in keywords.items():
+                intent = f"{profile}.custom"
+                self.profile_of[intent] = profile
+                for kw in kws:
+                    table.setdefault(kw.lower().strip(), []).append((intent, 3.0))
+            alts = sorted(table, key=len, reverse=True)
+            self.pattern = re.compile(r"(?<![\w'])(" + "|".join(re.escape(a).replace(r"\ ", r"\s+") for a in alts) + r")(?:e?s)?(?![\w'])")
+            self.table = table
+        self._skill_cache: dict[SkillInfo, tuple[set[str], list[set[str]], set[str]]] = {}
+
+    def scores(self, text: str) -> dict[str, float]:
+        low = text.lower()
+        scores: dict[str, float] = {}
+        for m in self.pattern.finditer(low):
+            key = re.sub(r"\s+", " ", m.group(1))
+            for intent, weight in self.table.get(key, ()):
+                scores[intent] = scores.get(intent, 0.0) + weight
+        for intent, weight, rx in _SPECIAL:
+            if rx.search(low):
+                scores[intent] = scores.get(intent, 0.0) + weight
+        return scores
+
+    def classify(self, text: str) -> tuple[str, str, float]:
+        """``(intent, profile, confidence)`` for ``text``."""
+        scores = self.scores(text)
+        by_profile: dict[str, float] = {}
+        for intent, s in scores.items():
+            p = self.profile_of[intent]
+            by_profile[p] = by_profile.get(p, 0.0) + s
+        if not scores or max(scores.values()) < 1.0:
+            return "chat", "conversation", 0.5
+        intent = max(scores, key=lambda i: (by_profile[self.profile_of[i]], scores[i]))
+        profile = self.profile_of[intent]
+        best = by_profile[profile]
+        rest = sum(v for p, v in by_profile.items() if p != profile)
+        confidence = best / (best + rest + 1.5)  # +1.5: a single weak hint is not certainty
+        return intent, profile, round(min(confidence, 0.99), 3)
+
+    # skills ------------------------------------------------------------------------------
+
+    def match_skills(self, text: str, skills: Iterable[SkillInfo], limit: int = 2) -> list[str]:
+        """Names of the skills ``text`` is about, best first (at most ``limit``)."""
+        msg = words(text)
+        low = " " + " ".join(_WORD.findall(text.lower())) + " "
+        ranked: list[tuple[float, str]] = []
+        for sk in skills:
+            name_parts, phrases, desc = self._skill_terms(sk)
+            score = 0.0
+            if name_parts and name_parts <= msg:
+                score += 3.0
+            for ph in phrases:
+                if ph <= msg:
+                    score += 3.0
+            score += min(len(desc & msg), 3) * 1.0
+            if score >= 2.0:
+                ranked.append((score * max(sk.weight, 0.1), sk.name))
+        ranked.sort(key=lambda x: (-x[0], x[1]))
+        return [n for _, n in ranked[:limit]]
+
+    def _skill_terms(self, sk: SkillInfo) -> tuple[set[str], list[set[str]], set[str]]:
+        cached = self._skill_cache.get(sk)
+        if cached is None:
+            name_parts = {w for w in words(re.sub(r"[-_.]", " ", sk.name)) if w not in _STOP}
+            phrases = [words(k) - _STOP for k in sk.keywords if words(k) - _STOP]
+            desc = {w for w in words(sk.description) if len(w) >= 4 and w not in _STOP}
+            cached = self._skill_cache[sk] = (name_parts, phrases, desc)
+        return cached
