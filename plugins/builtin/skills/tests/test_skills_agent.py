@@ -74,6 +74,10 @@ def turns(agent, *texts):
     return asyncio.run(go())
 
 
+def line_of(path: Path, needle: str) -> int:
+    return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if needle in ln)
+
+
 def tool_names(request) -> list[str]:
     return [t.name for t in request.tools]
 
@@ -184,7 +188,7 @@ def test_edit_between_turns_changes_next_request_and_broken_edit_keeps_last_good
     req3 = agent.provider.requests[2]
     assert "Tone: Poetic and EDITED" in req3.system and "skill_weather" in tool_names(req3)
     errors = agent.store.events(sid, "skills.error")
-    assert errors and errors[-1]["data"]["file"] == str(target) and errors[-1]["data"]["line"] == 37
+    assert errors and errors[-1]["data"]["file"] == str(target) and errors[-1]["data"]["line"] == line_of(target, "hourly?: booleen")
     assert errors[-1]["data"]["block"] == "CLAW-IDL" and "booleen" in errors[-1]["data"]["message"]
     assert errors[-1]["data"]["kept"] == "weather"
     assert any("weather.claws" in r.getMessage() and "keeping the last good version" in r.getMessage() for r in caplog.records)

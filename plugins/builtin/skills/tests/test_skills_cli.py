@@ -60,7 +60,8 @@ def test_check_names_file_and_line_and_fails(cli, tmp_path):
     (ws / "bad.claws").write_text(text.replace("location: string;", "location: strin;"))
     code, out, err = cli("skills", "check")
     assert code == 1
-    assert f"{ws / 'bad.claws'}:34: [CLAW-IDL] unknown type 'strin'" in out
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "location: string;" in ln)
+    assert f"{ws / 'bad.claws'}:{line}: [CLAW-IDL] unknown type 'strin'" in out
     assert "1 error(s) in 1 file(s)" in err
 
 

@@ -101,7 +101,8 @@ def test_weather_request_routes_to_weather_skill_and_reload_changes_next_request
     assert "Tone: EDITED tone" in system_of(broken) and "skill_weather" in tool_names(broken)
     errors = agent.store.events(r1.session_id, "skills.error")
     assert errors and errors[-1]["data"]["file"] == str(target) and errors[-1]["data"]["kept"] == "weather"
-    assert errors[-1]["data"]["line"] == 35 and errors[-1]["data"]["block"] == "CLAW-IDL"
+    line = next(i for i, ln in enumerate(target.read_text().splitlines(), 1) if "bool ean (" in ln)
+    assert errors[-1]["data"]["line"] == line and errors[-1]["data"]["block"] == "CLAW-IDL"
 
 
 def test_load_skill_over_http_with_anthropic_tool_shape(http_agent, model_server):

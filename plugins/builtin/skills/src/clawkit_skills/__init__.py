@@ -40,7 +40,7 @@ from .registry import SkillEntry, SkillRegistry, shipped_dirs
 __all__ = [
     "SkillsConfig", "SkillRegistry", "SkillEntry", "CompiledSkill", "SkillCompileError", "ClawsError",
     "compile_claws", "compile_skill_md", "compile_file", "parse_claws", "with_telemetry", "write_telemetry",
-    "read_telemetry", "missing_requirements", "registry_for", "active_skills", "lexicon_for",
+    "read_telemetry", "missing_requirements", "registry_for", "active_skills", "available_skills", "lexicon_for",
 ]
 
 log = logging.getLogger("clawkit.skills")
@@ -133,6 +133,15 @@ def active_skills(ctx: Any, reg: SkillRegistry | None = None) -> list[CompiledSk
         if sk is not None and sk not in out and not reg.unavailable_reason(n):
             out.append(sk)
     return out
+
+
+def available_skills(ctx: Any) -> list[CompiledSkill]:
+    """The skills a router may select this turn (requirements met), sorted by name.
+
+    For the translation device: each has ``name``, ``description``, ``trigger``,
+    ``keywords`` and ``weight``; put chosen names in ``ctx.state["route"]["skills"]``.
+    """
+    return registry_for(ctx).available()
 
 
 def lexicon_for(ctx: Any, name: str) -> dict[str, Any] | None:

@@ -37,6 +37,8 @@ class CompiledSkill:
     format: str  # "claws" | "skill.md"
     content_hash: str
     version: str = ""
+    trigger: str = ""  # when to use it (Vibe Trigger), for routers
+    keywords: list[str] = field(default_factory=list)  # manifest/frontmatter `keywords` or `tags`, for routers
     system_prompt_section: str = ""
     tool_definitions: list[ToolDef] = field(default_factory=list)
     guardrails: list[str] = field(default_factory=list)
@@ -61,7 +63,7 @@ class CompiledSkill:
 
     def summary(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "format": self.format, "path": self.path,
-                "source": self.source, "version": self.version, "tools": [t.name for t in self.tool_definitions],
+                "source": self.source, "version": self.version, "trigger": self.trigger, "keywords": self.keywords, "tools": [t.name for t in self.tool_definitions],
                 "confidence": self.confidence, "verification": self.verification, "weight": self.weight}
 
 
@@ -274,6 +276,8 @@ def compile_claws(text: str, path: str | Path = "<string>", digest: str | None =
         format="claws",
         content_hash=digest or content_hash(text),
         version=str(manifest.get("version") or ""),
+        trigger=str(vibe.get("trigger") or ""),
+        keywords=_items(manifest.get("keywords") or manifest.get("tags")),
         tool_definitions=tools,
         guardrails=guardrails,
         execution_plan=plan,
@@ -389,6 +393,7 @@ def compile_skill_md(text: str, path: str | Path = "SKILL.md", digest: str | Non
     return CompiledSkill(
         name=name, description=_one_line(description), path=str(path), format="skill.md",
         content_hash=digest or content_hash(text), version=str(front.get("version") or ""),
+        keywords=_items(front.get("keywords") or front.get("tags")),
         system_prompt_section=section, allowed_tools=[str(t) for t in allowed], requires=_requires(requires),
         metadata={"frontmatter": front},
     )
