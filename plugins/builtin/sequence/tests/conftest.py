@@ -1,0 +1,117 @@
+"""Small stand-ins for the standard file tools (same names and risks as clawkit-tools),
+and a helper for agents driven by the loopback ``model_server`` through litellm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clawkit import hookimpl
+
+
+class FileTools:
+    name = "test-file-tools"
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, str]] = []
+
+    @hookimpl
+    def register_tools(self, register, agent):
+        ws = Path(agent.workspace)
+        ran = self.ran
+
+        def read_file(path: str) -> str:
+            """Read a text file.
+
+            Args:
+                path: file path, relative to the workspace
+            """
+            ran.append(("read_file", path))
+            return (ws / path).read_text()
+
+        def write_file(path: str, content: str) -> str:
+            """Write a text file.
+
+            Args:
+                path: file path
+                content: new content
+            """
+            ran.append(("write_file", path))
+            (ws / path).write_text(content)
+            return "written"
+
+        def list_dir(path: str = ".") -> str:
+            """List a directory.
+
+            Args:
+                path: directory
+            """
+            ran.append(("list_dir", path))
+            return "\n".join(sorted(p.name for p in (ws / path).iterdir()))
+
+        def deploy(target: str) -> str:
+            """Deploy.
+
+            Args:
+                target: environment
+            """
+            ran.append(("deploy", target))
+            return "deployed"
+
+        def run_tests(target: str = "all") -> str:
+            """Run the tests.
+
+            Args:
+                target: which tests
+            """
+            ran.append(("run_tests", target))
+            return "passed"
+
+        register(read_file, risk="safe")
+        register(write_file, risk="guarded")
+        register(list_dir, risk="safe")
+        register(deploy, risk="unsafe")
+        register(run_tests, risk="safe")
+
+
+TOOLS = ["read_file", "write_file", "list_dir", "deploy", "run_tests"]
+
+
+@pytest.fixture
+def files() -> FileTools:
+    return FileTools()
+
+
+@pytest.fixture
+def live_agent(workspace):
+    """``live_agent(model_server, plugins=..., plugin_config=..., **config)`` → an Agent whose model is the
+    loopback server, reached through the real clawkit-litellm provider."""
+    clawkit_litellm = pytest.importorskip("clawkit_litellm")
+    from clawkit.config import collect_sections, validate_agent
+    from clawkit.hooks import HookRunner
+    from clawkit.loop import Agent
+    from clawkit.plugins import get_plugin_manager
+
+    made: list[Any] = []
+
+    def factory(server, *, plugins=(), plugin_config=None, approver=None, **config):
+        data = {
+            "name": "live-agent",
+            "model": {"name": "openai/test-model", "api_base": server.url, "api_key": "sk-test", "max_retries": 0},
+            "workspace": str(workspace),
+            "tools": TOOLS,
+            **config,
+        }
+        if plugin_config:
+            data["plugins"] = plugin_config
+        pm = get_plugin_manager(extra=(clawkit_litellm, *plugins), load_entry_points=False)
+        cfg = validate_agent(data, "<live-test>", {}, collect_sections(HookRunner(pm)))
+        agent = Agent(cfg, pm=pm, approver=approver)
+        made.append(agent)
+        return agent
+
+    yield factory
+    for a in made:
+        a.store.close()
