@@ -81,9 +81,9 @@ def _windows(lines: list[str], first: int, max_tokens: int, overlap: int) -> Ite
         yield units[i][0], units[j - 1][0], "\n".join(u[1] for u in units[i:j])
         if j >= len(units):
             return
-        # step back so the next window starts ``overlap`` tokens before this one ended
+        # step back so the next window repeats about ``overlap`` tokens (whole lines) of this one
         k, back = j, 0
-        while k - 1 > i and back + units[k - 1][2] <= overlap:
+        while k - 1 > i and back < overlap:
             k -= 1
             back += units[k][2]
         i = k

@@ -93,7 +93,8 @@ class AgentMemory:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"memory-{partition}")
         self._watch_stop = threading.Event()
         self._watcher: threading.Thread | None = None
-        self._last_sync = 0.0
+        self._last_sync = float("-inf")
+        self._sync_lock = threading.Lock()
 
     @property
     def workspace(self) -> Path:
@@ -107,11 +108,12 @@ class AgentMemory:
 
     def refresh(self, *, force: bool = False) -> IndexReport:
         """Sync memory files: always without a watcher, else every few seconds as a safety net."""
-        now = time.monotonic()
-        if not force and self.watching and now - self._last_sync < SAFETY_SYNC_SECONDS:
-            return IndexReport()
-        self._last_sync = now
-        return self.index.sync(self.partition, self.roots)
+        with self._sync_lock:  # a caller arriving mid-sync waits for it instead of searching a stale index
+            if not force and self.watching and time.monotonic() - self._last_sync < SAFETY_SYNC_SECONDS:
+                return IndexReport()
+            report = self.index.sync(self.partition, self.roots)
+            self._last_sync = time.monotonic()
+            return report
 
     def sync_sessions(self, state_db: Any) -> IndexReport:
         if not self.cfg.sessions:
