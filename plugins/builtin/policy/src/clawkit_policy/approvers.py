@@ -63,13 +63,19 @@ async def _readline(stream: TextIO, timeout: float) -> str:
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[str] = loop.create_future()
 
+    def settle(fn: Callable[[], Any]) -> None:
+        try:
+            loop.call_soon_threadsafe(fn)
+        except RuntimeError:  # the loop closed after a timeout: nobody is waiting any more
+            pass
+
     def read() -> None:
         try:
             line = stream.readline()
         except Exception as exc:  # closed terminal
-            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_exception(exc))
+            settle(lambda: fut.done() or fut.set_exception(exc))
             return
-        loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(line))
+        settle(lambda: fut.done() or fut.set_result(line))
 
     threading.Thread(target=read, name="clawkit-approval", daemon=True).start()
     try:
