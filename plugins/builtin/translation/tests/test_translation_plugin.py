@@ -1,0 +1,242 @@
+"""The translation device inside an agent: routing, tool profiles, scrubbing every delivery, metrics."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+import clawkit_translation
+from clawkit.config import ConfigError
+from clawkit.testing import ScriptedProvider
+from clawkit_translation import TranslationConfig, route_message
+from clawkit_translation.ct1 import CT1Message
+from clawkit_translation.router import IntentRouter, SkillInfo
+
+ECHO = (
+    "CT/1 REQ web_search q=\"paris weather\" limit=3\n"
+    "[ClawTalk routing: intent=weather, profile=research, confidence=0.91]\n"
+    ">>$sub(researcher) goal=\"check forecast\"\n"
+    "It is sunny in Paris [ClawTalk routing: done] today.\n"
+    "ok?web:s q=paris\n"
+    "- ok, bring sunglasses\n"
+)
+CLEAN = "It is sunny in Paris today.\n- ok, bring sunglasses\n"
+
+
+def tools():
+    def read_file(path: str) -> str:
+        """Read a file.
+
+        Args:
+            path: file path
+        """
+        return "content"
+
+    def web_search(query: str) -> str:
+        """Search the web.
+
+        Args:
+            query: what to search
+        """
+        return "results"
+
+    def exec(command: str) -> str:
+        """Run a shell command.
+
+        Args:
+            command: the command
+        """
+        return "ok"
+
+    return [read_file, web_search, exec]
+
+
+class ToolsPlugin:
+    @clawkit_translation.hookimpl
+    def register_tools(self, register, agent):
+        for fn in tools():
+            register(fn)
+
+
+@pytest.mark.parametrize(
+    "text,intent,profile",
+    [
+        ("what's the weather in Paris?", "weather", "research"),
+        ("search the web for nodejs vulnerabilities", "web_search", "research"),
+        ("fix the bug in app.py", "code", "coder"),
+        ("remember that I prefer tea", "remember", "memory"),
+        ("open https://example.com and click login", "browse", "browser"),
+        ("remind me every morning at 8am to drink water", "schedule", "automation"),
+        ("restart the nginx service", "shell", "system"),
+        ("hi there!", "greeting", "conversation"),
+    ],
+)
+def test_intent_classification(text, intent, profile):
+    got_intent, got_profile, confidence = IntentRouter().classify(text)
+    assert (got_intent, got_profile) == (intent, profile) and 0.5 <= confidence < 1
+
+
+def test_classification_is_fast():
+    router = IntentRouter()
+    msgs = ["what's the weather in Paris?", "fix the bug in app.py " * 20, "hi", "remind me every day at 9am"]
+    router.classify(msgs[0])
+    t0 = time.perf_counter()
+    for i in range(2000):
+        router.classify(msgs[i % 4])
+    assert (time.perf_counter() - t0) / 2000 < 0.001
+
+
+def test_skill_matching_by_name_description_and_keywords():
+    skills = [SkillInfo("weather", "Current conditions and forecasts"), SkillInfo("github-issues", "Triage GitHub issues"),
+              SkillInfo("trips", "", ("flight", "hotel booking"))]
+    r = IntentRouter()
+    assert r.match_skills("what's the weather in Paris?", skills) == ["weather"]
+    assert r.match_skills("list open issues on github", skills) == ["github-issues"]
+    assert r.match_skills("find me a flight to Rome", skills) == ["trips"]
+    assert r.match_skills("tell me a joke", skills) == []
+
+
+@pytest.fixture
+def build(workspace):
+    """``build(script, plugin_config=None, tools=[...], chunk_size=0, extra=())`` → an Agent with the
+    translation plugin and a ``plugins:`` section (make_agent's ``plugins`` are plugin objects)."""
+    from clawkit.config import collect_sections, validate_agent
+    from clawkit.hooks import HookRunner
+    from clawkit.loop import Agent
+    from clawkit.plugins import get_plugin_manager
+
+    made = []
+
+    def factory(script=(), plugin_config=None, tools=("read_file", "web_search", "exec"), chunk_size=0, extra=(), **config):
+        data = {"name": "t", "model": "scripted/test", "workspace": str(workspace), "tools": list(tools),
+                "plugins": plugin_config or {}, **config}
+        pm = get_plugin_manager(extra=(clawkit_translation, ToolsPlugin(), *extra), load_entry_points=False)
+        cfg = validate_agent(data, "<test>", {}, collect_sections(HookRunner(pm)))
+        agent = Agent(cfg, pm=pm, provider=ScriptedProvider(script, chunk_size=chunk_size))
+        made.append(agent)
+        return agent
+
+    yield factory
+    for a in made:
+        a.store.close()
+
+
+class Spy:
+    def __init__(self):
+        self.routes = []
+        self.delivered = []
+
+    @clawkit_translation.hookimpl(trylast=True)
+    def before_llm_call(self, ctx, request):
+        self.routes.append(dict(ctx.state.get("route") or {}))
+
+    def deliver(self, outbound):
+        self.delivered.append((outbound.kind, outbound.content, dict(outbound.metadata)))
+
+
+def test_route_is_state_metadata_and_event_never_prompt(build):
+    spy = Spy()
+    agent = build(["Sunny."], {"translation": {"skill_keywords": {"weather": ["forecast"]}}}, instructions="You are helpful.", extra=(spy,))
+    res = agent.run("what's the weather in Paris?")
+    route = spy.routes[0]
+    assert route["intent"] == "weather" and route["profile"] == "research" and route["skills"] == ["weather"]
+    assert sorted(route["tools"]) == ["exec", "read_file", "web_search"]
+    req = agent.provider.requests[0]
+    blob = req.system + json.dumps([m.model_dump() for m in req.messages]) + json.dumps(req.metadata)
+    for leak in ("research", "confidence", "intent", "route", "ClawTalk"):
+        assert leak not in blob
+    assert agent.session(res.session_id).get("translation.route") == route
+    events = agent.store.events(res.session_id, "translation.route")
+    assert events and events[0]["data"]["profile"] == "research" and events[0]["data"]["elapsed_us"] < 5000
+
+
+def test_profile_restricts_tools_never_adds_and_adds_its_text(build):
+    cfg = {"translation": {"profiles": {"coder": {"tools": ["read_file", "write_*", "shell"], "prompt": "Prefer small diffs."}}}}
+    agent = build(["done", "hello"], cfg, tools=["read_file", "web_search"])
+    agent.run("fix the bug in app.py")
+    agent.run("hi there")
+    coder, chat = agent.provider.requests
+    assert [t.name for t in coder.tools] == ["read_file"]  # exec is not allowed by the agent: never added
+    assert "Prefer small diffs." in coder.system
+    assert sorted(t.name for t in chat.tools) == ["read_file", "web_search"]  # no profile config: untouched
+    assert "Prefer small diffs." not in chat.system
+
+
+def test_low_confidence_restricts_nothing(build):
+    cfg = {"translation": {"min_confidence": 0.95, "profiles": {"coder": {"tools": ["read_file"]}}}}
+    agent = build(["ok"], cfg)
+    agent.run("fix the bug in app.py")
+    assert len(agent.provider.requests[0].tools) == 3
+
+
+def test_streamed_and_final_delivery_are_clean(build):
+    spy = Spy()
+    agent = build([ECHO], chunk_size=3, extra=(spy,))
+    res = agent.run("hello", deliver=spy.deliver)
+    chunks = [c for k, c, _ in spy.delivered if k == "stream_chunk"]
+    finals = [c for k, c, _ in spy.delivered if k == "final_reply"]
+    assert "".join(chunks) == CLEAN
+    assert finals == [CLEAN] and res.reply == CLEAN
+    assert spy.delivered[-2][2].get("final") is True  # the flush chunk
+    assert agent.store.events(res.session_id, "translation.stripped")
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 7, 13, 64])
+def test_artifacts_spanning_chunks(build, size):
+    spy = Spy()
+    agent = build([ECHO], chunk_size=size, extra=(spy,))
+    res = agent.run("hello", deliver=spy.deliver)
+    assert "".join(c for k, c, _ in spy.delivered if k == "stream_chunk") == CLEAN == res.reply
+
+
+def test_other_delivery_points_are_scrubbed(build):
+    agent = build(["x"])
+    session = agent.session()
+    from clawkit.context import TurnContext
+
+    ctx = TurnContext(agent.config, session, agent.hooks, agent.tools, agent_obj=agent)
+    got = []
+    import asyncio
+
+    out = asyncio.run(agent.send(ctx, "notice", "CT/1 STATUS run=a3f progress=0.7\nWorking on it.", got.append))
+    assert out.content == "Working on it."
+    dense = asyncio.run(agent.send(ctx, "routed", "", got.append, to="researcher", ct1=CT1Message.build("REQ", "web_search", query="paris", limit=3)))
+    assert dense.content == "?web:s q=paris n=3" and dense.metadata["transport"] == "clawdense"
+
+
+def test_metrics_and_cli(build, tmp_path, capsys):
+    from clawkit.cli import main
+
+    agent = build(["CT/1 ACK\nfine"])
+    agent.run("fix the bug in app.py")
+    db = agent.store.path if hasattr(agent.store, "path") else agent.config.workspace / ".clawkit" / "state.db"
+    from clawkit_translation import encode_for_transport, decode_from_transport
+    from clawkit.context import TurnContext
+
+    session = agent.session()
+    ctx = TurnContext(agent.config, session, agent.hooks, agent.tools, agent_obj=agent)
+    m = CT1Message.build("RES", "read_file", status="ok", path="src/app.py")
+    assert decode_from_transport(ctx, encode_for_transport(ctx, m)) == m
+    agent.store.conn.commit()
+    assert main(["--db", str(db), "translation", "stats", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["messages_routed"] == 1 and stats["routes_by_profile"] == {"coder": 1}
+    assert stats["artifacts_stripped"] == 1 and stats["messages_encoded"] == 1 and stats["messages_decoded"] == 1
+    assert 0 < stats["transport_ratio_vs_json"] < stats["transport_ratio_vs_ct1"] < 1
+    assert main(["translation", "route", "what's the weather in Paris?"]) == 0
+    assert json.loads(capsys.readouterr().out)["intent"] == "weather"
+
+
+def test_config_errors_name_the_field(build):
+    with pytest.raises(ConfigError, match="profiles"):
+        build([], {"translation": {"profiles": {"hacker": {"tools": []}}}})
+    with pytest.raises(ConfigError, match="lexicon"):
+        build([], {"translation": {"lexicon": {"mappings": {"5": "five"}}}})
+
+
+def test_route_message_is_pure_and_configurable():
+    cfg = TranslationConfig(keywords={"automation": ["zapier"]})
+    assert route_message("connect zapier to my inbox", cfg).profile == "automation"
+    assert route_message("connect zapier to my inbox").profile != "automation"
