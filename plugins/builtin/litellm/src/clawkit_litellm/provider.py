@@ -100,6 +100,8 @@ class LitellmProvider:
             params["max_tokens"] = cfg.max_tokens
         params.update(self.extra_params)
         params.update(request.settings)
+        for key in ("stream", "stream_options"):  # request.stream decides, not a stray setting
+            params.pop(key, None)
         effort = request.reasoning_effort or params.pop("reasoning_effort", None)
         if effort:
             params["reasoning_effort"] = effort
@@ -109,7 +111,7 @@ class LitellmProvider:
         """One model answer; retries transient failures; raises :class:`ProviderError`."""
         litellm = load_litellm()
         params = self.build_params(request)
-        attempts = self.config.max_retries + 1
+        attempts = max(0, int(self.config.max_retries)) + 1
         for attempt in range(1, attempts + 1):
             state = _Attempt()
             started = time.monotonic()
@@ -131,10 +133,7 @@ class LitellmProvider:
                 delay = backoff_delay(attempt, self.retry_base_delay, self.retry_max_delay, failure.retry_after)
                 log.info("model %s: attempt %d failed (%s); retrying in %.2fs", params["model"], attempt,
                          failure.summary(120), delay)
-                if self.on_retry is not None:
-                    result = self.on_retry(attempt, delay, failure)
-                    if inspect.isawaitable(result):
-                        await result
+                await self._notify_retry(attempt, delay, failure)
                 await self.sleep(delay)
                 continue
             response.usage.cost = self._cost(litellm, params["model"], response.usage)
@@ -142,9 +141,19 @@ class LitellmProvider:
             return response
         raise AssertionError("unreachable: the retry loop returns or raises")
 
+    async def _notify_retry(self, attempt: int, delay: float, failure: Failure) -> None:
+        if self.on_retry is None:
+            return
+        try:
+            result = self.on_retry(attempt, delay, failure)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:  # an observer must not turn a retry into a failure
+            log.exception("on_retry callback failed")
+
     async def _stream(self, litellm: Any, params: dict[str, Any], on_text: OnText | None,
                       state: _Attempt) -> LlmResponse:
-        stream = await litellm.acompletion(**params, stream=True, stream_options={"include_usage": True})
+        stream = await litellm.acompletion(**{**params, "stream": True, "stream_options": {"include_usage": True}})
         assembler = StreamAssembler()
         async for chunk in stream:
             delta = assembler.add(chunk)
