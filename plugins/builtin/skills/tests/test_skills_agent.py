@@ -281,3 +281,32 @@ def test_lexicon_exposed_for_the_codec(agent_for):
     ctx = type("C", (), {"runtime": agent, "agent": agent.config})()
     assert clawkit_skills.lexicon_for(ctx, "weather")["mappings"]["WX"] == "weather"
     assert clawkit_skills.lexicon_for(ctx, "summarize") is None
+
+
+def test_one_shared_watcher_and_folders_created_later(tmp_path):
+    from clawkit_skills.registry import WATCHER
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    ra = clawkit_skills.SkillRegistry([("workspace", a)])
+    rb = clawkit_skills.SkillRegistry([("workspace", b)])  # b does not exist yet
+    try:
+        ra.start_watching()
+        rb.start_watching()
+        assert ra.watching and not rb.watching
+        thread = WATCHER.thread
+        b.mkdir()
+        shutil.copy(WEATHER, b / "weather.claws")
+        rb.sync()
+        rb.start_watching()  # what every turn start does: the new folder is watched now
+        assert rb.watching and WATCHER.thread is not thread
+        assert sum(1 for t in __import__("threading").enumerate() if t.name == "clawkit-skills-watch") == 1
+        time.sleep(0.1)
+        (b / "weather.claws").write_text(WEATHER.read_text().replace("**Tone:** Brief", "**Tone:** SHARED"))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and "SHARED" not in rb.get("weather").system_prompt_section:
+            time.sleep(0.01)
+        assert "SHARED" in rb.get("weather").system_prompt_section
+    finally:
+        ra.stop_watching()
+        rb.stop_watching()

@@ -9,8 +9,8 @@ source directory. A name found in several sources is taken from the highest one.
 :class:`SkillRegistry` keeps, per file, the last good compiled skill: a file that
 stops compiling keeps that version active and the error is reported (log + a
 queued event the plugin emits on the next turn). ``sync()`` is a cheap stat-based
-rescan (run at every turn start); :meth:`SkillRegistry.start_watching` runs a
-watchfiles thread that calls it as soon as a file changes.
+rescan (run at every turn start); :meth:`SkillRegistry.start_watching` subscribes the registry
+to the process's one watchfiles thread, which calls it as soon as a file changes.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
@@ -101,9 +102,6 @@ class SkillRegistry:
         self._cache: dict[tuple[str, str], CompiledSkill] = {}
         self._lock = threading.RLock()
         self._events_lock = threading.Lock()
-        self._watcher: threading.Thread | None = None
-        self._stop: threading.Event | None = None
-        self._watched: tuple[Path, ...] = ()
         self._gate_cache: dict[tuple[str, str, str], list[str]] = {}
 
     # discovery -----------------------------------------------------------------------------
@@ -232,51 +230,89 @@ class SkillRegistry:
     def errors(self) -> list[ClawsError]:
         return [e for s in sorted(self.files.values(), key=lambda s: str(s.path)) for e in s.errors]
 
-    # watching ------------------------------------------------------------------------------
+    # watching ---------------------------------------------------------------------------
 
     def watched_dirs(self) -> tuple[Path, ...]:
         return tuple(p for _, p in self.sources if p.is_dir())
 
     def start_watching(self, step_ms: int = 50) -> None:
-        """Start (or restart, when source directories appeared) the watchfiles thread."""
-        dirs = self.watched_dirs()
-        if self._watcher is not None and self._watcher.is_alive() and dirs == self._watched:
-            return
-        self.stop_watching()
-        if not dirs:
-            return
-        self._watched = dirs
-        stop = self._stop = threading.Event()
-        ready = threading.Event()
-
-        def run() -> None:
-            from watchfiles import watch
-
-            def only_skills(change: Any, path: str) -> bool:
-                return is_skill_file(path) or os.path.isdir(path) or not os.path.exists(path)
-
-            try:
-                ready.set()
-                for _changes in watch(*dirs, watch_filter=only_skills, stop_event=stop, step=step_ms,
-                                      debounce=1000, rust_timeout=500, yield_on_timeout=False, raise_interrupt=False):
-                    try:
-                        self.sync()
-                    except Exception as exc:  # a reload problem must never kill the watcher
-                        log.warning("skills reload failed: %r", exc)
-            except Exception as exc:
-                log.warning("skills watcher stopped: %r", exc)
-
-        self._watcher = threading.Thread(target=run, name="clawkit-skills-watch", daemon=True)
-        self._watcher.start()
-        ready.wait(1.0)
+        """Have the shared watcher thread keep this registry current (idempotent; call again
+        when source directories may have appeared, it re-watches only if the set changed)."""
+        WATCHER.add(self, step_ms)
 
     def stop_watching(self) -> None:
-        if self._stop is not None:
-            self._stop.set()
-        if self._watcher is not None:
-            self._watcher.join(timeout=2.0)
-        self._watcher, self._stop = None, None
+        WATCHER.discard(self)
 
     @property
     def watching(self) -> bool:
-        return self._watcher is not None and self._watcher.is_alive()
+        return WATCHER.watches(self)
+
+
+class SharedWatcher:
+    """One watchfiles thread for every live registry in the process.
+
+    Registries are held weakly; the thread watches the union of their existing source
+    directories and re-syncs each registry whose directories saw a change. A process
+    running many agents (a gateway, a test session) uses one OS watch, not one per agent.
+    """
+
+    def __init__(self) -> None:
+        self.registries: "weakref.WeakSet[SkillRegistry]" = weakref.WeakSet()
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.stop: threading.Event | None = None
+        self.dirs: tuple[Path, ...] = ()
+        self.step_ms = 50
+
+    def add(self, reg: "SkillRegistry", step_ms: int = 50) -> None:
+        with self.lock:
+            self.registries.add(reg)
+            self.step_ms = min(self.step_ms, step_ms)
+            self._ensure()
+
+    def discard(self, reg: "SkillRegistry") -> None:
+        with self.lock:
+            self.registries.discard(reg)
+            self._ensure()
+
+    def watches(self, reg: "SkillRegistry") -> bool:
+        alive = self.thread is not None and self.thread.is_alive()
+        return alive and reg in self.registries and any(d in self.dirs for d in reg.watched_dirs())
+
+    def _ensure(self) -> None:
+        dirs = tuple(sorted({d for r in list(self.registries) for d in r.watched_dirs()}))
+        if self.thread is not None and self.thread.is_alive() and dirs == self.dirs:
+            return
+        if self.stop is not None:
+            self.stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout=2.0)
+        self.thread, self.stop, self.dirs = None, None, dirs
+        if not dirs:
+            return
+        stop = self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(dirs, stop, self.step_ms), name="clawkit-skills-watch", daemon=True)
+        self.thread.start()
+
+    def _run(self, dirs: tuple[Path, ...], stop: threading.Event, step_ms: int) -> None:
+        from watchfiles import watch
+
+        def only_skills(change: Any, path: str) -> bool:
+            return is_skill_file(path) or os.path.isdir(path) or not os.path.exists(path)
+
+        try:
+            for changes in watch(*dirs, watch_filter=only_skills, stop_event=stop, step=step_ms,
+                                 debounce=1000, rust_timeout=500, yield_on_timeout=False, raise_interrupt=False):
+                paths = [Path(p) for _, p in changes]
+                for reg in list(self.registries):
+                    roots = reg.watched_dirs()
+                    if any(root == p or root in p.parents for p in paths for root in roots):
+                        try:
+                            reg.sync()
+                        except Exception as exc:  # a reload problem must never kill the watcher
+                            log.warning("skills reload failed: %r", exc)
+        except Exception as exc:
+            log.warning("skills watcher stopped: %r", exc)
+
+
+WATCHER = SharedWatcher()

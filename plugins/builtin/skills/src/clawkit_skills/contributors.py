@@ -1,0 +1,51 @@
+"""The prompt contributors: a compact skills index, and the active skills' full sections."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clawkit.prompt import PromptContributor, PromptSection
+
+from .state import active_skills, settings
+
+class SkillIndexContributor(PromptContributor):
+    """A compact list of the available skills (name + one line) — never their full text."""
+
+    id = "skills.index"
+    priority = 80
+
+    def contribute(self, ctx: Any) -> PromptSection | None:
+        reg = ctx.state.get("skills.registry")
+        if reg is None:
+            return None
+        cfg = settings(ctx.agent)
+        active = {s.name for s in active_skills(_CtxView(ctx), reg)}
+        skills = [s for s in reg.available() if s.name not in active][: cfg.index_limit]
+        if not skills:
+            return None
+        lines = [f"- {s.name}: {s.description}" for s in skills]
+        head = "Available skills" + (" (call `load_skill` with a name to load its instructions and tools):" if cfg.load_skill_tool else ":")
+        return PromptSection("Skills", head + "\n" + "\n".join(lines))
+
+
+class ActiveSkillsContributor(PromptContributor):
+    """The full compiled sections of the skills active this turn."""
+
+    id = "skills.active"
+    priority = 85
+
+    def contribute(self, ctx: Any) -> PromptSection | None:
+        reg = ctx.state.get("skills.registry")
+        if reg is None or ctx.session is None:
+            return None
+        active = active_skills(_CtxView(ctx), reg)
+        if not active:
+            return None
+        return PromptSection("Active skills", "\n\n".join(s.system_prompt_section for s in active))
+
+
+class _CtxView:
+    """The parts of a TurnContext that :func:`active_skills` reads, from a ContributorContext."""
+
+    def __init__(self, cctx: Any):
+        self.state, self.session, self.agent = cctx.state, cctx.session, cctx.agent

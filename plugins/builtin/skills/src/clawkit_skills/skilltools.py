@@ -1,0 +1,139 @@
+"""Skill tools (a skill's IDL interfaces as inert tools) and ``load_skill``.
+
+Executing a skill tool validates the arguments against the IDL schema, fills
+``@dialect`` hints, and returns the arguments with the skill's plan and guardrails
+as JSON; it never acts by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from typing import Any
+
+from clawkit.tools import Tool, ToolError
+
+from .claws import read_telemetry, write_telemetry
+from .compiler import CompiledSkill
+from .registry import SkillRegistry
+from .state import LOADED_KEY, SkillsConfig, bump, log, registry_for
+
+_synced: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()
+
+class SkillTool(Tool):
+    """A skill's IDL interface as a tool: validates and returns the plan, never acts."""
+
+    skill_name: str = ""
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:  # JSON Schema validation happens in run
+        return {"arguments": dict(arguments)}
+
+
+def _make_skill_tool(skill: CompiledSkill, td: Any, write_back: bool) -> SkillTool:
+    def run_skill_tool(arguments: dict[str, Any], ctx: Any = None) -> str:
+        import jsonschema
+
+        args = dict(arguments)
+        filled = {}
+        for fld, key in skill.dialect_hints.get(td.name, {}).items():
+            if fld not in args or args[fld] in (None, ""):
+                value = _dialect_value(ctx, key)
+                if value is not None:
+                    args[fld] = filled[fld] = value
+        errors = sorted(jsonschema.Draft202012Validator(td.parameters).iter_errors(args), key=lambda e: list(e.path))
+        if errors:
+            detail = "; ".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors[:5])
+            raise ToolError(f"invalid arguments for {td.name}: {detail}")
+        if ctx is not None:
+            bump(ctx.session.store.conn, f"tool:{skill.name}")
+        if write_back and skill.format == "claws":
+            _record_execution(skill)
+        return json.dumps({
+            "skill": skill.name, "tool": td.name, "arguments": args, "auto_filled": filled,
+            "plan": skill.execution_plan, "guardrails": skill.guardrails, "uses_tools": skill.allowed_tools,
+            "note": "This skill tool does not act by itself: follow the plan with your other tools, within the guardrails.",
+        }, ensure_ascii=False)
+
+    from pydantic import create_model
+
+    tool = SkillTool(td, run_skill_tool, create_model(f"{td.name}_args"), True, False)
+    tool.skill_name = skill.name
+    return tool
+
+
+def _dialect_value(ctx: Any, key: str) -> Any:
+    if ctx is None:
+        return None
+    if key in ("context.query", "context.message", "context.text", "user.message"):
+        return next((m.content for m in reversed(ctx.session.history) if m.role == "user"), None)
+    if key in ("context.workspace", "workspace"):
+        return str(ctx.workspace)
+    if key in ("context.session_id", "session.id"):
+        return ctx.session.id
+    cur: Any = ctx.state
+    for part in key.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    return cur if isinstance(cur, (str, int, float, bool)) else None
+
+
+def _record_execution(skill: CompiledSkill) -> None:
+    try:
+        t = read_telemetry(skill.path)
+        t["execution_count"] = int(t.get("execution_count") or 0) + 1
+        t.setdefault("success_rate", 1.0)
+        write_telemetry(skill.path, t)
+    except Exception as exc:
+        log.warning("could not write telemetry to %s: %r", skill.path, exc)
+
+
+def sync_tools(ctx: Any, reg: SkillRegistry, cfg: SkillsConfig) -> None:
+    """Mirror the registry's skill tools into the agent's tool registry (all skills, so a
+    call from an earlier turn still runs; before_llm_call shows only the active ones)."""
+    tools = ctx.tools
+    marker = (reg.version, cfg.grant_tools)
+    if _synced.get(tools) == marker:
+        return
+    wanted: dict[str, SkillTool] = {}
+    for sk in reg.available():
+        for td in sk.tool_definitions:
+            if td.name not in wanted:
+                wanted[td.name] = _make_skill_tool(sk, td, cfg.write_telemetry)
+    for name in [n for n, t in tools.tools.items() if isinstance(t, SkillTool) and n not in wanted]:
+        del tools.tools[name]
+    for name, tool in wanted.items():
+        old = tools.tools.get(name)
+        if old is not None and not isinstance(old, SkillTool):
+            log.warning("skill tool %s clashes with a tool of the same name; skipped", name)
+            continue
+        tools.tools[name] = tool
+    if cfg.grant_tools:
+        for name in list(wanted) + (["load_skill"] if cfg.load_skill_tool else []):
+            if name not in tools.allow:
+                tools.allow.append(name)
+    _synced[tools] = marker
+
+
+def load_skill(name: str, ctx: Any) -> str:
+    """Load a skill listed under "Skills": its full instructions enter your system prompt and its tools become available.
+
+    Args:
+        name: the skill's name, exactly as listed.
+    """
+    reg = ctx.state.get("skills.registry") or registry_for(ctx)
+    sk = reg.get(name)
+    if sk is None:
+        known = ", ".join(s.name for s in reg.available()) or "none"
+        raise ToolError(f"unknown skill {name!r}; available skills: {known}")
+    reasons = reg.unavailable_reason(name)
+    if reasons:
+        raise ToolError(f"skill {name!r} is unavailable here: {'; '.join(reasons)}")
+    loaded = list(ctx.session.get(LOADED_KEY, []) or [])
+    if name not in loaded:
+        ctx.session.set(LOADED_KEY, loaded + [name])
+    ctx.emit("skills.loaded", skill=name, tools=[t.name for t in sk.tool_definitions])
+    bump(ctx.session.store.conn, f"loaded:{name}")
+    tools = ", ".join(t.name for t in sk.tool_definitions)
+    return (f"Skill {name} loaded for this session: its instructions are now in your system prompt"
+            + (f" and its tools are available: {tools}." if tools else ".") + "\n\n" + sk.system_prompt_section)
+
+

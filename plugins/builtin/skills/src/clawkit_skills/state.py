@@ -1,0 +1,149 @@
+"""Per-agent skills state: the plugin's config model, the registry of each running agent,
+the active skills of a turn, and the plugin's metrics table."""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .compiler import CompiledSkill
+from .registry import SkillRegistry, shipped_dirs
+
+log = logging.getLogger("clawkit.skills")
+LOADED_KEY = "skills.loaded"  # session metadata: skills the model loaded with load_skill
+
+
+class SkillsConfig(BaseModel):
+    """``plugins: {skills: {...}}`` in the agent YAML."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workspace_dir: str = Field("skills", description="skills folder inside the agent's workspace (highest precedence)")
+    paths: list[str] = Field(default_factory=list, description="extra skill folders, after the workspace's")
+    user_dir: str = Field("~/.clawkit/skills", description="the user's skills folder")
+    shipped: bool = Field(True, description="include skills shipped by plugins (and clawkit's examples)")
+    watch: bool = Field(True, description="hot reload with a watchfiles thread (changes also apply at every turn start)")
+    always: list[str] = Field(default_factory=list, description="skills active on every turn")
+    disabled: list[str] = Field(default_factory=list, description="skills never offered")
+    load_skill_tool: bool = Field(True, description="offer the load_skill tool so the model can load a listed skill")
+    grant_tools: bool = Field(True, description="skill tools and load_skill are inert, so the plugin allows them itself; "
+                                                  "false: the agent's tools allowlist decides (use skill_* and load_skill)")
+    index_limit: int = Field(40, ge=0, description="most skills listed in the compact index")
+    write_telemetry: bool = Field(False, description="record skill-tool executions in the .claws TELEMETRY block")
+    config: dict[str, Any] = Field(default_factory=dict, description="values SKILL.md `requires.config` keys are checked against")
+
+
+# --- registry per agent ------------------------------------------------------------------------
+
+_registries: "weakref.WeakKeyDictionary[Any, SkillRegistry]" = weakref.WeakKeyDictionary()
+_by_id: dict[int, SkillRegistry] = {}
+
+
+def settings(agent_config: Any) -> SkillsConfig:
+    cfg = agent_config.plugin("skills") if agent_config is not None else None
+    if isinstance(cfg, SkillsConfig):
+        return cfg
+    if isinstance(cfg, BaseModel):
+        return SkillsConfig.model_validate({k: v for k, v in cfg.model_dump().items() if k != "enabled"})
+    if isinstance(cfg, dict):
+        return SkillsConfig.model_validate({k: v for k, v in cfg.items() if k != "enabled"})
+    return SkillsConfig()
+
+
+def sources_for(workspace: str | Path, cfg: SkillsConfig) -> list[tuple[str, Path]]:
+    ws = Path(workspace)
+    sources = [("workspace", ws / cfg.workspace_dir)]
+    sources += [("path", (ws / p) if not Path(p).expanduser().is_absolute() else Path(p).expanduser()) for p in cfg.paths]
+    sources.append(("user", Path(cfg.user_dir).expanduser()))
+    if cfg.shipped:
+        sources += shipped_dirs()
+    return sources
+
+
+def build_registry(agent_config: Any) -> SkillRegistry:
+    """A registry for ``agent_config`` (scanned, not watching)."""
+    cfg = settings(agent_config)
+    context = {**agent_config.model_dump(mode="json", exclude={"plugins"}), **cfg.config} if agent_config is not None else dict(cfg.config)
+    reg = SkillRegistry(sources_for(agent_config.workspace, cfg), disabled=cfg.disabled, config=context)
+    reg.sync()
+    return reg
+
+
+def registry_for(ctx: Any) -> SkillRegistry:
+    """The registry of the running agent (``ctx.runtime``), created on first use."""
+    owner = ctx.runtime if getattr(ctx, "runtime", None) is not None else ctx.agent
+    try:
+        reg = _registries.get(owner)
+    except TypeError:
+        reg = _by_id.get(id(owner))
+    if reg is None:
+        reg = build_registry(ctx.agent)
+        try:
+            _registries[owner] = reg
+            weakref.finalize(owner, reg.stop_watching)
+        except TypeError:
+            _by_id[id(owner)] = reg
+    return reg
+
+
+def active_skills(ctx: Any, reg: SkillRegistry | None = None) -> list[CompiledSkill]:
+    """Skills active in this turn: ``always`` + routed + loaded, available ones only, in that order."""
+    reg = reg or ctx.state.get("skills.registry") or registry_for(ctx)
+    cfg = settings(ctx.agent)
+    route = ctx.state.get("route") or {}
+    names: list[str] = list(cfg.always) + list(route.get("skills") or []) + list(ctx.session.get(LOADED_KEY, []) or [])
+    names += ctx.state.get("skills.loaded_now", [])
+    out: list[CompiledSkill] = []
+    for n in names:
+        sk = reg.get(n)
+        if sk is not None and sk not in out and not reg.unavailable_reason(n):
+            out.append(sk)
+    return out
+
+
+def available_skills(ctx: Any) -> list[CompiledSkill]:
+    """The skills a router may select this turn (requirements met), sorted by name.
+
+    For the translation device: each has ``name``, ``description``, ``trigger``,
+    ``keywords`` and ``weight``; put chosen names in ``ctx.state["route"]["skills"]``.
+    """
+    return registry_for(ctx).available()
+
+
+def lexicon_for(ctx: Any, name: str) -> dict[str, Any] | None:
+    """A skill's Lexicon (for the ClawDense codec); None when absent. Never put it in a prompt."""
+    sk = registry_for(ctx).get(name)
+    return sk.lexicon if sk else None
+
+
+# --- metrics (own table; `clawkit skills stats` reads every *_metrics table) -----------------------
+
+
+_flushed: "weakref.WeakKeyDictionary[SkillRegistry, dict[str, float]]" = weakref.WeakKeyDictionary()
+
+
+def flush_counters(ctx: Any, reg: SkillRegistry) -> None:
+    done = _flushed.setdefault(reg, {})
+    for key, value in list(reg.counters.items()):
+        if value != done.get(key, 0):
+            bump(ctx.session.store.conn, key, value - done.get(key, 0))
+            done[key] = value
+
+
+def bump(conn: Any, metric: str, by: float = 1.0) -> None:
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS skills_metrics (metric TEXT PRIMARY KEY, value REAL NOT NULL, updated REAL NOT NULL)")
+        conn.execute(
+            "INSERT INTO skills_metrics (metric, value, updated) VALUES (?, ?, ?) "
+            "ON CONFLICT(metric) DO UPDATE SET value = value + excluded.value, updated = excluded.updated",
+            (metric, by, time.time()),
+        )
+    except Exception as exc:  # metrics never break a turn
+        log.debug("skills metrics: %r", exc)
+
+
