@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import time
 from typing import Any, Awaitable, Callable
 
 from clawkit.providers import OnText, ProviderError
@@ -114,7 +113,6 @@ class LitellmProvider:
         attempts = max(0, int(self.config.max_retries)) + 1
         for attempt in range(1, attempts + 1):
             state = _Attempt()
-            started = time.monotonic()
             try:
                 if request.stream:
                     response = await self._stream(litellm, params, on_text, state)
@@ -127,7 +125,7 @@ class LitellmProvider:
                 if state.delivered_chars:
                     raise self._error(params, attempt, failure, cut_after=state.delivered_chars) from exc
                 if not failure.retryable or attempt == attempts:
-                    raise self._error(params, attempt, failure, took=time.monotonic() - started) from exc
+                    raise self._error(params, attempt, failure) from exc
                 if failure.retry_after is not None and failure.retry_after > self.max_retry_after:
                     raise self._error(params, attempt, failure) from exc
                 delay = backoff_delay(attempt, self.retry_base_delay, self.retry_max_delay, failure.retry_after)
@@ -169,7 +167,7 @@ class LitellmProvider:
 
     # --- reporting ----------------------------------------------------------------------
 
-    def _error(self, params: dict[str, Any], attempt: int, failure: Failure, *, took: float | None = None,
+    def _error(self, params: dict[str, Any], attempt: int, failure: Failure, *,
                cut_after: int | None = None) -> ProviderError:
         model = params["model"]
         where = f" at {params['api_base']}" if params.get("api_base") else ""
