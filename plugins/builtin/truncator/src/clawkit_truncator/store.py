@@ -1,10 +1,13 @@
 """Full outputs of truncated tool calls, kept in the session database.
 
-Table ``truncator_outputs`` lives in the session's SQLite file. Writing a 100 MB
-output takes a few hundred milliseconds, so for a file database the write runs
-on a background thread with its own connection (the turn does not wait for it);
-:func:`read_range` waits for a pending write of the output it reads. An
-in-memory store is written synchronously.
+Tables ``truncator_outputs`` (one row per output) and ``truncator_output_chunks``
+(the text in chunks of ``CHUNK_CHARS``) live in the session's SQLite file.
+Chunks make a read at any offset cost one chunk, and keep each write small:
+binding a value copies it while holding the GIL, so one 100 MB value would
+stall the turn. Writing a 100 MB output takes a few hundred milliseconds, so for
+a file database it runs on a background thread with its own connection (the
+turn does not wait); :func:`read_range` waits for a pending write of the output
+it reads. An in-memory store is written synchronously.
 """
 
 from __future__ import annotations
@@ -21,12 +24,17 @@ from typing import Any
 log = logging.getLogger("clawkit.truncator")
 
 TABLE = "truncator_outputs"
+CHUNKS = "truncator_output_chunks"
+CHUNK_CHARS = 1_000_000
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
     id TEXT PRIMARY KEY, session_id TEXT NOT NULL, call_id TEXT, tool TEXT,
-    chars INTEGER NOT NULL, stored_chars INTEGER NOT NULL, created REAL NOT NULL, content TEXT NOT NULL
+    chars INTEGER NOT NULL, stored_chars INTEGER NOT NULL, chunk_chars INTEGER NOT NULL, created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS {TABLE}_session ON {TABLE}(session_id);
+CREATE TABLE IF NOT EXISTS {CHUNKS} (
+    output_id TEXT NOT NULL, seq INTEGER NOT NULL, content TEXT NOT NULL, PRIMARY KEY (output_id, seq)
+) WITHOUT ROWID;
 """
 _pending: dict[str, threading.Thread] = {}
 _errors: dict[str, str] = {}
@@ -45,19 +53,19 @@ def ensure_table(conn: sqlite3.Connection) -> None:
 def save(store: Any, session_id: str, call_id: str, tool: str, content: str, max_chars: int) -> str:
     """Keep ``content`` (up to ``max_chars``) for the session; returns the output id at once."""
     output_id = "out_" + uuid.uuid4().hex[:12]
-    stored = content[:max_chars] if len(content) > max_chars else content
-    row = (output_id, session_id, call_id, tool, len(content), len(stored), time.time(), stored)
+    stored = min(len(content), max_chars)
+    row = (output_id, session_id, call_id, tool, len(content), stored, CHUNK_CHARS, time.time())
     ensure_table(store.conn)
     path = _db_path(store)
     if path is None:
-        _insert(store.conn, row)
+        _insert(store.conn, row, content)
         return output_id
 
     def write() -> None:
         try:
             conn = sqlite3.connect(path, isolation_level=None, timeout=30)
             try:
-                _insert(conn, row)
+                _insert(conn, row, content)
             finally:
                 conn.close()
         except Exception as exc:  # reported to whoever reads this output
@@ -74,12 +82,18 @@ def save(store: Any, session_id: str, call_id: str, tool: str, content: str, max
     return output_id
 
 
-def _insert(conn: sqlite3.Connection, row: tuple) -> None:
-    conn.execute(
-        f"INSERT INTO {TABLE} (id, session_id, call_id, tool, chars, stored_chars, created, content)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        row,
-    )
+def _insert(conn: sqlite3.Connection, row: tuple, content: str) -> None:
+    output_id, stored = row[0], row[5]
+    chunks = ((output_id, i // CHUNK_CHARS, content[i : min(i + CHUNK_CHARS, stored)]) for i in range(0, stored, CHUNK_CHARS))
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(f"INSERT INTO {TABLE} (id, session_id, call_id, tool, chars, stored_chars, chunk_chars, created)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+        conn.executemany(f"INSERT INTO {CHUNKS} (output_id, seq, content) VALUES (?, ?, ?)", chunks)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def wait(output_id: str | None = None, timeout: float = 60.0) -> None:
@@ -115,13 +129,20 @@ def read_range(conn: sqlite3.Connection, session_id: str, output_id: str, offset
     if output_id in _errors:
         raise OutputNotFound(f"output {output_id} could not be stored: {_errors[output_id]}")
     ensure_table(conn)
-    row = conn.execute(
-        f"SELECT chars, stored_chars, tool, substr(content, ?, ?) FROM {TABLE} WHERE id = ? AND session_id = ?",
-        (offset + 1, limit, output_id, session_id),
-    ).fetchone()
+    row = conn.execute(f"SELECT chars, stored_chars, tool, chunk_chars FROM {TABLE} WHERE id = ? AND session_id = ?",
+                       (output_id, session_id)).fetchone()
     if row is None:
         raise OutputNotFound(f"no stored output {output_id!r} in this session")
-    return OutputRange(output_id, offset, row[3] or "", row[0], row[1], row[2] or "")
+    chars, stored, tool, size = row
+    end = min(offset + limit, stored)
+    text = ""
+    if offset < end:
+        first, last = offset // size, (end - 1) // size
+        parts = conn.execute(f"SELECT content FROM {CHUNKS} WHERE output_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+                             (output_id, first, last)).fetchall()
+        joined = "".join(p[0] for p in parts)
+        text = joined[offset - first * size : end - first * size]
+    return OutputRange(output_id, offset, text, chars, stored, tool or "")
 
 
 def grep(conn: sqlite3.Connection, session_id: str, output_id: str, pattern: re.Pattern[str], offset: int,

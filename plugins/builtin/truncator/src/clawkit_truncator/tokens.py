@@ -20,7 +20,7 @@ import importlib.util
 import logging
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,7 @@ class TokenCounter:
     encoding_name: str
     encoding: Any = None
     reason: str = ""
+    _memo: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)
 
     @property
     def exact(self) -> bool:
@@ -128,25 +129,27 @@ class TokenCounter:
         return self.encoding.decode(tokens).rstrip("\ufffd")  # no half characters at a cut
 
     def count(self, text: str, *, max_exact_chars: int = 400_000) -> int:
-        """Tokens in ``text``: exact up to ``max_exact_chars``, then scaled from that prefix."""
+        """Tokens in ``text``: exact up to ``max_exact_chars``, then scaled from that prefix.
+
+        Counts are memoised by (hash, length): a history is re-counted before every
+        model call, and a str caches its own hash, so repeats cost a dict lookup.
+        """
         if not text:
             return 0
         if self.encoding is None:
             return int(len(text) / CHARS_PER_TOKEN) + 1
-        return _cached_count(self.encoding_name, text) if len(text) <= 4096 else self._count_long(text, max_exact_chars)
-
-    def _count_long(self, text: str, max_exact_chars: int) -> int:
+        key = (hash(text), len(text))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
         sample = text[:max_exact_chars]
         tokens = self.encode(sample)
         n = len(tokens) if tokens is not None else int(len(sample) / CHARS_PER_TOKEN) + 1
-        return n if len(text) <= max_exact_chars else round(n * len(text) / len(sample))
-
-
-@lru_cache(maxsize=8192)
-def _cached_count(encoding: str, text: str) -> int:
-    counter = get_counter_for_encoding(encoding)
-    tokens = counter.encode(text)
-    return len(tokens) if tokens is not None else int(len(text) / CHARS_PER_TOKEN) + 1
+        n = n if len(text) <= max_exact_chars else round(n * len(text) / len(sample))
+        if len(self._memo) > 50_000:
+            self._memo.clear()
+        self._memo[key] = n
+        return n
 
 
 @lru_cache(maxsize=4)
