@@ -251,3 +251,16 @@ def test_config_section_in_schema_and_entry_point(monkeypatch):
     assert "keep_recent_share" in schema and "reserve_share" in schema
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "clawkit-compaction")
     assert get_plugin_manager().get_plugin("compaction") is clawkit_compaction
+
+
+def test_summary_is_visible_in_clawkit_sessions_show(make_agent, capsys, monkeypatch):
+    from clawkit.cli import main
+
+    agent = make_agent(responder())
+    sid = None
+    for i in range(30):
+        sid = agent.run(user_text(i), session_id=sid).session_id
+    monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "")
+    assert main(["--db", str(agent.store.path), "sessions", "show", sid]) == 0
+    out = capsys.readouterr().out
+    assert "[Summary of" in out and "Summary: the user asked numbered questions" in out
