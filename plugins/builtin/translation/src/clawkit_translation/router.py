@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+MAX_CHARS = 1500  # characters of a message the classifier reads
 PROFILES = ("research", "system", "coder", "memory", "browser", "automation", "conversation")
 
 # intent: (profile, {weight: "keyword | phrase | ..."}) — plurals (s/es) match automatically
@@ -139,7 +140,8 @@ class IntentRouter:
         self._skill_cache: dict[SkillInfo, tuple[set[str], list[set[str]], set[str]]] = {}
 
     def scores(self, text: str) -> dict[str, float]:
-        low = text.lower()
+        # a long paste is routed by its head: keeps the worst case well under 1 ms
+        low = text[:MAX_CHARS].lower()
         scores: dict[str, float] = {}
         for m in self.pattern.finditer(low):
             key = re.sub(r"\s+", " ", m.group(1))
@@ -170,8 +172,7 @@ class IntentRouter:
 
     def match_skills(self, text: str, skills: Iterable[SkillInfo], limit: int = 2) -> list[str]:
         """Names of the skills ``text`` is about, best first (at most ``limit``)."""
-        msg = words(text)
-        low = " " + " ".join(_WORD.findall(text.lower())) + " "
+        msg = words(text[:MAX_CHARS])
         ranked: list[tuple[float, str]] = []
         for sk in skills:
             name_parts, phrases, desc = self._skill_terms(sk)
