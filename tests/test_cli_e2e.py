@@ -223,3 +223,15 @@ def test_help_and_plugins_do_not_import_litellm():
 def test_version():
     out = subprocess.run([sys.executable, "-m", "clawkit", "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith("clawkit ")
+
+
+def test_provider_retries_are_session_events(agent_dir, model_server, monkeypatch):
+    from clawkit.runtime import open_agent
+
+    monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "clawkit-litellm")
+    model_server.script(Fault.status(503), "ok after a retry")
+    agent = open_agent(agent_dir / "agent.yaml", {"tools": []})
+    result = agent.run("hi")
+    assert result.reply == "ok after a retry"
+    retries = agent.store.events(result.session_id, "llm.retry")
+    assert retries and retries[0]["data"]["by"] == "provider" and "503" in retries[0]["data"]["error"]

@@ -466,3 +466,22 @@ def test_register_commands_adds_subcommands_and_failure_is_isolated(capsys):
     assert "plugin brokencmd failed to add its commands" in captured.err
     args = parser.parse_args(["sessions", "list"])  # the kernel's own commands still work
     assert args.handler
+
+
+def test_async_on_event_and_register_hooks_are_awaited(make_agent):
+    seen = []
+
+    class AsyncWatch:
+        @hookimpl
+        async def on_event(self, event):
+            await asyncio.sleep(0)
+            seen.append(event.type)
+
+        @hookimpl
+        async def register_tools(self, register, agent):
+            register(echo)
+
+    agent = make_agent([ScriptedReply.calls(call("echo", text="x")), "ok"], plugins=(AsyncWatch(),), tools=["echo"])
+    r = agent.run("go")
+    assert not r.tool_calls[0]["is_error"]  # the tool registered by an async hook exists
+    assert "turn.end" in seen or "session.start" in seen

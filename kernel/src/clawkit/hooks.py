@@ -5,6 +5,7 @@ whole call as plain pluggy would.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import sys
@@ -14,6 +15,10 @@ from typing import Any, Callable
 import pluggy
 
 log = logging.getLogger("clawkit.hooks")
+
+
+async def _wrap(awaitable: Any) -> Any:
+    return await awaitable
 
 
 async def maybe_await(value: Any) -> Any:
@@ -44,6 +49,7 @@ class HookRunner:
         self.emit = emit
         self.trace = getattr(pm, "_clawkit_trace", False)
         self._cache: dict[str, list[tuple[str, Callable[..., Any], tuple[str, ...]]]] = {}
+        self._tasks: set[asyncio.Task] = set()
 
     def impls(self, name: str) -> list[tuple[str, Callable[..., Any], tuple[str, ...]]]:
         """(plugin name, function, argnames) in call order (pluggy calls last-registered first)."""
@@ -73,17 +79,40 @@ class HookRunner:
             self.emit("hook.error", hook=name, plugin=plugin, error=f"{type(exc).__name__}: {exc}")
 
     def call_sync(self, name: str, **kw: Any) -> list[Any]:
-        """Every implementation, isolated; non-None results in order. For sync-only hooks."""
+        """Every implementation, isolated; non-None results in order.
+
+        Used where the kernel cannot wait (start-up registration, ``on_event``). An
+        implementation that returns an awaitable is run to completion when no event
+        loop is running, and scheduled as a task on the running loop otherwise.
+        """
         out = []
         for plugin, fn, argnames in self.impls(name):
             try:
                 res = self._invoke(name, plugin, fn, argnames, kw)
+                if inspect.isawaitable(res):
+                    res = self._settle(name, plugin, res)
             except Exception as exc:
                 self.report(name, plugin, exc)
                 continue
             if res is not None:
                 out.append(res)
         return out
+
+    def _settle(self, name: str, plugin: str, awaitable: Any) -> Any:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(_wrap(awaitable))
+        task = loop.create_task(_wrap(awaitable))
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                self.report(name, plugin, t.exception())  # type: ignore[arg-type]
+
+        task.add_done_callback(done)
+        return None
 
     async def call(self, name: str, **kw: Any) -> list[tuple[str, Any]]:
         """Every implementation, awaited where needed, isolated; (plugin, result) pairs."""

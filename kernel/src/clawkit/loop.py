@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,7 +77,9 @@ class Agent:
         self.tools = ToolRegistry(config.tools)
         for plugin_name, fn, argnames in self.hooks.impls("register_tools"):
             try:
-                fn(**{k: v for k, v in {"register": self._tool_register(plugin_name), "agent": config}.items() if k in argnames})
+                res = fn(**{k: v for k, v in {"register": self._tool_register(plugin_name), "agent": config}.items() if k in argnames})
+                if inspect.isawaitable(res):
+                    self.hooks._settle("register_tools", plugin_name, res)
             except Exception as exc:
                 self.hooks.report("register_tools", plugin_name, exc)
         self.providers = ProviderRegistry()
@@ -98,12 +101,22 @@ class Agent:
     @property
     def provider(self) -> Provider:
         if self._provider is None:
-            self._provider = self.providers.create(self.config.model.provider, self.config.model)
+            self._provider = self._observe(self.providers.create(self.config.model.provider, self.config.model))
         return self._provider
+
+    def _observe(self, provider: Provider) -> Provider:
+        """Providers that retry on their own report each retry as an ``llm.retry`` event."""
+        if getattr(provider, "on_retry", False) is None:
+
+            def on_retry(attempt: int, delay: float, failure: Any) -> None:
+                self._emit_global("llm.retry", attempt=attempt, delay=round(delay, 3), error=str(failure), by="provider")
+
+            provider.on_retry = on_retry  # type: ignore[attr-defined]
+        return provider
 
     def provider_for(self, model_config: Any) -> Provider:
         """A provider for another model (classifier, summariser): same registry."""
-        return self.providers.create(getattr(model_config, "provider", "litellm"), model_config)
+        return self._observe(self.providers.create(getattr(model_config, "provider", "litellm"), model_config))
 
     # sessions -----------------------------------------------------------------------------
 
@@ -151,8 +164,9 @@ class Agent:
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Wait (bounded) for background tasks the turns started."""
-        if self._background:
-            await asyncio.wait(set(self._background), timeout=timeout)
+        pending = set(self._background) | set(self.hooks._tasks)
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
 
     async def turn(self, text: str, session_id: str | None = None, deliver: Deliver | None = None, *, trace_id: str | None = None) -> TurnResult:
         session = self.session(session_id)
