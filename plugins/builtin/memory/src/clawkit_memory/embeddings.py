@@ -67,7 +67,8 @@ class LocalMiniLM:
         config = config or EmbeddingConfig()
         settings = config.settings()
         self.batch_size = config.batch_size
-        self.threads = int(settings.get("threads", min(4, os.cpu_count() or 1)))
+        self.threads = int(settings.get("threads", min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                                       else os.cpu_count() or 1)))
         self._model_path = settings.get("model_path")
         self._tokenizer_path = settings.get("tokenizer_path")
         self._session: Any = None

@@ -158,9 +158,10 @@ class Searcher:
             return [r[0] for r in rows]
         need = math.ceil(len(terms) * min_should_match)
         out = []
+        probes = [" " + t for t in terms]
         for cid, text in rows:
-            words = set(_WORD.findall(text))
-            if sum(1 for t in terms if any(w.startswith(t) for w in words)) >= need:
+            flat = " " + " ".join(_WORD.findall(text))  # word starts are " x": prefix tests become substring tests
+            if sum(1 for t in probes if t in flat) >= need:
                 out.append(cid)
         return out
 
@@ -176,7 +177,7 @@ class Searcher:
                 return [i for i, _ in sorted(sims.items(), key=lambda kv: -kv[1])[:n]]
         fetch = n * 4 if where else n
         if self._count(partitions) > self.config.quantize_above:
-            coarse = max(fetch * self.config.oversample // 2, 100)
+            coarse = max(fetch * self.config.oversample, 200)
             cand = [r[0] for r in conn.execute(
                 f"SELECT rowid FROM memory_vec WHERE coarse MATCH vec_quantize_binary(?) AND k = ?"
                 f" AND partition IN ({marks})", (qv.tobytes(), coarse, *partitions))]
