@@ -202,13 +202,17 @@ def test_an_exception_inside_any_gate_blocks(build_agent, workspace, monkeypatch
     assert "failed (RuntimeError: gate bug); failing closed" in tool_results(agent, res.session_id)[0]
     assert not (workspace / "a.txt").exists()
 
-    def broken(self, kind, **fields):
+    def broken(self, records):
         raise OSError("disk full")
 
-    monkeypatch.setattr(clawkit_policy.AuditLedger, "append", broken)
-    agent2 = build_agent([ScriptedReply.calls(call("read_file", path="x")), "ok"], plugins=PLUGINS, tools=["*"])
-    res2 = agent2.run("go")
-    assert "the clawkit_policy gate failed (OSError: disk full)" in tool_results(agent2, res2.session_id)[0]
+    # audit records are committed by a writer thread; once a write fails, every later call is blocked
+    monkeypatch.setattr(clawkit_policy.AuditLedger, "append_many", broken)
+    agent2 = build_agent([ScriptedReply.calls(call("read_file", path="x")), "ok",
+                          ScriptedReply.calls(call("read_file", path="x")), "ok"], plugins=PLUGINS, tools=["*"])
+    sid = agent2.run("go").session_id
+    agent2.run("again", session_id=sid)
+    last = tool_results(agent2, sid)[-1]
+    assert "the clawkit_policy gate failed (RuntimeError: the audit ledger cannot be written: disk full)" in last
 
 
 def test_secrets_never_reach_the_ledger_or_the_transcript(build_agent, workspace, monkeypatch):

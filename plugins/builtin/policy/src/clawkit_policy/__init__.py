@@ -27,10 +27,11 @@ from clawkit import hookimpl
 
 from .approvers import ApprovalTimeout, callback_approver, deny_approver, make_terminal_approver, terminal_approver
 from .config import Grant, PolicyConfig
-from .gate import Pending, Turn, config, decide, record
+from .gate import Pending, Turn, config, decide, prepare, record
 from .ledger import AuditLedger, Verification
 from .redact import redact, redact_text
 from .state import PolicyState
+from .writer import LedgerWriter
 
 __all__ = [
     "AuditLedger", "Verification", "Grant", "PolicyConfig", "PolicyState", "grant", "ledger_for", "redact",
@@ -42,22 +43,29 @@ __all__ = [
 AUDITED_PREFIXES = ("tool.", "shield.", "sequence.", "approval.", "directive.")
 _LIMIT = 4096
 
-_ledgers: "weakref.WeakKeyDictionary[Any, tuple[AuditLedger, PolicyState]]" = weakref.WeakKeyDictionary()
+_ledgers: "weakref.WeakKeyDictionary[Any, tuple[LedgerWriter, PolicyState]]" = weakref.WeakKeyDictionary()
 _sessions: "OrderedDict[str, Turn]" = OrderedDict()
 _pending: dict[tuple[str, str], Pending] = {}
 
 
 def ledger_for(store: Any) -> AuditLedger:
-    """The audit ledger of a :class:`clawkit.sessions.SessionStore` (cached) or of a sqlite3 connection."""
+    """The audit ledger of a :class:`clawkit.sessions.SessionStore` or of a sqlite3 connection.
+
+    For a store, records the policy has queued are committed first.
+    """
     if hasattr(store, "conn"):
-        return _stores(store)[0]
+        writer = _ledgers.get(store)
+        if writer is not None:
+            writer[0].flush()
+        return AuditLedger(store.conn)
     return AuditLedger(store)
 
 
-def _stores(store: Any) -> tuple[AuditLedger, PolicyState]:
+def _stores(store: Any, extra: list[str]) -> tuple[LedgerWriter, PolicyState]:
     found = _ledgers.get(store)
     if found is None:
-        found = (AuditLedger(store.conn), PolicyState(store.conn))
+        path = str(store.path) if getattr(store, "path", None) else None
+        found = (LedgerWriter(store.conn, path, prepare(extra)), PolicyState(store.conn))
         _ledgers[store] = found
     return found
 
@@ -67,9 +75,9 @@ def _turn(ctx: Any) -> Turn:
     if isinstance(turn, Turn):
         return turn
     cfg = config(ctx)
-    ledger, state = _stores(ctx.session.store)
+    writer, state = _stores(ctx.session.store, cfg.secret_env)
     grants = list(cfg.grants) + state.grants(ctx.agent.name)
-    turn = Turn(cfg, ledger if cfg.audit else None, state, str(ctx.workspace), grants, agent=ctx.agent.name)
+    turn = Turn(cfg, writer if cfg.audit else None, state, str(ctx.workspace), grants, agent=ctx.agent.name)
     ctx.state["policy"] = turn
     _sessions[ctx.session.id] = turn
     _sessions.move_to_end(ctx.session.id)
@@ -81,7 +89,7 @@ def _turn(ctx: Any) -> Turn:
 def grant(ctx: Any, new: Grant, *, persistent: bool = False) -> None:
     """Raise a grant at run time: for the rest of this run, or stored for the agent (``persistent``)."""
     turn = _turn(ctx)
-    turn.run_grants.append(new)
+    turn.add_run_grant(new)
     if persistent:
         turn.state.add_grant(ctx.agent.name, new)
     record(turn, "grant", {"session_id": ctx.session.id, "trace_id": ctx.trace_id, "task_id": ctx.task_id,
@@ -131,7 +139,14 @@ def after_tool_call(ctx, call, result):
 
 @hookimpl
 def on_event(event):
-    if not event.type.startswith(AUDITED_PREFIXES) or event.session_id is None:
+    if event.session_id is None:
+        return
+    if event.type in ("turn.end", "turn.stopped"):
+        turn = _sessions.get(event.session_id)
+        if turn is not None and turn.writer is not None:
+            turn.writer.flush()  # the turn's records are durable before its reply goes out
+        return
+    if not event.type.startswith(AUDITED_PREFIXES):
         return
     turn = _sessions.get(event.session_id)
     if turn is None:
@@ -167,7 +182,7 @@ def _approval(turn: Turn, p: Pending, data: dict[str, Any], ids: dict[str, Any],
     if p.step_grant and cfg.step_grant_scope != "step":
         new = Grant(tools=[p.call.name], paths=p.step_grant["paths"], hosts=p.step_grant["hosts"],
                     reason=f"approved by {by}")
-        turn.run_grants.append(new)
+        turn.add_run_grant(new)
         if cfg.step_grant_scope == "persistent":
             turn.state.add_grant(turn.agent, new)
         record(turn, "grant", ids, granted=new.model_dump(exclude_defaults=True), decision=cfg.step_grant_scope)

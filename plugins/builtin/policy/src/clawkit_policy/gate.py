@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fnmatch
 import glob as globmod
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,9 +27,9 @@ from clawkit.types import Decision, Risk, ToolCall
 
 from . import scope
 from .config import Grant, PolicyConfig
-from .ledger import AuditLedger
 from .redact import redact
 from .state import PolicyState
+from .writer import LedgerWriter
 
 _DEFAULT = PolicyConfig()
 
@@ -38,15 +39,31 @@ class Turn:
     """Per-turn policy context, cached in ``ctx.state["policy"]``."""
 
     cfg: PolicyConfig
-    ledger: AuditLedger | None
+    writer: LedgerWriter | None
     state: PolicyState
     workspace: str
     grants: list[Grant]
     agent: str = ""
     run_grants: list[Grant] = field(default_factory=list)
+    ws_real: str = ""
+    _by_tool: dict[str, list] = field(default_factory=dict)
+    _risk: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.ws_real = os.path.realpath(self.workspace)
 
     def all_grants(self) -> list[Grant]:
         return self.grants + self.run_grants
+
+    def add_run_grant(self, grant: Grant) -> None:
+        self.run_grants.append(grant)
+        self._by_tool.clear()
+
+    def grants_for(self, tool: str) -> list:
+        found = self._by_tool.get(tool)
+        if found is None:
+            found = self._by_tool[tool] = scope.applicable(self.all_grants(), tool, self.ws_real)
+        return found
 
 
 @dataclass
@@ -96,14 +113,21 @@ def _exact(value: str) -> str:
     return globmod.escape(value)
 
 
+def prepare(extra: list[str]):
+    """Redaction, applied in the writer thread (off the gate's path)."""
+
+    def clean(fields: dict[str, Any]) -> dict[str, Any]:
+        for key in ("arguments", "reason", "error", "data", "requested", "granted"):
+            if fields.get(key) is not None:
+                fields[key] = redact(fields[key], extra)
+        return fields
+
+    return clean
+
+
 def record(turn: Turn, kind: str, ids: dict[str, Any], **fields: Any) -> None:
-    if turn.ledger is None or not turn.cfg.audit:
-        return
-    extra = turn.cfg.secret_env
-    for key in ("arguments", "reason", "error", "data", "requested", "granted"):
-        if fields.get(key) is not None:
-            fields[key] = redact(fields[key], extra)
-    turn.ledger.append(kind, **ids, **fields)
+    if turn.writer is not None and turn.cfg.audit:
+        turn.writer.submit(kind, {**ids, **fields})
 
 
 def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], Pending]) -> Decision | None:
@@ -112,7 +136,8 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
     now = time.time()
     ids = {"session_id": ctx.session.id, "trace_id": ctx.trace_id, "task_id": ctx.task_id, "run_id": ctx.run_id,
            "step_id": call.id, "tool": call.name}
-    base = {"arguments": call.arguments, "call_hash": scope.call_hash(call.name, call.arguments)}
+    digest = scope.call_hash(call.name, call.arguments)
+    base = {"arguments": dict(call.arguments), "call_hash": digest}
 
     def done(action: str, reason: str, risk: Risk | None = None, asked: bool = False, **extra: Any) -> Decision | None:
         record(turn, "decision", ids, **base, decision=action, reason=reason, approval_required=asked, **extra)
@@ -122,20 +147,22 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
                                                      step_grant=extra.get("granted", {}).get("step"), started=None if asked else now)
         return Decision(action="require_approval", reason=reason) if asked else None
 
-    tool = ctx.tools.get(call.name) if ctx.tools is not None else None
-    if tool is None:
+    risk = turn._risk.get(call.name)
+    if risk is None:  # the tool set and allowlist are fixed for the turn: look up once
+        tool = ctx.tools.get(call.name) if ctx.tools is not None else None
+        risk = turn._risk[call.name] = False if tool is None else risk_of(cfg, call.name, tool.definition.risk)
+    if risk is False:
         return done("block", f"{call.name} is not in this agent's tool list (deny by default)")
-    risk = risk_of(cfg, call.name, tool.definition.risk)
-    req = scope.requested(call.arguments, turn.workspace)
-    grants = scope.applicable(turn.all_grants(), call.name)
-    ev = scope.evaluate(call.name, req, grants, turn.workspace)
+    req = scope.requested(call.arguments, turn.ws_real)
+    grants = turn.grants_for(call.name)
+    ev = scope.evaluate(req, grants, turn.ws_real)
     slot = ctx.state.setdefault("granted", {}).setdefault(call.name, {"paths": [], "hosts": [], "commands": []})
-    for _, g in grants:
-        for key, values in (("paths", [scope.grant_path(p, turn.workspace) for p in g.paths]), ("hosts", g.hosts), ("commands", g.commands)):
+    for _, g, paths in grants:
+        for key, values in (("paths", paths), ("hosts", g.hosts), ("commands", g.commands)):
             slot[key].extend(v for v in values if v not in slot[key])
-    all_grants = turn.all_grants()
+    used = {i: g for i, g, _ in grants if i in ev.used_grants}
     info = {"requested": {**req.as_dict(), "risk": risk.value},
-            "granted": {"grants": [all_grants[i].model_dump(exclude_defaults=True) for i in ev.used_grants]}}
+            "granted": {"grants": [used[i].model_dump(exclude_defaults=True) for i in ev.used_grants]} if used else {}}
     if ev.forbidden or req.problems:
         return done("block", "refused: " + "; ".join(ev.forbidden + req.problems), risk, **info)
     if ev.missing:
@@ -144,7 +171,7 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
             return done("block", f"needs a capability grant: {need}", risk, **info)
         for key, values in ev.step_grant.items():
             slot[key].extend(_exact(v) for v in values if _exact(v) not in slot[key])
-        info["granted"]["step"] = ev.step_grant
+        info["granted"] = {**info["granted"], "step": ev.step_grant}
         return done("require_approval", f"needs a capability beyond its scope: {need}; approving grants it for this step",
                     risk, asked=True, **info)
     if risk == Risk.SAFE:
@@ -155,7 +182,7 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
     if until is not None:
         return done("allow", f"elevated until {time.strftime('%H:%M:%S', time.localtime(until))}", risk, **info)
     if risk == Risk.GUARDED:
-        prior = turn.state.approval(ctx.session.id, approval_key(cfg, call))
+        prior = turn.state.approval(ctx.session.id, digest if cfg.guarded_approval == "call" else "tool:" + call.name)
         if prior is not None:
             return done("allow", f"approved earlier in this session by {prior['by']}", risk, **info)
         what = "this exact call" if cfg.guarded_approval == "call" else f"{call.name}"

@@ -92,6 +92,41 @@ class AuditLedger:
 
         Unknown field names are an error; JSON columns take any JSON-able value.
         """
+        return self.append_many([(kind, fields)])[0]
+
+    def append_many(self, records: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+        """Add several records in one transaction (one commit), in order."""
+        rows = [self._values(kind, fields) for kind, fields in records]
+        cols = ", ".join(COLUMNS) + ", hash"
+        marks = ", ".join("?" for _ in COLUMNS) + ", ?"
+        with self._lock:
+            nested = self.conn.in_transaction
+            self.conn.execute("SAVEPOINT policy_audit" if nested else "BEGIN IMMEDIATE")
+            try:
+                row = self.conn.execute("SELECT seq, hash FROM policy_audit_head WHERE id = 1").fetchone()
+                seq, prev = (row[0], row[1]) if row else (0, GENESIS)
+                for values in rows:
+                    seq += 1
+                    values["seq"], values["prev_hash"] = seq, prev
+                    values["hash"] = prev = record_hash(values)
+                    self.conn.execute(f"INSERT INTO policy_audit ({cols}) VALUES ({marks})",
+                                      [values[c] for c in COLUMNS] + [values["hash"]])
+                if rows:
+                    self.conn.execute(
+                        "INSERT INTO policy_audit_head (id, seq, hash) VALUES (1, ?, ?) "
+                        "ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+                        (seq, prev),
+                    )
+            except BaseException:
+                self.conn.execute("ROLLBACK TO policy_audit" if nested else "ROLLBACK")
+                if nested:
+                    self.conn.execute("RELEASE policy_audit")
+                raise
+            self.conn.execute("RELEASE policy_audit" if nested else "COMMIT")
+        return rows
+
+    @staticmethod
+    def _values(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
         unknown = set(fields) - (set(COLUMNS) - {"seq", "prev_hash"})
         if unknown:
             raise TypeError(f"unknown audit fields: {', '.join(sorted(unknown))}")
@@ -99,37 +134,11 @@ class AuditLedger:
         for k, v in fields.items():
             if k in JSON_COLUMNS:
                 v = _json(v)
-            elif k == "approval_required" and v is not None:
-                v = int(bool(v))
             elif isinstance(v, bool):
                 v = int(v)
             values[k] = v
         values["kind"] = kind
         values["ts"] = float(fields.get("ts") or time.time())
-        with self._lock:
-            nested = self.conn.in_transaction
-            self.conn.execute("SAVEPOINT policy_audit" if nested else "BEGIN IMMEDIATE")
-            try:
-                row = self.conn.execute("SELECT seq, hash FROM policy_audit_head WHERE id = 1").fetchone()
-                seq, prev = (row[0], row[1]) if row else (0, GENESIS)
-                values["seq"] = seq + 1
-                values["prev_hash"] = prev
-                digest = record_hash(values)
-                cols = ", ".join(COLUMNS) + ", hash"
-                marks = ", ".join("?" for _ in COLUMNS) + ", ?"
-                self.conn.execute(f"INSERT INTO policy_audit ({cols}) VALUES ({marks})", [values[c] for c in COLUMNS] + [digest])
-                self.conn.execute(
-                    "INSERT INTO policy_audit_head (id, seq, hash) VALUES (1, ?, ?) "
-                    "ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
-                    (values["seq"], digest),
-                )
-            except BaseException:
-                self.conn.execute("ROLLBACK TO policy_audit" if nested else "ROLLBACK")
-                if nested:
-                    self.conn.execute("RELEASE policy_audit")
-                raise
-            self.conn.execute("RELEASE policy_audit" if nested else "COMMIT")
-        values["hash"] = digest
         return values
 
     def verify(self) -> Verification:

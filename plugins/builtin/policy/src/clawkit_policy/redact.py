@@ -29,27 +29,35 @@ _KEY_NAME = re.compile(
     r"cookie|credentials?|private[_-]?key|client[_-]?secret|auth)([_-].*)?$",
     re.IGNORECASE,
 )
-TOKEN = re.compile(
-    "|".join(
-        [
-            r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}",
-            r"gh[pousr]_[A-Za-z0-9]{20,}",
-            r"github_pat_[A-Za-z0-9_]{20,}",
-            r"glpat-[A-Za-z0-9_\-]{20,}",
-            r"xox[abposr]-[A-Za-z0-9\-]{10,}",
-            r"(?:AKIA|ASIA)[0-9A-Z]{16}",
-            r"AIza[0-9A-Za-z_\-]{35}",
-            r"npm_[A-Za-z0-9]{36}",
-            r"hf_[A-Za-z0-9]{30,}",
-            r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
-            r"(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*",
-        ]
-    )
-)
+#: (literal that must occur, pattern): a pattern runs only on text containing its literal,
+#: so a clean 100 KB result costs a few substring searches, not a dozen regex scans.
+TOKENS: list[tuple[str, re.Pattern[str]]] = [
+    (lit, re.compile(rx))
+    for lit, rx in [
+        ("sk-", r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}"),
+        ("ghp_", r"ghp_[A-Za-z0-9]{20,}"),
+        ("gho_", r"gho_[A-Za-z0-9]{20,}"),
+        ("ghu_", r"ghu_[A-Za-z0-9]{20,}"),
+        ("ghs_", r"ghs_[A-Za-z0-9]{20,}"),
+        ("ghr_", r"ghr_[A-Za-z0-9]{20,}"),
+        ("github_pat_", r"github_pat_[A-Za-z0-9_]{20,}"),
+        ("glpat-", r"glpat-[A-Za-z0-9_\-]{20,}"),
+        ("xox", r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
+        ("AKIA", r"AKIA[0-9A-Z]{16}"),
+        ("ASIA", r"ASIA[0-9A-Z]{16}"),
+        ("AIza", r"AIza[0-9A-Za-z_\-]{35}"),
+        ("npm_", r"npm_[A-Za-z0-9]{36}"),
+        ("hf_", r"hf_[A-Za-z0-9]{30,}"),
+        ("eyJ", r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+        ("PRIVATE KEY-----", r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
+    ]
+]
+BEARER = re.compile(r"(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*")
+#: ``password = value``, ``"api_key": "value"``: matched only where a keyword was found.
 ASSIGNMENT = re.compile(
-    r"(?i)((?:api[_-]?key|apikey|secret|token|passw(?:or)?d|passphrase|client[_-]?secret)[A-Za-z0-9_\-]*"
-    r"[\"']?\s*[:=]\s*[\"']?)([^\s\"',;]{4,})"
+    r"((?:api[_-]?key|apikey|secret|token|passw(?:or)?d|passphrase|client[_-]?secret)[A-Za-z0-9_\-]*"
+    r"[\"']?\s*[:=]\s*[\"']?)([^\s\"',;]{4,})",
+    re.IGNORECASE,
 )
 
 _cache: dict[str, Any] = {"at": 0.0, "values": (), "extra": ()}
@@ -84,8 +92,48 @@ def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
     for value in secret_values(extra_names):
         if value in text:
             text = text.replace(value, MARK)
-    text = TOKEN.sub(MARK, text)
-    return ASSIGNMENT.sub(lambda m: m.group(1) + MARK if m.group(2) != MARK else m.group(0), text)
+    for literal, pattern in TOKENS:
+        if literal in text:
+            text = pattern.sub(MARK, text)
+    return _anchored(text)
+
+
+def _variants(word: str) -> tuple[str, ...]:
+    return (word, word.capitalize(), word.upper())
+
+
+_ANCHORS: list[tuple[str, re.Pattern[str]]] = [
+    (v, pattern)
+    for word, pattern in [("bearer", BEARER), ("api", ASSIGNMENT), ("secret", ASSIGNMENT), ("token", ASSIGNMENT),
+                          ("passw", ASSIGNMENT), ("passphrase", ASSIGNMENT), ("client", ASSIGNMENT)]
+    for v in _variants(word)
+]
+
+
+def _anchored(text: str) -> str:
+    """Bearer tokens and ``keyword = value`` assignments, matched only where a keyword occurs
+    (a few substring searches instead of a case-insensitive scan of the whole text)."""
+    spans: list[tuple[int, int]] = []
+    for word, pattern in _ANCHORS:
+        start = text.find(word)
+        while start != -1:
+            m = pattern.match(text, start)
+            if m is not None:
+                span = m.span(2) if pattern is ASSIGNMENT else m.span()
+                if text[span[0]:span[1]] != MARK:
+                    spans.append(span)
+            start = text.find(word, start + 1)
+    if not spans:
+        return text
+    out, last = [], 0
+    for a, b in sorted(set(spans)):
+        if a < last:
+            continue
+        out.append(text[last:a])
+        out.append(MARK)
+        last = b
+    out.append(text[last:])
+    return "".join(out)
 
 
 def redact(value: Any, extra_names: Iterable[str] = ()) -> Any:

@@ -157,27 +157,29 @@ class Evaluation:
     preapproved: bool = False
 
 
-def applicable(grants: Iterable[Grant], tool: str) -> list[tuple[int, Grant]]:
-    return [(i, g) for i, g in enumerate(grants) if any(fnmatch.fnmatchcase(tool, p) for p in g.tools)]
+def applicable(grants: Iterable[Grant], tool: str, workspace: str) -> list[tuple[int, Grant, list[str]]]:
+    """The grants naming ``tool``: (index, grant, its path patterns made absolute)."""
+    return [(i, g, [grant_path(p, workspace) for p in g.paths]) for i, g in enumerate(grants)
+            if any(fnmatch.fnmatchcase(tool, p) for p in g.tools)]
 
 
-def evaluate(tool: str, req: Requested, grants: list[tuple[int, Grant]], workspace: str) -> Evaluation:
+def evaluate(req: Requested, grants: list[tuple[int, Grant, list[str]]], ws: str) -> Evaluation:
+    """``ws`` is the workspace's real path."""
     ev = Evaluation()
-    ws = os.path.realpath(workspace)
     for path in req.paths:
         if any(is_within(path, r) for r in FORBIDDEN_ROOTS):
             ev.forbidden.append(f"{path} (device and kernel file systems are never granted)")
             continue
         if is_within(path, ws):
             continue
-        hit = [i for i, g in grants if any(pattern_covers(grant_path(p, ws), path) for p in g.paths)]
+        hit = [i for i, _, paths in grants if any(pattern_covers(p, path) for p in paths)]
         if hit:
             ev.used_grants.extend(hit)
         else:
             ev.missing.append(f"path {path} (outside the workspace)")
             ev.step_grant["paths"].append(path)
     for host, port in req.hosts:
-        hit = [i for i, g in grants if host_matches(host, port, g.hosts)]
+        hit = [i for i, g, _ in grants if host_matches(host, port, g.hosts)]
         if hit:
             ev.used_grants.extend(hit)
         elif not host_is_public(host):
@@ -188,7 +190,7 @@ def evaluate(tool: str, req: Requested, grants: list[tuple[int, Grant]], workspa
         for line in req.commands:
             if any(op in line for op in SHELL_OPERATORS):
                 break  # "git status; rm -rf ~" must not ride on a "git status*" grant
-            hit = [i for i, g in grants if any(fnmatch.fnmatchcase(line, p) for p in g.commands)]
+            hit = [i for i, g, _ in grants if any(fnmatch.fnmatchcase(line, p) for p in g.commands)]
             if not hit:
                 break
             matched.extend(hit)
