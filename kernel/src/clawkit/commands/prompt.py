@@ -60,14 +60,12 @@ def parse_classification(raw: str | None):
 
 
 def token_counter(model: str) -> tuple[Callable[[str], int], str]:
-    """Exact offline counts through clawkit-litellm's tiktoken helpers when installed; else ~4 chars/token."""
-    try:
-        from clawkit_litellm import count_tokens, encoding_name_for
+    """Exact offline counts with tiktoken when an encoding is available; else ~4 chars/token."""
+    from clawkit.tokens import get_counter
 
-        count_tokens("probe", model)
-        return (lambda text: count_tokens(text, model)), encoding_name_for(model)
-    except Exception:
-        return (lambda text: (len(text) + 3) // 4), "estimate (4 chars per token)"
+    counter = get_counter(model)
+    label = counter.encoding_name if counter.exact else "estimate (4 chars per token)"
+    return counter.count, label
 
 
 def build_report(agent: Any, message: str | None, classification: Any, channel: str = "cli") -> dict[str, Any]:

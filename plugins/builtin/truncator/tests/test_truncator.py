@@ -8,7 +8,8 @@ import json
 import pytest
 
 import clawkit_truncator
-from clawkit_truncator import store, tokens
+from clawkit import tokens
+from clawkit_truncator import store
 from clawkit_truncator.cut import plan_cut, tail_has_signal
 from clawkit.testing import ScriptedReply, call
 

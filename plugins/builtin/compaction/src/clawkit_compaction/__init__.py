@@ -31,7 +31,7 @@ from .compactor import (
     request_tokens,
     split_point,
 )
-from .tokens import get_counter
+from clawkit.tokens import get_counter
 
 log = logging.getLogger("clawkit.compaction")
 _LIMIT = re.compile(r"maximum context length is (\d[\d,]*)", re.IGNORECASE)

@@ -17,7 +17,7 @@ from typing import Any
 
 from clawkit import LlmRequest, Message
 
-from .tokens import TokenCounter
+from clawkit.tokens import TokenCounter
 
 log = logging.getLogger("clawkit.compaction")
 

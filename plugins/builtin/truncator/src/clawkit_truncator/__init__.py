@@ -25,7 +25,7 @@ from clawkit import LlmRequest, ToolCall, ToolResult, hookimpl
 from . import store
 from .cut import CutPlan, char_plan, plan_cut
 from .history import message_tokens, trim_history
-from .tokens import TokenCounter, get_counter
+from clawkit.tokens import TokenCounter, get_counter
 
 log = logging.getLogger("clawkit.truncator")
 

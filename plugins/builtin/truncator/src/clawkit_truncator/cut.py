@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .tokens import CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, TokenCounter
+from clawkit.tokens import CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, TokenCounter
 
 SIGNAL_WINDOW = 4000  # chars at the end searched for errors, summaries, closing braces
 _SIGNAL = re.compile(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from clawkit import Message
 
 from .cut import char_plan, plan_cut
-from .tokens import TokenCounter
+from clawkit.tokens import TokenCounter
 
 TRIMMED_FLAG = "truncator_trimmed"
 

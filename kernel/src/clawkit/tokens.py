@@ -1,4 +1,8 @@
-"""Offline, bounded token counting with tiktoken.
+"""Offline, bounded token counting with tiktoken — shared by every plugin that counts.
+
+The kernel does not depend on tiktoken: plugins that count tokens (truncator,
+compaction, litellm, the prompt command) depend on it, and without it (or without
+an encoding file) counts are character estimates that say so.
 
 tiktoken downloads its encodings on first use, which is impossible offline.
 litellm ships the cache files for ``cl100k_base`` and ``o200k_base``; we find
@@ -25,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("clawkit.truncator")
+log = logging.getLogger("clawkit.tokens")
 
 WINDOW_CHARS = 20_000
 CHARS_PER_TOKEN = 4.0  # the estimate used when no tokenizer is available
@@ -166,3 +170,24 @@ def get_counter_for_encoding(encoding: str) -> TokenCounter:
 def get_counter(model: str | None = None, encoding: str | None = None) -> TokenCounter:
     """A counter for ``model`` (or an explicit ``encoding``); never raises."""
     return get_counter_for_encoding(encoding or encoding_name_for(model))
+
+
+def count_tokens(text: str, model: str | None = None, *, max_exact_chars: int = 400_000) -> int:
+    """Tokens in ``text`` for ``model`` (exact up to ``max_exact_chars``, then scaled); never raises."""
+    return get_counter(model).count(text, max_exact_chars=max_exact_chars)
+
+
+def truncate_to_tokens(text: str, max_tokens: int, model: str | None = None) -> str:
+    """The longest prefix of ``text`` within ``max_tokens`` tokens.
+
+    Only a bounded prefix is encoded (about ``MAX_CHARS_PER_TOKEN`` characters per
+    token is the most any encoding here packs), so huge inputs cost what small ones do.
+    """
+    if max_tokens <= 0 or not text:
+        return ""
+    head = text[: max_tokens * MAX_CHARS_PER_TOKEN]
+    counter = get_counter(model)
+    tokens = counter.encode(head)
+    if tokens is None:
+        return head[: int(max_tokens * CHARS_PER_TOKEN)]
+    return head if len(tokens) <= max_tokens else counter.decode(tokens[:max_tokens])
