@@ -173,3 +173,28 @@ def test_turn_state_is_per_turn_and_session_history_carries_over(make_agent):
     msgs = agent.provider.requests[1].messages
     assert [m.content for m in msgs] == ["first", "one", "second"]
     assert r2.session_id == r1.session_id
+
+
+def test_each_concurrent_call_sees_its_own_step_id(make_agent):
+    seen = {}
+
+    class Gate:
+        @hookimpl
+        async def before_tool_call(self, ctx, call):
+            await asyncio.sleep(0.01)  # interleave the two calls
+            seen[call.id] = ctx.step_id
+
+    def probe(ctx, n: int) -> str:
+        """Report the step id the tool sees."""
+        return ctx.step_id
+
+    class T:
+        @hookimpl
+        def register_tools(self, register, agent):
+            register(probe)
+
+    agent = make_agent([ScriptedReply.calls(call("probe", n=1), call("probe", n=2)), "ok"], plugins=(T(), Gate()), tools=["probe"])
+    agent.run("go")
+    assert seen == {"call_1_0": "call_1_0", "call_1_1": "call_1_1"}
+    results = [m.content for m in agent.provider.requests[1].messages if m.role == "tool"]
+    assert results == ["call_1_0", "call_1_1"]

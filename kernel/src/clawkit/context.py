@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,10 @@ if TYPE_CHECKING:
     from .tools import ToolRegistry
 
 
+current_call: ContextVar[Any] = ContextVar("clawkit_current_call", default=None)
+"""The :class:`ToolCall` being gated/executed in this task (concurrent calls each see their own)."""
+
+
 class TurnContext:
     """What one turn knows: the agent, the session, the run ids and turn state.
 
@@ -22,7 +27,7 @@ class TurnContext:
     an event: persisted on the session and passed to every ``on_event``.
     """
 
-    __slots__ = ("agent", "session", "hooks", "tools", "trace_id", "task_id", "run_id", "state", "channel", "step_id", "_agent_obj")
+    __slots__ = ("agent", "session", "hooks", "tools", "trace_id", "task_id", "run_id", "state", "channel", "_agent_obj")
 
     def __init__(
         self,
@@ -43,10 +48,20 @@ class TurnContext:
         self.trace_id = trace_id or new_id("trace")
         self.task_id = task_id or new_id("task")
         self.run_id = new_id("run")
-        self.step_id: str | None = None
         self.state: dict[str, Any] = {}
         self.channel = channel
         self._agent_obj = agent_obj
+
+    @property
+    def step_id(self) -> str | None:
+        """The current tool call's id (the step), inside gates, tools and ``after_tool_call``."""
+        call = current_call.get()
+        return call.id if call is not None else None
+
+    @property
+    def call(self) -> Any:
+        """The :class:`ToolCall` this task is working on, or None outside tool execution."""
+        return current_call.get()
 
     @property
     def workspace(self) -> Path:

@@ -8,6 +8,7 @@ import asyncio
 import inspect
 from typing import TYPE_CHECKING, Any
 
+from .context import current_call
 from .hooks import HookFailure, maybe_await
 from .types import Decision, Message, Outbound, ToolCall, ToolResult
 
@@ -64,6 +65,13 @@ class ToolExecutor:
         return stop
 
     async def one(self, ctx: "TurnContext", call: ToolCall, deliver, in_thread: bool) -> ToolResult:
+        token = current_call.set(call)
+        try:
+            return await self._one(ctx, call, deliver, in_thread)
+        finally:
+            current_call.reset(token)
+
+    async def _one(self, ctx: "TurnContext", call: ToolCall, deliver, in_thread: bool) -> ToolResult:
         tool = self.agent.tools.get(call.name)
         if tool is None:
             known = ", ".join(t.name for t in self.agent.tools.visible()) or "none"

@@ -111,9 +111,18 @@ def terminal_approver(call, reason: str, ctx) -> bool:
 CHAT_HELP = "commands: /quit, /session, /new, /help — directives like /think high are passed to plugins"
 
 
+def _interactive_approver():
+    """The policy plugin's approver (time-out, redacted arguments) when installed; else a plain prompt."""
+    try:
+        from clawkit_policy import terminal_approver as policy_approver
+    except ImportError:
+        return terminal_approver
+    return policy_approver
+
+
 def cmd_chat(args) -> int:
     interactive = sys.stdin.isatty()
-    agent = _open(args, approver=terminal_approver if interactive else None)
+    agent = _open(args, approver=_interactive_approver() if interactive else None)
     session_id = agent.session(args.session).id
     if interactive:
         print(f"clawkit chat — agent {agent.config.name}, session {session_id}. {CHAT_HELP}")
