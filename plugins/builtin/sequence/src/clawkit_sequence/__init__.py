@@ -25,6 +25,7 @@ blocked too, so the turn ends instead of spinning.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
 import time
@@ -41,10 +42,10 @@ TABLE = "sequence_calls"
 PATH_ARGS = {"path", "file", "file_path", "filepath", "filename", "directory", "dir", "cwd", "target", "source", "dest", "destination"}
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, call_id TEXT NOT NULL,
-    tool TEXT NOT NULL, arg TEXT NOT NULL, value TEXT NOT NULL, ts REAL NOT NULL
+    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, call_key TEXT NOT NULL,
+    tool TEXT NOT NULL, arg TEXT NOT NULL, value TEXT NOT NULL, call_id TEXT, ts REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS {TABLE}_lookup ON {TABLE}(session_id, tool, arg, value);
+CREATE UNIQUE INDEX IF NOT EXISTS {TABLE}_lookup ON {TABLE}(session_id, tool, arg, value, call_key);
 """
 
 
@@ -137,26 +138,38 @@ class SequenceHistory:
         self.conn = _conn(store)
 
     def record(self, session_id: str, call_id: str, tool: str, values: dict[str, str]) -> None:
-        rows = [(session_id, call_id, tool, "", "", time.time())]
-        rows += [(session_id, call_id, tool, a, v, time.time()) for a, v in values.items()]
-        placeholders = ",".join(["(?,?,?,?,?,?)"] * len(rows))
+        """Remember one call; the same tool with the same values is stored once (first call id kept)."""
+        key = hashlib.sha256(json.dumps([tool, sorted(values.items())]).encode()).hexdigest()[:24]
+        now = time.time()
+        rows = [(session_id, key, tool, "", "", call_id, now)] + [(session_id, key, tool, a, v, call_id, now) for a, v in values.items()]
+        placeholders = ",".join(["(?,?,?,?,?,?,?)"] * len(rows))
         # one statement: the rows of a call land together or not at all
-        self.conn.execute(f"INSERT INTO {TABLE} (session_id, call_id, tool, arg, value, ts) VALUES {placeholders}", [x for r in rows for x in r])
+        self.conn.execute(
+            f"INSERT OR IGNORE INTO {TABLE} (session_id, call_key, tool, arg, value, call_id, ts) VALUES {placeholders}",
+            [x for r in rows for x in r],
+        )
 
-    def seen(self, session_id: str, tool_glob: str, wanted: dict[str, str]) -> bool:
-        """Has a call of ``tool_glob`` with all ``wanted`` argument values run in this session?"""
+    def seen(self, session_id: str, tool: str, wanted: dict[str, str]) -> bool:
+        """Has a call of ``tool`` (a name or glob) with all ``wanted`` argument values run in this session?"""
+        op = "GLOB" if any(c in tool for c in "*?[") else "="
         if not wanted:
             row = self.conn.execute(
-                f"SELECT 1 FROM {TABLE} WHERE session_id = ? AND tool GLOB ? AND arg = '' LIMIT 1", (session_id, tool_glob)
+                f"SELECT 1 FROM {TABLE} WHERE session_id = ? AND tool {op} ? AND arg = '' LIMIT 1", (session_id, tool)
+            ).fetchone()
+            return row is not None
+        if len(wanted) == 1:
+            (a, v), = wanted.items()
+            row = self.conn.execute(
+                f"SELECT 1 FROM {TABLE} WHERE session_id = ? AND tool {op} ? AND arg = ? AND value = ? LIMIT 1", (session_id, tool, a, v)
             ).fetchone()
             return row is not None
         cond = " OR ".join(["(arg = ? AND value = ?)"] * len(wanted))
-        args: list[Any] = [session_id, tool_glob]
+        args: list[Any] = [session_id, tool]
         for a, v in wanted.items():
             args += [a, v]
         row = self.conn.execute(
-            f"SELECT call_id FROM {TABLE} WHERE session_id = ? AND tool GLOB ? AND ({cond}) "
-            f"GROUP BY call_id HAVING COUNT(DISTINCT arg) = ? LIMIT 1",
+            f"SELECT call_key FROM {TABLE} WHERE session_id = ? AND tool {op} ? AND ({cond}) "
+            f"GROUP BY call_key HAVING COUNT(DISTINCT arg) = ? LIMIT 1",
             args + [len(wanted)],
         ).fetchone()
         return row is not None

@@ -49,6 +49,7 @@ class Shield:
         self.sensitive = SensitivePaths(list(config.sensitive_paths) + list(config.extra_sensitive_paths))
         self.attestor: Attestor = NoopAttestor()
         self._validators: dict[str, tuple[int, Any]] = {}
+        self._workspaces: dict[str, str] = {}
 
     @property
     def enforcing(self) -> bool:
@@ -69,7 +70,7 @@ class Shield:
         capability = self.config.capability_map.get(call.name) or TOOL_CAPABILITIES.get(call.name)
         resources = extract_resources(call.arguments, workspace)
         if capability in ("fs.read", "fs.write", "shell.exec") and not resources.paths:
-            resources.paths.append(os.path.realpath(workspace))  # the tools' default directory
+            resources.paths.append(self._real_workspace(workspace))  # the tools' default directory
         requests = ctx.state.get("capability_requests")
         ungranted = None
         if requests and capability:
@@ -99,8 +100,16 @@ class Shield:
                      factors=a.reasons, tainted=tainted, reason="; ".join(reasons), mode=self.config.mode, enforced=self.enforcing)
             return Decision.require_approval("; ".join(reasons)) if self.enforcing else None
         if a.score >= t.log:
-            ctx.emit("shield.logged", tool=call.name, call_id=call.id, layer=2, score=a.score, factors=a.reasons, mode=self.config.mode)
+            # recorded once the call has run, with its outcome: one event instead of two, and
+            # nothing written to the database on the way to execution
+            ctx.state.setdefault("shield.logged", {})[call.id] = {"score": a.score, "factors": a.reasons}
         return None
+
+    def _real_workspace(self, workspace: str) -> str:
+        real = self._workspaces.get(workspace)
+        if real is None:
+            real = self._workspaces[workspace] = os.path.realpath(workspace)
+        return real
 
     def validate(self, definition: Any, call: ToolCall) -> str | None:
         """Layer 1a: the call's arguments against the tool's JSON Schema; the first problems, or None."""
@@ -116,7 +125,7 @@ class Shield:
             cached = (id(schema), cls(schema))
             self._validators[definition.name] = cached
         validator = cached[1]
-        if validator.is_valid(call.arguments):
+        if _plainly_valid(schema, call.arguments) or validator.is_valid(call.arguments):
             return None
         errors = sorted(validator.iter_errors(call.arguments), key=lambda e: list(e.absolute_path))[:3]
         parts = []
@@ -142,6 +151,11 @@ class Shield:
         return any(fnmatch.fnmatchcase(call.name, p) for p in self.config.untrusted_tools)
 
     def inspect_result(self, ctx: Any, call: ToolCall, result: ToolResult) -> ToolResult | None:
+        logged = ctx.state.get("shield.logged")
+        if logged and call.id in logged:
+            entry = logged.pop(call.id)
+            ctx.emit("shield.logged", tool=call.name, call_id=call.id, layer=2, mode=self.config.mode,
+                     outcome="error" if result.is_error else "ok", **entry)
         if not self.untrusted(call, result):
             return None
         names = [t.name for t in ctx.tools.visible()]
@@ -176,6 +190,45 @@ class Shield:
             return None
         info = {"source": call.name, "detections": len(detections), "score": score, "tainted": bool(session.get("tainted"))}
         return result.model_copy(update={"content": content, "metadata": {**result.metadata, "shield": info}})
+
+
+_SIMPLE_TYPES: dict[str, Any] = {"string": str, "boolean": bool, "array": list, "object": dict}
+_PLAIN_KEYS = {"type", "description", "default", "title"}
+
+
+def _plainly_valid(schema: dict[str, Any], args: dict[str, Any]) -> bool:
+    """A shortcut for the flat schemas tools usually have (``properties`` of plain types,
+    ``required``, ``additionalProperties: false``): True only when the arguments are
+    certainly valid. Anything else — unsupported keywords, a doubtful value — returns
+    False and jsonschema decides (and explains)."""
+    if set(schema) - {"type", "properties", "required", "additionalProperties", "title", "description"} or schema.get("type") != "object":
+        return False
+    props = schema.get("properties") or {}
+    if schema.get("additionalProperties") not in (False, None, True) or not isinstance(props, dict):
+        return False
+    if schema.get("additionalProperties") is False and any(k not in props for k in args):
+        return False
+    if any(k not in args for k in schema.get("required") or ()):
+        return False
+    for key, value in args.items():
+        sub = props.get(key)
+        if sub is None:
+            continue
+        if not isinstance(sub, dict) or set(sub) - _PLAIN_KEYS:
+            return False
+        kind = sub.get("type")
+        if kind in _SIMPLE_TYPES:
+            if type(value) is not _SIMPLE_TYPES[kind]:
+                return False
+        elif kind == "integer":
+            if type(value) is not int:
+                return False
+        elif kind == "number":
+            if type(value) not in (int, float):
+                return False
+        elif kind is not None:
+            return False
+    return True
 
 
 def _trust(session: Any) -> float:

@@ -32,7 +32,7 @@ class Weights(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     safe: float = Field(0.05, ge=0, le=1)
-    guarded: float = Field(0.3, ge=0, le=1)
+    guarded: float = Field(0.25, ge=0, le=1)
     unsafe: float = Field(0.5, ge=0, le=1)
     sensitive_path: float = Field(0.5, ge=0, le=1, description="a sensitive path read, written or named")
     secret: float = Field(0.5, ge=0, le=1, description="a credential in the arguments")

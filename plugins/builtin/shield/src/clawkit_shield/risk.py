@@ -2,21 +2,21 @@
 
 ``score = 1 - (1 - access) * (1 - sensitivity) * (1 - distrust)`` — a noisy-OR, so
 each factor alone can raise the score but none can lower another. With the
-default weights: a safe read scores 0.05 (allow), an unsafe shell command 0.5
-(log), reading ``.env`` 0.52 (log), ``cat ~/.ssh/id_rsa`` through the shell 0.75
-(approval), and a shell command in a tainted session 0.7 (approval).
+default weights: a safe read scores 0.05 (allow), a guarded write 0.25 (allow), an
+unsafe shell command 0.5 (log), reading ``.env`` 0.52 (log), ``cat ~/.ssh/id_rsa``
+through the shell 0.75 (approval), and a shell command in a tainted session 0.7
+(approval).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from wcmatch import glob as wglob
-
-from .capabilities import GLOB_FLAGS, Resources
+from .capabilities import Resources
 
 try:
     import re2
@@ -48,16 +48,26 @@ _SECRET_SHAPES = (
 )
 
 
-def _compile(pattern: str):
-    if re2 is not None:
-        options = re2.Options()
-        options.case_sensitive = False
-        return re2.compile(pattern, options)
-    return re.compile(pattern, re.IGNORECASE)
+class _Pattern:
+    """Python ``re`` for short text (no call overhead), RE2 for long text (linear time)."""
+
+    LONG = 4096
+
+    def __init__(self, pattern: str):
+        self.short = re.compile(pattern, re.IGNORECASE)
+        if re2 is not None:
+            options = re2.Options()
+            options.case_sensitive = False
+            self.long = re2.compile(pattern, options)
+        else:  # pragma: no cover
+            self.long = self.short
+
+    def search(self, text: str) -> bool:
+        return bool((self.short if len(text) < self.LONG else self.long).search(text))
 
 
-SENSITIVE_MENTION = _compile(_SENSITIVE_MENTION)
-SECRET_SHAPES = _compile(_SECRET_SHAPES)
+SENSITIVE_MENTION = _Pattern(_SENSITIVE_MENTION)
+SECRET_SHAPES = _Pattern(_SECRET_SHAPES)
 
 
 @dataclass
@@ -71,16 +81,63 @@ class Assessment:
     reasons: list[str] = field(default_factory=list)
 
 
+def glob_to_regex(pattern: str) -> str:
+    """A path glob as a regex: ``**`` any depth, ``*``/``?`` within one name, ``[...]`` a class.
+
+    Relative patterns match at any depth (``.env`` and ``**/.env`` are the same);
+    ``dir/**`` also matches ``dir`` itself. The result is RE2- and ``re``-compatible.
+    """
+    pat = os.path.expanduser(pattern)
+    anchored = pat.startswith("/")
+    if pat.endswith("/**"):
+        pat = pat[:-3] + "{/**,}"
+    out, i = [], 0
+    while i < len(pat):
+        c = pat[i]
+        if pat.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pat.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[" and "]" in pat[i + 2 :]:
+            j = pat.index("]", i + 2)
+            body = pat[i + 1 : j].replace("\\", "\\\\")
+            out.append("[^" + body[1:] + "]" if body.startswith("!") else "[" + body + "]")
+            i = j + 1
+        elif pat.startswith("{/**,}", i):
+            out.append("(?:/.*)?")
+            i += 6
+        else:
+            out.append(re.escape(c))
+            i += 1
+    body = "".join(out)
+    if anchored or body.startswith("(?:.*/)?"):
+        return body
+    return "(?:.*/)?" + body
+
+
 class SensitivePaths:
-    """Matches resolved paths against the configured sensitive globs (compiled once)."""
+    """Matches resolved paths against the configured sensitive globs: one compiled expression."""
 
     def __init__(self, patterns: list[str]):
         self.patterns = list(patterns)
-        include, _ = wglob.translate(self.patterns, flags=GLOB_FLAGS) if self.patterns else ([], [])
-        self.regex = re.compile("|".join(f"(?:{p})" for p in include)) if include else None
+        regexes = [glob_to_regex(p) for p in self.patterns]
+        # one automaton: alternation of 40 globs costs ~30 us per path with backtracking ``re``, ~1 us in RE2
+        relative = [r[len("(?:.*/)?"):] for r in regexes if r.startswith("(?:.*/)?")]
+        absolute = [r for r in regexes if not r.startswith("(?:.*/)?")]
+        parts = ([f"(?:.*/)?(?:{'|'.join(relative)})"] if relative else []) + absolute
+        source = "(?:" + "|".join(parts) + ")"
+        self.regex = (re2.compile(source) if re2 is not None else re.compile(source + r"\Z")) if parts else None
 
     def match(self, path: str) -> bool:
-        return bool(self.regex and self.regex.match(path))
+        return bool(self.regex and self.regex.fullmatch(path))
 
 
 def assess(
@@ -101,8 +158,8 @@ def assess(
     if touched:
         sensitivity = max(sensitivity, weights.sensitive_path)
         reasons.append(f"sensitive path ({_short(touched[0])})")
-    text = resources.command_text + " " + " ".join(u for _, u in resources.hosts)
-    if text.strip() and SENSITIVE_MENTION.search(text):
+    text = resources.command_text + " ".join(u for _, u in resources.hosts)
+    if text and SENSITIVE_MENTION.search(text):
         sensitivity = max(sensitivity, weights.sensitive_path)
         reasons.append("command or URL names sensitive data")
     blob = _flatten(arguments)
