@@ -97,7 +97,7 @@ def main() -> int:
         for j in range(args.queries):
             i = int(rng.integers(args.chunks))
             words = texts[i].split()[3:9]
-            qv = vecs[i] + 0.3 * rng.standard_normal(DIMS).astype(np.float32)
+            qv = vecs[i] + 0.5 / np.sqrt(DIMS) * rng.standard_normal(DIMS).astype(np.float32)  # cosine ~0.9 to its chunk
             q = " ".join(words) + f" q{j}"
             table[q] = (qv / np.linalg.norm(qv)).astype(np.float32)
             qs.append(q)

@@ -173,11 +173,15 @@ def test_binary_prefilter_matches_exact_search(tmp_path, minilm):
     shutil.copytree(CORPUS, tmp_path / "memory")
     index.sync("p", ["memory"])
     exact = Searcher(index, SearchConfig(quantize_above=10**9))
-    fast = Searcher(index, SearchConfig(quantize_above=0))
+    fast = Searcher(index, SearchConfig(quantize_above=0, oversample=4))  # 20 candidates of ~100
     agree = []
     for q, _, _ in QUERIES[:30]:
-        a = [h.id for h in exact.search(q, partitions=["p"], k=5, mode="vector")]
-        b = [h.id for h in fast.search(q, partitions=["p"], k=5, mode="vector")]
+        qv = index.query_vector(q)
+        a = exact.vector_ranked(qv, ["p"], "", [], 5)
+        b = fast.vector_ranked(qv, ["p"], "", [], 5)
         agree.append(len(set(a) & set(b)) / 5)
-    assert np.mean(agree) >= 0.95
+    n = index.conn.execute("SELECT COUNT(*) FROM memory_chunks").fetchone()[0]
+    assert n >= 100
+    print(f"\nbinary prefilter (20 of {n} candidates) top-5 agreement with exact KNN: {np.mean(agree):.3f}")
+    assert np.mean(agree) >= 0.9
     index.close()

@@ -56,7 +56,7 @@ class SearchConfig(BaseModel):
                                     "a BM25 hit must contain to take part in the fusion (0 = any word)")
     candidates: int = Field(50, gt=0, description="candidates taken from each of BM25 and KNN before fusion")
     quantize_above: int = Field(20_000, ge=0, description="chunk count above which KNN uses the binary prefilter")
-    oversample: int = Field(8, gt=0, description="binary-prefilter candidates per wanted result")
+    oversample: int = Field(10, gt=0, description="binary-prefilter candidates per wanted result")
     mmr: bool = False
     mmr_lambda: float = Field(0.7, ge=0, le=1)
     temporal_decay: bool = False

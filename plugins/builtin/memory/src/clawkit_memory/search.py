@@ -177,7 +177,7 @@ class Searcher:
                 return [i for i, _ in sorted(sims.items(), key=lambda kv: -kv[1])[:n]]
         fetch = n * 4 if where else n
         if self._count(partitions) > self.config.quantize_above:
-            coarse = max(fetch * self.config.oversample, 200)
+            coarse = fetch * self.config.oversample
             cand = [r[0] for r in conn.execute(
                 f"SELECT rowid FROM memory_vec WHERE coarse MATCH vec_quantize_binary(?) AND k = ?"
                 f" AND partition IN ({marks})", (qv.tobytes(), coarse, *partitions))]
