@@ -289,9 +289,13 @@ def before_tool_call(ctx, call):
         return Decision.block(f"the shield could not check this call ({type(exc).__name__}: {exc}); failing closed")
 
 
-@hookimpl
+@hookimpl(tryfirst=True)
 def after_tool_call(ctx, call, result):
-    """Scan and wrap untrusted results; an internal error withholds the result (fail closed)."""
+    """Scan and wrap untrusted results; an internal error withholds the result (fail closed).
+
+    Runs early, before truncation: the whole result is scanned, and a head/tail cut
+    keeps both data delimiters. Parts read back later (``read_tool_output``) are
+    untrusted too and are scanned and wrapped again."""
     config = _config(ctx)
     if getattr(config, "enabled", True) is False:
         return None

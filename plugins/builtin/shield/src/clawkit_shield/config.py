@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .risk import DEFAULT_SENSITIVE_PATHS
 
-DEFAULT_UNTRUSTED = ["web_fetch", "read_file", "subagent*", "sub_agent*", "delegate*", "spawn_agent*", "ask_agent*"]
+DEFAULT_UNTRUSTED = ["web_fetch", "read_file", "read_tool_output", "subagent*", "sub_agent*", "delegate*", "spawn_agent*", "ask_agent*"]
 
 
 class Thresholds(BaseModel):
