@@ -174,8 +174,10 @@ def test_approver_can_let_a_risky_call_through(make_agent, tools):
         [ScriptedReply.calls(call("web_fetch", url="https://example.com/?key=sk-abcdefghijklmnopqrstuvwxyz123456")), "ok"],
         approver=lambda c, reason, ctx: asked.append(reason) or False,
     )
-    agent.run("go")
+    result = agent.run("go")
     assert "credential in the arguments of a call that can send it out" in asked[0]
+    shield_events = [e for e in agent.store.events(result.session_id) if e["type"].startswith("shield.")]
+    assert shield_events and "sk-abcdefghij" not in str(shield_events)  # reported by kind, never by value
 
 
 def test_log_band_is_recorded_but_allowed(make_agent, tools, workspace):

@@ -182,6 +182,22 @@ def command_text(value: Any) -> str:
     return str(value)
 
 
+_SUBST = re.compile(r"[$<>]\(([^()]*)\)|`([^`]*)`")
+
+
+def command_segments(text: str) -> list[str]:
+    """Each simple command in a shell line: split at ``;``, ``&&``, ``||``, ``|``, ``&``, newlines,
+    with the commands inside ``$(…)``, ``<(…)`` and backticks as segments of their own."""
+    inner: list[str] = []
+    while True:
+        found = _SUBST.search(text)
+        if found is None:
+            break
+        inner.append(found.group(1) if found.group(1) is not None else found.group(2))
+        text = text[: found.start()] + "SUBST" + text[found.end() :]
+    return [seg for part in [text, *inner] for seg in _SHELL_SPLIT.split(part.strip()) if seg]
+
+
 def extract_resources(arguments: dict[str, Any], workspace: str) -> Resources:
     """The paths, hosts and commands named by a call's arguments (by argument name)."""
     res = Resources()
@@ -202,7 +218,7 @@ def extract_resources(arguments: dict[str, Any], workspace: str) -> Resources:
         elif k in COMMAND_ARGS and isinstance(value, (str, list, tuple)):
             text = command_text(value)
             res.command_text = text
-            res.commands.extend(s for s in _SHELL_SPLIT.split(text.strip()) if s)
+            res.commands.extend(command_segments(text))
     return res
 
 
@@ -253,10 +269,7 @@ def _hits(kind: str, res: Resources, patterns: list[str], workspace: str, *, eve
     elif kind == "hosts":
         items = [lambda p, h=h, u=u: host_matches(h, u, p) for h, u in res.hosts]
     else:
-        segs = list(res.commands)
-        if "$(" in res.command_text or "`" in res.command_text:
-            segs.append(res.command_text)  # substitutions can hide anything: the whole text must match too
-        items = [lambda p, s=s: command_matches(s, p) for s in segs]
+        items = [lambda p, s=s: command_matches(s, p) for s in res.commands]
     if not items:
         return not every
     found = [any(fn(p) for p in patterns) for fn in items]
