@@ -273,18 +273,29 @@ class Agent:
             state=ctx.state,
         )
 
-    def system_prompt(self, ctx: TurnContext):
-        """The assembled prompt (text + inclusion report); the instructions alone with no contributors."""
+    async def system_prompt(self, ctx: TurnContext):
+        """The assembled prompt (text + inclusion report), or None with no contributors.
+
+        Contributors with an ``async prepare(ctx)`` (I/O such as memory recall) are
+        awaited concurrently first, so the event loop is never blocked; assembly
+        itself stays synchronous and deterministic.
+        """
         contributors = self.contributors() if self.hooks.has("register_prompt_contributor") else []
         if not contributors:
             return None
         last_user = next((m.content for m in reversed(ctx.session.history) if m.role == "user"), None)
         cctx = self.contributor_context(ctx, last_user)
+        preparing = [c for c in contributors if hasattr(c, "prepare")]
+        if preparing:
+            outcomes = await asyncio.gather(*(maybe_await(c.prepare(cctx)) for c in preparing), return_exceptions=True)
+            for c, out in zip(preparing, outcomes):
+                if isinstance(out, Exception):
+                    self.hooks.report("contributor.prepare", c.id, out)
         budget = self.config.limits.context_window  # chars: ~a quarter of the window at ~4 chars per token
         return assemble(contributors, cctx, total_chars=budget, on_error=lambda c, e: self.hooks.report("contributor", c.id, e))
 
     async def _build_request(self, ctx: TurnContext, tools_on: bool) -> LlmRequest:
-        assembled = self.system_prompt(ctx)
+        assembled = await self.system_prompt(ctx)
         system = assembled.text if assembled is not None else self.config.instructions
         request = LlmRequest(
             model=self.config.model.name,

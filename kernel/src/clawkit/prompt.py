@@ -112,6 +112,9 @@ class PromptContributor:
     priority: int = 100
     max_chars: int | None = None
 
+    # Optional: ``async def prepare(self, ctx)`` — awaited (concurrently with the
+    # other contributors' prepares) before assembly; do I/O there, not in contribute.
+
     def should_contribute(self, ctx: ContributorContext) -> bool:
         """The final filter, after tag matching. Default: always."""
         return True

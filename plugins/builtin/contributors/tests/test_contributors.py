@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import os
 
@@ -36,7 +37,7 @@ def prompt_of(agent, classification=None, state=None):
     s.classification = classification
     ctx = TurnContext(agent.config, s, agent.hooks, agent.tools, agent_obj=agent)
     ctx.state.update(state or {})
-    return agent.system_prompt(ctx)
+    return asyncio.run(agent.system_prompt(ctx))
 
 
 def by_id(result):
@@ -108,7 +109,7 @@ def test_directives_section_shows_active_directives(workspace):
     s.set("elevated_until", 4102444800.0)  # 2100-01-01
     ctx = TurnContext(agent.config, s, agent.hooks, agent.tools, agent_obj=agent)
     ctx.state["directives"] = {"reasoning": True}
-    text = agent.system_prompt(ctx).text
+    text = asyncio.run(agent.system_prompt(ctx)).text
     assert "## Active directives\n- /elevated on until 00:00 UTC\n- /reasoning on\n- /think high" in text
     assert "verbose" not in text
     assert by_id(prompt_of(agent))["directives"].reason == "filtered"

@@ -7,6 +7,7 @@ similar enough to the message — or nothing.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import time
 from pathlib import Path
@@ -40,9 +41,24 @@ class MemoryRecall(PromptContributor):
     def should_contribute(self, ctx: ContributorContext) -> bool:
         return STATE_KEY in ctx.state
 
+    async def prepare(self, ctx: ContributorContext) -> None:
+        """Wait for the retrieval without blocking the event loop (the kernel awaits this)."""
+        st = ctx.state.get(STATE_KEY)
+        if st is None or "hits" in st:
+            return
+        remaining = st["budget_ms"] / 1000 - (time.perf_counter() - st["started"])
+        try:
+            st["hits"] = await asyncio.wait_for(asyncio.wrap_future(st["future"]), timeout=max(0.0, remaining))
+            st["timed_out"] = False
+        except asyncio.TimeoutError:
+            st["hits"], st["timed_out"] = [], True
+        except Exception as exc:  # retrieval failed: the turn goes on without memory
+            st["hits"], st["timed_out"], st["error"] = [], False, f"{type(exc).__name__}: {exc}"
+        st["waited_ms"] = (time.perf_counter() - st["started"]) * 1000
+
     def contribute(self, ctx: ContributorContext) -> PromptSection | None:
         st = ctx.state[STATE_KEY]
-        if "hits" not in st:  # decided once per turn, so later rounds see the same prompt
+        if "hits" not in st:  # no prepare (e.g. `clawkit prompt`): wait here; decided once per turn
             remaining = st["budget_ms"] / 1000 - (time.perf_counter() - st["started"])
             try:
                 st["hits"] = st["future"].result(timeout=max(0.0, remaining))
