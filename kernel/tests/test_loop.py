@@ -198,3 +198,26 @@ def test_each_concurrent_call_sees_its_own_step_id(make_agent):
     assert seen == {"call_1_0": "call_1_0", "call_1_1": "call_1_1"}
     results = [m.content for m in agent.provider.requests[1].messages if m.role == "tool"]
     assert results == ["call_1_0", "call_1_1"]
+
+
+def test_a_plugin_can_stop_the_turn(make_agent):
+    class Halt:
+        @hookimpl
+        def after_tool_call(self, ctx, call, result):
+            ctx.state["stop_turn"] = "Stop: the same rule blocked you twice."
+
+    agent = make_agent([ScriptedReply.calls(call("slow", n=1)), "ok, stopping"], plugins=(plugin(Box()), Halt()), tools=["slow"])
+    r = agent.run("go")
+    assert r.stop_reason == "stopped_by_plugin" and r.reply == "ok, stopping"
+    last = agent.provider.requests[1]
+    assert last.tools == [] and last.messages[-1].content == "Stop: the same rule blocked you twice."
+
+
+def test_events_are_committed_with_messages_and_at_turn_end(make_agent, workspace):
+    import sqlite3
+
+    agent = make_agent(["hi"])
+    r = agent.run("hello")
+    other = sqlite3.connect(agent.store.path)  # another reader sees everything once the turn is over
+    types = [t for (t,) in other.execute("SELECT type FROM events WHERE session_id = ?", (r.session_id,))]
+    assert types[0] == "session.start" and types[-1] == "turn.end"

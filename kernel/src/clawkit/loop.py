@@ -192,9 +192,13 @@ class Agent:
             # a plugin answered the message itself (a directive-only message, /status)
             result.reply = await self._deliver_final(ctx, str(ctx.state["reply"]), deliver, streamed=False, persist=True)
             result.stop_reason = "handled"
+            session.store.flush()
             return result
-        await self._loop(ctx, result, deliver)
-        ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump())
+        try:
+            await self._loop(ctx, result, deliver)
+            ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump())
+        finally:
+            session.store.flush()
         return result
 
     async def _loop(self, ctx: TurnContext, result: TurnResult, deliver: Deliver | None) -> None:

@@ -59,8 +59,10 @@ class SessionStore:
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA busy_timeout=5000")
         self.conn.executescript(SCHEMA)
+        self._pending: list[tuple] = []
 
     def close(self) -> None:
+        self.flush()
         self.conn.close()
 
     # sessions -------------------------------------------------------------------------
@@ -127,11 +129,14 @@ class SessionStore:
         data = None
         if message.tool_calls or message.tool_result or message.blocks or message.metadata:
             data = message.model_dump_json(include={"tool_calls", "tool_result", "blocks", "metadata"}, exclude_defaults=True)
-        cur = self.conn.execute(
-            "INSERT INTO messages (session_id, run_id, role, content, data, created) VALUES (?, ?, ?, ?, ?, ?)",
-            (session_id, run_id, message.role, message.content, data, time.time()),
-        )
-        return int(cur.lastrowid or 0)
+        row = (session_id, run_id, message.role, message.content, data, time.time())
+        sql = "INSERT INTO messages (session_id, run_id, role, content, data, created) VALUES (?, ?, ?, ?, ?, ?)"
+        if not self._pending or self.conn.in_transaction:
+            return int(self.conn.execute(sql, row).lastrowid or 0)
+        with self.conn:  # queued events and the message: one commit
+            self.conn.execute("BEGIN")
+            self._write_pending()
+            return int(self.conn.execute(sql, row).lastrowid or 0)
 
     def messages(self, session_id: str) -> list[Message]:
         rows = self.conn.execute(
@@ -152,12 +157,28 @@ class SessionStore:
                 self.append(session_id, m, run_id)
 
     def event(self, session_id: str | None, run_id: str | None, type: str, data: dict[str, Any], ts: float) -> None:
-        self.conn.execute(
-            "INSERT INTO events (session_id, run_id, type, data, ts) VALUES (?, ?, ?, ?, ?)",
-            (session_id, run_id, type, _dump(data), ts),
-        )
+        """Queue an event; it is committed with the next message (one transaction) or on flush.
+
+        Events are observations, so they ride along with the writes that matter
+        instead of paying a commit each; the turn's end flushes what is left.
+        """
+        self._pending.append((session_id, run_id, type, _dump(data), ts))
+        if len(self._pending) >= 256:
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit queued events."""
+        if self._pending:
+            with self.conn:
+                self.conn.execute("BEGIN")
+                self._write_pending()
+
+    def _write_pending(self) -> None:
+        self.conn.executemany("INSERT INTO events (session_id, run_id, type, data, ts) VALUES (?, ?, ?, ?, ?)", self._pending)
+        self._pending.clear()
 
     def events(self, session_id: str, type: str | None = None) -> list[dict[str, Any]]:
+        self.flush()
         sql = "SELECT type, data, ts, run_id FROM events WHERE session_id = ?"
         args: tuple = (session_id,)
         if type:

@@ -57,6 +57,11 @@ class ToolExecutor:
             results = [await self.one(ctx, runnable[0], deliver, False)]
         else:
             results = list(await asyncio.gather(*(self.one(ctx, c, deliver, in_thread) for c in runnable)))
+        halt = ctx.state.get("stop_turn")
+        if stop is None and halt:
+            # a plugin (e.g. a sequence rule blocked the same call again and again) ends the turn
+            stop = halt if isinstance(halt, str) else "Stopped by a plugin: answer with what you have."
+            result.stop_reason = "stopped_by_plugin"
         for call, res in zip(runnable, results):
             self.agent._append(ctx.session, Message(role="tool", content=res.content, tool_result=res), ctx)
             result.tool_calls.append(

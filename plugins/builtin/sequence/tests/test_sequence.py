@@ -167,11 +167,12 @@ def test_advisory_rules_report_but_never_block(make_agent, files):
 def test_the_same_blocked_call_repeated_stops_the_loop(make_agent, files, workspace):
     (workspace / "a.txt").write_text("old")
     write = ScriptedReply.calls(call("write_file", path="a.txt", content="new"))
-    agent = seq_agent(make_agent, files, [write, write, write, "I could not write the file."], READ_BEFORE_WRITE)
+    agent = seq_agent(make_agent, files, [write, write, "I could not write the file."], READ_BEFORE_WRITE)
     result = agent.run("go")
-    assert result.stop_reason == "repeated_call"
+    # the second block halts: the kernel honours ctx.state["stop_turn"] and ends the turn with tools off
+    assert result.stop_reason == "stopped_by_plugin"
     assert result.reply == "I could not write the file."
-    assert len(agent.provider.requests) == 4 and agent.provider.requests[-1].tools == []
+    assert len(agent.provider.requests) == 3 and agent.provider.requests[-1].tools == []
     second = tool_messages(agent, 2)[-1]
     assert second.startswith("Error: blocked by clawkit_sequence: Stop: write_file was blocked 2 times")
     assert files.ran == []
@@ -185,7 +186,6 @@ def test_varied_retries_are_halted_for_the_rest_of_the_turn(make_agent, files, w
         [
             ScriptedReply.calls(call("write_file", path="a.txt", content="v1")),
             ScriptedReply.calls(call("write_file", path="a.txt", content="v2")),
-            ScriptedReply.calls(call("read_file", path="a.txt")),
             "giving up",
             ScriptedReply.calls(call("read_file", path="a.txt")),
             "read it",
@@ -193,8 +193,9 @@ def test_varied_retries_are_halted_for_the_rest_of_the_turn(make_agent, files, w
         READ_BEFORE_WRITE,
     )
     result = agent.run("go")
-    assert [c["blocked"] for c in result.tool_calls] == [True, True, True]
-    assert "Do not call tools again in this turn" in tool_messages(agent, 3)[-1]
+    assert [c["blocked"] for c in result.tool_calls] == [True, True]
+    assert result.stop_reason == "stopped_by_plugin" and result.reply == "giving up"
+    assert "Do not call tools again in this turn" in tool_messages(agent, 2)[-1]
     assert events(agent, result.session_id, "sequence.stopped")[0]["count"] == 2
     nxt = agent.run("try again", session_id=result.session_id)  # a new turn starts fresh
     assert not nxt.tool_calls[0]["blocked"]

@@ -33,10 +33,10 @@ def test_model_is_blocked_then_recovers_by_reading_first(model_server, live_agen
 def test_a_model_that_keeps_retrying_is_stopped(model_server, live_agent, files, workspace):
     (workspace / "notes.md").write_text("# notes\n")
     write = Reply.tool_calls([("write_file", {"path": "notes.md", "content": "x"})])
-    model_server.script(write, write, write, "I cannot do that without reading it first.")
+    model_server.script(write, write, "I cannot do that without reading it first.")
     agent = live_agent(model_server, plugins=(clawkit_sequence, files), plugin_config={"sequence": {"rules": [RULE]}})
     result = agent.run("rewrite notes.md")
-    assert result.stop_reason == "repeated_call"
-    assert model_server.pending == 0 and len(model_server.requests) == 4
+    assert result.stop_reason == "stopped_by_plugin"
+    assert model_server.pending == 0 and len(model_server.requests) == 3
     assert "tools" not in model_server.requests[-1].body or not model_server.requests[-1].body["tools"]
     assert files.ran == []
