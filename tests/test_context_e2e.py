@@ -20,7 +20,7 @@ from clawkit.plugins import get_plugin_manager
 from clawkit.testing.server import Fault, Reply
 from clawkit_compaction.compactor import SUMMARY_SYSTEM
 from clawkit_truncator import store as output_store
-from clawkit_truncator.tokens import get_counter
+from clawkit.tokens import get_counter
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*is using the `ReadOnly` qualifier:UserWarning")
 

@@ -24,7 +24,7 @@ from clawkit.sessions import Session, SessionStore
 from clawkit.tools import ToolRegistry
 from clawkit_truncator import store as output_store
 from clawkit_truncator.cut import plan_cut
-from clawkit_truncator.tokens import get_counter
+from clawkit.tokens import get_counter
 
 MB = 1_000_000
 LINE = "2026-01-01T00:00:00Z INFO worker=7 request served path=/api/items/42 status=200 duration_ms=12\n"
