@@ -12,28 +12,52 @@ from typing import Any
 
 from clawkit.hookspecs import hookimpl
 
-from . import cli as _cli
-from .config import MemoryConfig
-from .embeddings import LiteLLMEmbeddings, LocalMiniLM
-from .recall import MemoryRecall, start_recall
-from .search import Hit
-from .service import AgentMemory, close_all, config_of, memory_for
-from .tools import TOOLS
-
+# The entry-point module stays a thin set of hookimpls: ``clawkit --help`` imports every
+# plugin, and numpy / sqlite-vec / onnxruntime load only when a hook body first runs.
+_EXPORTS = {
+    "MemoryConfig": "config", "AgentMemory": "service", "Hit": "search", "LocalMiniLM": "embeddings",
+    "LiteLLMEmbeddings": "embeddings", "memory_for": "service", "close_all": "service",
+}
 __all__ = ["MemoryConfig", "AgentMemory", "Hit", "LocalMiniLM", "LiteLLMEmbeddings", "memory_for", "close_all"]
 
-_RECALL = MemoryRecall()
+_RECALL: Any = None
+
+
+def __getattr__(name: str) -> Any:
+    """The public names of :data:`__all__`, imported on first use."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def _recall() -> Any:
+    """The one recall contributor, created on first use."""
+    global _RECALL
+    if _RECALL is None:
+        from .recall import MemoryRecall
+
+        _RECALL = MemoryRecall()
+    return _RECALL
 
 
 @hookimpl
 def register_config(register):
     """The ``plugins.memory`` section."""
+    from .config import MemoryConfig
+
     register("memory", MemoryConfig)
 
 
 @hookimpl
 def register_embedding_provider(register):
     """``local`` (offline MiniLM on onnxruntime) and ``litellm`` (remote models)."""
+    from .embeddings import LiteLLMEmbeddings, LocalMiniLM
+
     register("local", LocalMiniLM)
     register("litellm", LiteLLMEmbeddings)
 
@@ -41,6 +65,8 @@ def register_embedding_provider(register):
 @hookimpl
 def register_tools(register, agent):
     """``memory_search``, ``memory_get``, ``memory_save`` (shown only when allowlisted)."""
+    from .tools import TOOLS
+
     for fn in TOOLS:
         register(fn)
 
@@ -48,13 +74,18 @@ def register_tools(register, agent):
 @hookimpl
 def register_prompt_contributor(register, agent):
     """The recall contributor (it contributes only when a retrieval was started this turn)."""
+    from .service import config_of
+
     if config_of(agent).recall.enabled:
-        register(_RECALL)
+        register(_recall())
 
 
 @hookimpl
 def message_received(ctx, message):
     """Start retrieval for the incoming message, and the file watcher on first use."""
+    from .recall import start_recall
+    from .service import memory_for
+
     mem = memory_for(ctx.agent, ctx.hooks)
     mem.start_watching()
     if mem.cfg.recall.enabled and message.content.strip():
@@ -64,4 +95,6 @@ def message_received(ctx, message):
 @hookimpl
 def register_commands(cli: Any):
     """``clawkit memory index|search|stats|forget``."""
+    from . import cli as _cli
+
     _cli.register(cli)

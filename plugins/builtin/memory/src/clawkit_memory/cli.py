@@ -6,11 +6,11 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .config import MemoryConfig
-from .search import FilterError
-from .service import AgentMemory, close_all, db_path, memory_for
+if TYPE_CHECKING:  # imported in the handlers: ``clawkit --help`` must not load numpy
+    from .config import MemoryConfig
+    from .service import AgentMemory
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -60,6 +60,9 @@ def register(cli: Any) -> None:
 
 
 def _open(args: Any) -> tuple[AgentMemory, Path | None]:
+    from .config import MemoryConfig
+    from .service import db_path, memory_for
+
     state_db: Path | None = None
     if args.agent:
         from clawkit.runtime import load_config
@@ -99,6 +102,8 @@ def _only_partition(path: Path) -> str | None:
 
 
 def _filters(items: list[str]) -> dict[str, Any]:
+    from .search import FilterError
+
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -109,6 +114,9 @@ def _filters(items: list[str]) -> dict[str, Any]:
 
 
 def run(args: Any) -> int:
+    from .search import FilterError
+    from .service import close_all
+
     try:
         try:
             mem, state_db = _open(args)
