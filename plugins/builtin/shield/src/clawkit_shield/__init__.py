@@ -21,18 +21,61 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from clawkit import hookimpl
-from clawkit.types import Decision, ToolCall, ToolResult
 
-from .attestation import Attestation, Attestor, NoopAttestor
-from .capabilities import TOOL_CAPABILITIES, check, extract_resources, parse_permissions
-from .config import ShieldConfig
-from .risk import Assessment, SensitivePaths, assess
-from .scanner import Detection, InjectionScanner, redact, taint_score, wrap
+if TYPE_CHECKING:
+    import jsonschema
+
+    from clawkit.types import Decision, ToolCall, ToolResult
+
+    from .attestation import Attestation, Attestor, NoopAttestor
+    from .capabilities import TOOL_CAPABILITIES, check, extract_resources, parse_permissions
+    from .config import ShieldConfig
+    from .risk import Assessment, SensitivePaths, assess
+    from .scanner import Detection, InjectionScanner, redact, taint_score, wrap
+
+# ``clawkit --help`` imports every plugin: jsonschema, wcmatch, pydantic and the big
+# patterns load on first use instead (see :func:`_load`). name -> (module, attribute)
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "jsonschema": ("jsonschema", None),
+    **{n: ("clawkit.types", n) for n in ("Decision", "ToolCall", "ToolResult")},
+    **{n: (".attestation", n) for n in ("Attestation", "Attestor", "NoopAttestor")},
+    **{n: (".capabilities", n) for n in ("TOOL_CAPABILITIES", "check", "extract_resources", "parse_permissions")},
+    "ShieldConfig": (".config", "ShieldConfig"),
+    **{n: (".risk", n) for n in ("Assessment", "SensitivePaths", "assess")},
+    **{n: (".scanner", n) for n in ("Detection", "InjectionScanner", "redact", "taint_score", "wrap")},
+}
+_loaded = False
+
+
+def _load() -> None:
+    """Import the shield's dependencies into this module's globals (once).
+
+    Names already set are kept, so ``monkeypatch.setattr(clawkit_shield, "assess", ...)``
+    works as with plain module-level imports."""
+    global _loaded
+    if _loaded:
+        return
+    from importlib import import_module
+
+    g = globals()
+    for name, (module, attr) in _LAZY.items():
+        if name not in g:
+            mod = import_module(module, __name__)
+            g[name] = getattr(mod, attr) if attr else mod
+    if "_DEFAULT" not in g:
+        g["_DEFAULT"] = g["ShieldConfig"]()
+    _loaded = True
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY or name == "_DEFAULT":
+        _load()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Shield", "ShieldConfig", "InjectionScanner", "Detection", "Attestation", "Attestor", "NoopAttestor", "shield_for"]
 
@@ -44,6 +87,7 @@ class Shield:
     """The shield for one configuration; stateless across sessions (state lives in session metadata)."""
 
     def __init__(self, config: ShieldConfig):
+        _load()
         self.config = config
         self.scanner = InjectionScanner(max_chars=config.max_scan_chars)
         self.sensitive = SensitivePaths(list(config.sensitive_paths) + list(config.extra_sensitive_paths))
@@ -243,6 +287,7 @@ _shields: dict[int, tuple[ShieldConfig, Shield]] = {}
 
 def shield_for(config: ShieldConfig | None) -> Shield:
     """The :class:`Shield` for ``config`` (built once per config object)."""
+    _load()
     config = config if config is not None else _DEFAULT
     hit = _shields.get(id(config))
     if hit is not None and hit[0] is config:
@@ -254,10 +299,8 @@ def shield_for(config: ShieldConfig | None) -> Shield:
     return shield
 
 
-_DEFAULT = ShieldConfig()
-
-
 def _config(ctx: Any) -> Any:
+    _load()
     return ctx.plugin_config(NAME) or _DEFAULT
 
 
@@ -273,6 +316,7 @@ def _report_error(ctx: Any, stage: str, call: ToolCall, exc: BaseException) -> N
 
 @hookimpl
 def register_config(register):
+    _load()
     register(NAME, ShieldConfig)
 
 
