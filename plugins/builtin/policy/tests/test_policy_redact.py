@@ -1,0 +1,77 @@
+"""Secret redaction: one pass over every secret kind, short and long texts alike."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from clawkit_policy import redact, redact_text
+
+MARK = "[REDACTED]"
+redact_mod = importlib.import_module("clawkit_policy.redact")
+
+TOKENS = [
+    "sk-abcdefghijklmnopqrstuv", "sk-ant-api03-abcdefghijklmnop", "ghp_abcdefghijklmnopqrstuvwx",
+    "gho_abcdefghijklmnopqrstuvwx", "github_pat_abcdefghijklmnopqrstuvwx", "glpat-abcdefghijklmnopqrstuv",
+    "xoxb-1234567890-abcdef", "AKIAABCDEFGHIJKLMNOP", "ASIAABCDEFGHIJKLMNOP", "AIza" + "a" * 35, "npm_" + "a" * 36,
+    "hf_" + "a" * 30, "eyJhbGciOiJIUzI1.eyJzdWIiOiIx.SflKxwRJSMeKKF2QT4fw",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----",
+]
+
+
+@pytest.fixture
+def secret_env(monkeypatch):
+    monkeypatch.setenv("ACME_API_KEY", "acme-live-0123456789")
+    monkeypatch.setenv("UNICODE_TOKEN", "tök-ünïcode-987654")
+    redact_mod.refresh()
+    yield
+    redact_mod.refresh()
+
+
+@pytest.mark.parametrize("pad", [0, 5000], ids=["short", "long"])  # re below RE2_FROM chars, re2 above
+@pytest.mark.parametrize("token", TOKENS)
+def test_known_formats_are_redacted_in_short_and_long_texts(token, pad):
+    filler = "é ordinary text, nothing secret here. " * (pad // 38)
+    out = redact_text(f"{filler}before {token} after{filler}")
+    assert token not in out and MARK in out
+    assert out.startswith(filler + "before ") and out.endswith(" after" + filler)
+
+
+@pytest.mark.parametrize("pad", [0, 5000], ids=["short", "long"])
+def test_env_values_assignments_and_bearer(secret_env, pad):
+    filler = "ü" * pad
+    text = (f"{filler}x acme-live-0123456789 y tök-ünïcode-987654 z password=hunter22 "
+            "Authorization: Bearer abcdefghijklmnop== {\"client_secret\": \"abcdefg\"}" + filler)
+    out = redact_text(text)
+    for secret in ("acme-live-0123456789", "tök-ünïcode-987654", "hunter22", "abcdefghijklmnop", "abcdefg\""):
+        assert secret not in out
+    assert "password=" + MARK in out and '"client_secret": "' + MARK in out
+    assert out.count(MARK) == 5 and out.startswith(filler + "x ") and out.endswith(filler)
+
+
+def test_longest_env_value_wins(monkeypatch):
+    monkeypatch.setenv("A_TOKEN", "abcdef")
+    monkeypatch.setenv("B_TOKEN", "abcdefghij")
+    redact_mod.refresh()
+    try:
+        assert redact_text("v=abcdefghij.") == f"v={MARK}."
+        assert redact_text("v=abcdef ") == f"v={MARK} "
+    finally:
+        redact_mod.refresh()
+
+
+def test_clean_text_is_returned_unchanged_and_uncopied():
+    text = "plain documentation about api design and tokens, 100% clean\n" * 2000
+    assert redact_text(text) is text
+    assert redact_text("short") == "short" and redact_text("") == ""
+
+
+def test_lone_surrogates_survive():
+    text = "a\udcff " * 20 + "sk-abcdefghijklmnopqrstuv"
+    assert redact_text(text) == "a\udcff " * 20 + MARK
+
+
+def test_structured_values_lose_secret_named_keys():
+    out = redact({"api_key": "x", "command": "curl -H 'Authorization: Bearer abcdefghijklmnop'", "n": [1, "ghp_" + "a" * 20]})
+    assert out == {"api_key": MARK, "command": f"curl -H 'Authorization: {MARK}'", "n": [1, MARK]}
