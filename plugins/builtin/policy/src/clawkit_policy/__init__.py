@@ -21,17 +21,59 @@ import hashlib
 import time
 import weakref
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawkit import hookimpl
 
-from .approvers import ApprovalTimeout, callback_approver, deny_approver, make_terminal_approver, terminal_approver
-from .config import Grant, PolicyConfig
-from .gate import Pending, Turn, config, decide, prepare, record
-from .ledger import AuditLedger, Verification
 from .redact import redact, redact_text
-from .state import PolicyState
-from .writer import LedgerWriter
+
+if TYPE_CHECKING:
+    from .approvers import ApprovalTimeout, callback_approver, deny_approver, make_terminal_approver, terminal_approver
+    from .config import Grant, PolicyConfig
+    from .gate import Pending, Turn, config, decide, prepare, record
+    from .ledger import AuditLedger, Verification
+    from .state import PolicyState
+    from .writer import LedgerWriter
+
+# ``clawkit --help`` imports every plugin: pydantic, asyncio (approvers) and the gate load
+# on first use instead (see :func:`_load`). name -> submodule
+_LAZY = {
+    **dict.fromkeys(("ApprovalTimeout", "callback_approver", "deny_approver", "make_terminal_approver",
+                     "terminal_approver"), ".approvers"),
+    **dict.fromkeys(("Grant", "PolicyConfig"), ".config"),
+    **dict.fromkeys(("Pending", "Turn", "config", "decide", "prepare", "record"), ".gate"),
+    **dict.fromkeys(("AuditLedger", "Verification"), ".ledger"),
+    "PolicyState": ".state",
+    "LedgerWriter": ".writer",
+}
+_loaded = False
+
+
+def _load() -> None:
+    """Import the policy's modules into this module's globals (once). Names already set
+    (``monkeypatch.setattr(clawkit_policy, ...)``) are kept; submodules the import system
+    bound under the same name are replaced by the imported attribute."""
+    global _loaded
+    if _loaded:
+        return
+    from importlib import import_module
+    from types import ModuleType
+
+    g = globals()
+    for name, module in _LAZY.items():
+        current = g.get(name)
+        if current is not None and not isinstance(current, ModuleType):
+            continue
+        g[name] = getattr(import_module(module, __name__), name)
+    _loaded = True
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        _load()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AuditLedger", "Verification", "Grant", "PolicyConfig", "PolicyState", "grant", "ledger_for", "redact",
@@ -53,6 +95,7 @@ def ledger_for(store: Any) -> AuditLedger:
 
     For a store, records the policy has queued are committed first.
     """
+    _load()
     if hasattr(store, "conn"):
         writer = _ledgers.get(store)
         if writer is not None:
@@ -71,6 +114,7 @@ def _stores(store: Any, extra: list[str]) -> tuple[LedgerWriter, PolicyState]:
 
 
 def _turn(ctx: Any) -> Turn:
+    _load()
     turn = ctx.state.get("policy")
     if isinstance(turn, Turn):
         return turn
@@ -99,6 +143,7 @@ def grant(ctx: Any, new: Grant, *, persistent: bool = False) -> None:
 
 @hookimpl
 def register_config(register):
+    _load()
     register("policy", PolicyConfig)
 
 
@@ -111,7 +156,8 @@ def message_received(ctx, message):
 @hookimpl(tryfirst=True)
 def before_tool_call(ctx, call):
     # any exception here blocks the call: the kernel fails closed
-    return decide(_turn(ctx), ctx, call, _pending)
+    turn = _turn(ctx)  # imports the gate on first use (see _load)
+    return decide(turn, ctx, call, _pending)
 
 
 @hookimpl(tryfirst=True)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .ledger import AuditLedger
+if TYPE_CHECKING:  # imported by the handlers: ``clawkit --help`` must stay fast
+    from .ledger import AuditLedger
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
 
@@ -32,6 +32,10 @@ def register(cli: Any) -> None:
 
 
 def _open(args: Any) -> tuple[AuditLedger | None, int]:
+    import sqlite3
+
+    from .ledger import AuditLedger
+
     db = Path(getattr(args, "db", None) or ".clawkit/state.db")
     if not db.exists():
         print(f"clawkit audit: no database at {db} (use --db PATH)", file=sys.stderr)

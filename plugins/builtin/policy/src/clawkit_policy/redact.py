@@ -23,10 +23,16 @@ import time
 from functools import lru_cache
 from typing import Any, Iterable
 
-try:
-    import re2
-except ImportError:  # pragma: no cover - google-re2 is a dependency; ``re`` is a slower safety net
-    re2 = None
+
+
+def _re2() -> Any:
+    """google-re2, imported when the first pattern is built (``clawkit --help`` must not pay for it)."""
+    try:
+        import re2
+    except ImportError:  # pragma: no cover - google-re2 is a dependency; ``re`` is a slower safety net
+        return None
+    return re2
+
 
 MARK = "[REDACTED]"
 _MARK_BYTES = MARK.encode()
@@ -99,6 +105,7 @@ def _patterns(values: tuple[str, ...]) -> tuple[Any, Any]:
     body = "|".join(((f"(?:{literal})",) if literal else ()) + TOKENS + (ASSIGNMENT,))
     small = re.compile(body)
     big = None
+    re2 = _re2()
     if re2 is not None:
         options = re2.Options()
         options.max_mem = 64 << 20  # room for the DFA (the default falls back to a slow NFA)
