@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from clawkit_translation import ct1
 from clawkit_translation.clawdense import (
     DEFAULT_OPCODES,
+    DEFAULT_SIGNATURES,
+    VERB_SIGNATURES,
     ClawDense,
     Lexicon,
     decode,
@@ -39,14 +41,34 @@ json_values = st.recursive(
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
     max_leaves=8,
 )
-params = st.lists(st.tuples(st.one_of(names, st.sampled_from(["q", "query", "n", "true", "agent", "ttl"])), st.one_of(values, st.just(FLAG))), max_size=6)
-messages = st.builds(
-    CT1Message,
-    verb=st.sampled_from(ct1.VERBS),
-    action=st.one_of(st.none(), names, st.sampled_from(list(DEFAULT_OPCODES) + ["subagent", "custom_op"])),
-    params=params.map(tuple),
-    payload=st.one_of(st.just(NO_PAYLOAD), json_values),
-)
+# records with shared keys (tables), the keys sometimes abbreviations or look-alikes
+record_keys = st.lists(st.one_of(st.text(max_size=6), st.sampled_from(["q", "query", "k", "key", "-", "=", "}", "a b"])), min_size=1, max_size=4, unique=True)
+records = record_keys.flatmap(lambda ks: st.lists(st.fixed_dictionaries({k: json_values for k in ks}), min_size=1, max_size=4))
+payloads = st.one_of(st.just(NO_PAYLOAD), json_values, records, st.dictionaries(st.text(max_size=6), st.one_of(json_values, records), max_size=3))
+SIG_NAMES = sorted({n for sig in [*DEFAULT_SIGNATURES.values(), *VERB_SIGNATURES.values()] for n in sig})
+param_names = st.one_of(names, st.sampled_from(["q", "query", "n", "true", "agent", "ttl", *SIG_NAMES]))
+param_values = st.one_of(values, st.just(FLAG), st.sampled_from(["-", "- x", ".5", "3.", "-.5", "1.0", "x=y"]))
+params = st.lists(st.tuples(param_names, param_values), max_size=6)
+
+
+@st.composite
+def positional_messages(draw):
+    """An action with a signature and parameters that start with (some of) the verb's signature
+    for it, then anything: flags, '-', other names; sometimes another signature's names."""
+    action = draw(st.sampled_from(sorted(DEFAULT_SIGNATURES)))
+    verb = draw(verbs)
+    sig = DEFAULT_SIGNATURES[action] if verb in ("REQ", "TASK") else VERB_SIGNATURES.get(verb, ())
+    sig = draw(st.one_of(st.just(sig), st.sampled_from([*DEFAULT_SIGNATURES.values(), *VERB_SIGNATURES.values()])))
+    k = draw(st.one_of(st.just(len(sig)), st.integers(0, len(sig))))
+    head = [(name, draw(param_values.filter(lambda v: v is not FLAG))) for name in sig[:k]]
+    if action == "subagent" and draw(st.integers(0, 3)):
+        head.insert(0, ("agent", draw(st.sampled_from(["researcher", "a b", "x.y-z"]))))
+    return CT1Message(verb, action, tuple(head + draw(params)), draw(payloads))
+
+
+verbs = st.sampled_from(ct1.VERBS)
+actions = st.one_of(st.none(), names, st.sampled_from(list(DEFAULT_OPCODES) + ["subagent", "custom_op"]))
+messages = st.one_of(positional_messages(), st.builds(CT1Message, verb=verbs, action=actions, params=params.map(tuple), payload=payloads))
 SKILL_LEXICON = Lexicon(
     mappings={"wx": "weather", "loc": "location", "?wx:f": "get_forecast", "P0": "urgent"},
     path_compressions={"~ws": "/home/u/ws"},
@@ -76,10 +98,16 @@ def test_ct1_text_roundtrip(m):
     assert typed(ct1.parse(text)) == typed(m)
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
 @given(messages, st.sampled_from([None, SKILL_LEXICON]))
 @example(CT1Message("REQ", None, (("q", "q"), ("query", "query"), ("n", FLAG))), None)
 @example(CT1Message("REQ", "get_forecast", (("location", "/home/u/ws/a b"), ("loc", "~ws/x"), ("P0", FLAG), ("urgent", FLAG))), SKILL_LEXICON)
+@example(CT1Message("REQ", "web_search", (("query", "-"), ("urgent", FLAG))), None)
+@example(CT1Message("REQ", "web_search", (("urgent", FLAG), ("query", "x"))), None)
+@example(CT1Message("RES", "read_file", (("status", "ok"), ("status", "ok"), ("limit", FLAG))), None)
+@example(CT1Message("REQ", "web_search", (("query", 0.5), ("limit", 3.0), ("q", "-.5"), ("n", ".5"))), None)
+@example(CT1Message("RES", "web_search", (("status", "ok"),), {"results": [{"a": 1, "b": "x y"}, {"a": 2.5, "b": "}"}], "n": [{}, {}]}), None)
+@example(CT1Message("NOOP", None, (), [{"q": 1}, {"q": [{"k": 0}, {"k": None}]}]), SKILL_LEXICON)
 def test_clawdense_roundtrip(m, lexicon):
     codec = ClawDense(lexicon)
     dense = codec.encode(m)
@@ -121,7 +149,7 @@ def test_documented_examples_parse():
     assert m.action is None and m.get("elapsed") == "30s" and m.get("retry") is True
     m = ct1.parse("CT/1 STATUS run=a3f progress=0.7 phase=research")
     assert m.get("progress") == 0.7 and m.get("run") == "a3f"
-    assert encode(ct1.parse("CT/1 REQ read_file path=src/app.py")) == "@fs:r p=src/app.py"
+    assert encode(ct1.parse("CT/1 REQ read_file path=src/app.py")) == "@fs:r src/app.py"
     assert encode(CT1Message("TASK", "subagent", (("agent", "researcher"),))) == ">>$sub(researcher)"
 
 

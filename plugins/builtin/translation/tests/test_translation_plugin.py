@@ -203,7 +203,7 @@ def test_other_delivery_points_are_scrubbed(build):
     out = asyncio.run(agent.send(ctx, "notice", "CT/1 STATUS run=a3f progress=0.7\nWorking on it.", got.append))
     assert out.content == "Working on it."
     dense = asyncio.run(agent.send(ctx, "routed", "", got.append, to="researcher", ct1=CT1Message.build("REQ", "web_search", query="paris", limit=3)))
-    assert dense.content == "?web:s q=paris n=3" and dense.metadata["transport"] == "clawdense"
+    assert dense.content == "?web:s paris 3" and dense.metadata["transport"] == "clawdense"
 
 
 def test_metrics_and_cli(build, tmp_path, capsys):

@@ -77,6 +77,33 @@ DEFAULT_WORDS: dict[str, str] = {
     "impl": "implementation", "cfg": "config", "dl": "deadline", "pr": "priority",
 }
 
+#: action → its leading parameters in the tool's usual order. After an opcode or hand-off
+#: head, a message whose parameters start with these names writes just their values
+#: (``@fs:r src/a.py`` is ``read_file path=src/a.py``), the way a call passes arguments
+#: by position; the other parameters keep their names.
+DEFAULT_SIGNATURES: dict[str, tuple[str, ...]] = {
+    "web_search": ("query", "limit"), "web_fetch": ("url",), "http_request": ("url",),
+    "read_file": ("path", "offset", "limit"), "write_file": ("path", "content"), "edit_file": ("path", "old", "new"),
+    "delete_file": ("path",), "list_files": ("path",), "search_files": ("pattern", "path"), "grep": ("pattern", "path"),
+    "exec": ("command", "timeout"), "run_command": ("command", "timeout"), "run_tests": ("path",),
+    "memory_search": ("query", "limit"), "memory_store": ("key", "value"), "memory_get": ("key",), "memory_forget": ("key",),
+    "browser_open": ("url",), "browser_click": ("selector",), "browser_type": ("selector", "text"),
+    "send_message": ("agent", "message"), "schedule_task": ("command", "cron"), "cancel_task": ("task",),
+    "get_weather": ("location", "units"), "summarize": ("content", "limit"), "translate": ("text", "target"),
+    "classify": ("text", "labels"), "git_diff": ("path",), "git_commit": ("message", "path"), "git_status": ("path",),
+    "load_skill": ("name",), HANDOFF_ACTION: ("task", "goal"),
+}
+#: the leading parameters of the other verbs, when the head carries an opcode or hand-off
+VERB_SIGNATURES: dict[str, tuple[str, ...]] = {"RES": ("status",), "ERR": ("code",), "STATUS": ("task", "progress", "phase"), "ACK": ("task",)}
+_SHORT_FLOAT_RE = re.compile(r"-?(?:\.[0-9]+|(?:0|[1-9][0-9]*)\.)")
+
+
+def read_dense(token: str) -> Any:
+    """The typed value of a bare ClawDense token: CT/1's reading plus ``.5`` and ``3.`` floats."""
+    if _SHORT_FLOAT_RE.fullmatch(token):
+        return float(token)
+    return read_bare(token)
+
 
 @dataclass
 class Lexicon:
@@ -91,6 +118,7 @@ class Lexicon:
     path_compressions: dict[str, str] = field(default_factory=dict)
     priority_markers: dict[str, str] = field(default_factory=dict)
     opcodes: dict[str, str] = field(default_factory=dict)  # action → opcode
+    signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)  # action → positional parameter names
 
     def __post_init__(self) -> None:
         words = {}
@@ -98,7 +126,7 @@ class Lexicon:
             if OPCODE_RE.fullmatch(short):
                 self.opcodes[full] = short
                 continue
-            if not BARE_RE.fullmatch(short) or not same(read_bare(short), short):
+            if not BARE_RE.fullmatch(short) or not same(read_dense(short), short):
                 raise CT1Error(f"lexicon: {short!r} cannot be an abbreviation (it must be a bare word, not a number or keyword)")
             words[short] = full
         self.words = words
@@ -113,6 +141,10 @@ class Lexicon:
         self.paths = sorted(paths.items(), key=lambda kv: -len(kv[0]))  # longest short first
         self.paths_by_full = sorted(paths.items(), key=lambda kv: -len(kv[1]))
         self.op_to_action = {op: a for a, op in self.opcodes.items()}
+        self.signatures = {a: tuple(names) for a, names in self.signatures.items()}
+        for action, names in self.signatures.items():
+            if not all(isinstance(n, str) and NAME_RE.fullmatch(n) for n in names):
+                raise CT1Error(f"lexicon: signature of {action!r} must list parameter names")
         if len(self.op_to_action) != len(self.opcodes):
             raise CT1Error("lexicon: two actions share one opcode")
 
@@ -128,7 +160,9 @@ class Lexicon:
                     return {str(k): str(x) for k, x in v.items()}
             return {}
 
-        return cls(table("mappings"), table("path_compressions", "pathCompressions"), table("priority_markers", "priorityMarkers"))
+        sigs = data.get("signatures")
+        signatures = {str(a): tuple(str(n) for n in names) for a, names in sigs.items() if isinstance(names, (list, tuple))} if isinstance(sigs, Mapping) else {}
+        return cls(table("mappings"), table("path_compressions", "pathCompressions"), table("priority_markers", "priorityMarkers"), signatures=signatures)
 
     def merged(self, other: "Lexicon | None") -> "Lexicon":
         """This lexicon with ``other``'s entries on top (a skill's lexicon over the defaults)."""
@@ -140,7 +174,7 @@ class Lexicon:
         ops.update(other.opcodes)
         paths = dict(self.paths)
         paths.update(dict(other.paths))
-        return Lexicon(mappings=words, path_compressions=paths, opcodes=ops)
+        return Lexicon(mappings=words, path_compressions=paths, opcodes=ops, signatures={**self.signatures, **other.signatures})
 
     # reading and writing bare tokens --------------------------------------------------
 
@@ -151,7 +185,7 @@ class Lexicon:
         for short, full in self.paths:
             if token.startswith(short) and (len(token) == len(short) or token[len(short)] == "/"):
                 return full + token[len(short):]
-        return read_bare(token)
+        return read_dense(token)
 
     def shorten(self, text: str) -> str:
         """A candidate bare spelling of ``text`` (checked by the caller)."""
@@ -163,7 +197,7 @@ class Lexicon:
         return text
 
 
-DEFAULT_LEXICON = Lexicon(mappings=dict(DEFAULT_WORDS), opcodes=dict(DEFAULT_OPCODES))
+DEFAULT_LEXICON = Lexicon(mappings=dict(DEFAULT_WORDS), opcodes=dict(DEFAULT_OPCODES), signatures=dict(DEFAULT_SIGNATURES))
 
 
 class ClawDense:
@@ -172,12 +206,21 @@ class ClawDense:
     def __init__(self, lexicon: Lexicon | None = None, *, defaults: bool = True):
         self.lexicon = DEFAULT_LEXICON.merged(lexicon) if defaults else (lexicon or Lexicon())
 
+    def signature(self, verb: str, action: str | None, coded: bool) -> tuple[str, ...]:
+        """The names whose values a message may write positionally (only after an opcode or hand-off head)."""
+        if not coded:
+            return ()
+        if verb in ("REQ", "TASK"):
+            return self.lexicon.signatures.get(action or "", ())
+        return VERB_SIGNATURES.get(verb, ())
+
     # encode --------------------------------------------------------------------------
 
     def encode(self, message: CT1Message) -> str:
         lex = self.lexicon
         params = list(message.params)
         head = SIGILS[message.verb]
+        coded = False
         if (
             message.action == HANDOFF_ACTION
             and params
@@ -186,33 +229,73 @@ class ClawDense:
             and SUB_NAME_RE.fullmatch(params[0][1])
         ):
             head += f"$sub({params.pop(0)[1]})"
+            coded = True
         elif message.action is not None:
             op = lex.opcodes.get(message.action)
             head += op if op else ":" + message.action
+            coded = op is not None
         elif message.verb == "REQ":
             head = ":"
         parts = [head]
-        for key, value in params:
+        sig = self.signature(message.verb, message.action, coded)
+        k = 0
+        while k < len(sig) and k < len(params) and params[k][0] == sig[k] and params[k][1] is not FLAG:
+            written = self._value(params[k][1])
+            parts.append(quote("-") if written == "-" else written)  # a bare '-' ends positional values
+            k += 1
+        if k < len(sig) and k < len(params) and params[k][1] is FLAG:
+            parts.append("-")  # a flag here would read as a positional value
+        for key, value in params[k:]:
             name = self._word(key)
-            parts.append(name if value is FLAG else f"{name}={write_value(value, self._text)}")
+            parts.append(name if value is FLAG else f"{name}={self._value(value)}")
         text = " ".join(parts)
         if message.payload is not NO_PAYLOAD:
-            text += "\n" + self._payload(message.payload)
+            text += "\n" + self._payload(message.payload, top=True)
         return text
 
-    def _payload(self, value: Any) -> str:
-        # like a parameter value, plus objects; '{' and '}' end bare tokens here
+    def _value(self, value: Any) -> str:
+        if isinstance(value, float):
+            return self._float(value)
+        if isinstance(value, tuple):
+            return "[" + ",".join(self._value(v) for v in value) + "]"
+        return write_value(value, self._text)
+
+    def _float(self, value: float) -> str:
+        # 0.4 -> .4 and 3.0 -> 3. (one token fewer each), when that reads back as the same float
+        if value != value or value in (float("inf"), float("-inf")):
+            raise CT1Error(f"non-finite float {value!r} cannot be written")
+        text = repr(value)
+        if "e" not in text:
+            sign, body = ("-", text[1:]) if text.startswith("-") else ("", text)
+            if body.startswith("0.") and body != "0.0":
+                body = body[1:]
+            elif body.endswith(".0"):
+                body = body[:-1]
+            short = sign + body
+            if same(self.lexicon.expand(short), value):
+                return short
+        return text
+
+    def _payload(self, value: Any, top: bool = False) -> str:
+        # like a parameter value, plus objects; '{' and '}' end bare tokens here. The
+        # top-level object goes without braces; an array of records with the same keys
+        # is a table: its keys once, then one row of values per record
         if isinstance(value, dict):
-            return "{" + " ".join(f"{self._key(k)}={self._payload(v)}" for k, v in value.items()) + "}"
+            body = " ".join(f"{self._key(k)}={self._payload(v)}" for k, v in value.items())
+            return body if top and value else "{" + body + "}"
         if isinstance(value, list):
+            keys = _table_keys(value)
+            if keys:
+                rows = (" ".join(self._payload(row[k]) for k in keys) for row in value)
+                return "[{" + " ".join(self._key(k) for k in keys) + "} " + ",".join(rows) + "]"
             return "[" + ",".join(self._payload(v) for v in value) + "]"
         if isinstance(value, str):
             candidate = self.lexicon.shorten(value)
             if candidate and _PAYLOAD_BARE_RE.fullmatch(candidate) and same(self.lexicon.expand(candidate), value):
                 return candidate
             return quote(value)
-        if isinstance(value, float) and value != value:
-            raise CT1Error("payload: NaN cannot be written")
+        if isinstance(value, float):
+            return self._float(value)
         return write_value(value)
 
     def _key(self, key: str) -> str:
@@ -225,7 +308,7 @@ class ClawDense:
 
     def _read_payload(self, text: str) -> Any:
         sc = _PayloadScanner(text, self.lexicon)
-        value = sc.payload()
+        value = sc.members("") if sc.key_ahead() else sc.payload()
         sc.skip_spaces()
         if not sc.at_end():
             raise sc.error("unexpected text after the payload")
@@ -270,9 +353,24 @@ class ClawDense:
             params.append((HANDOFF_KEY, m.group("sub")))
         elif m.group("raw"):
             action = m.group("raw")
+        sig = self.signature(verb, action, bool(m.group("op") or m.group("sub")))
+        slot = 0
         sc = Scanner(args, reader=lex.expand)
         sc.skip_spaces()
         while not sc.at_end():
+            if slot < len(sig):
+                if args.startswith("-", sc.pos) and (sc.pos + 1 == len(args) or args[sc.pos + 1] in " \t"):
+                    sc.pos += 1  # the end of positional values
+                    slot = len(sig)
+                elif _keyword_ahead(args, sc.pos):
+                    slot = len(sig)
+                    continue
+                else:
+                    params.append((sig[slot], sc.value()))
+                    slot += 1
+                if not sc.at_end() and not sc.skip_spaces():
+                    raise sc.error("expected a space between parameters")
+                continue
             if sc.peek() in "\"'":
                 name = sc.quoted()
             else:
@@ -300,11 +398,35 @@ class ClawDense:
         return CT1Message(verb, action, tuple(params), payload)
 
 
+def _keyword_ahead(text: str, pos: int) -> bool:
+    """Does a ``name=value`` parameter start at ``pos`` (rather than a positional value)?"""
+    if pos < len(text) and text[pos] in "\"'":
+        sc = Scanner(text)
+        sc.pos = pos
+        try:
+            sc.quoted()
+        except CT1Error:
+            return False
+        return sc.peek() == "="
+    m = _NAME_TOKEN_RE.match(text, pos)
+    return bool(m) and text.startswith("=", m.end())
+
+
+def _table_keys(items: list[Any]) -> list[str] | None:
+    """The shared keys when ``items`` are two or more records with the same keys in the same order."""
+    if len(items) < 2 or not all(isinstance(i, dict) for i in items):
+        return None
+    keys = list(items[0])
+    if not keys or any(list(i) != keys for i in items[1:]):
+        return None
+    return keys
+
+
 _PAYLOAD_BARE_RE = re.compile(r"[^\s\"'\[\]{},=\x00-\x1f\x7f][^\s\"\[\]{},=\x00-\x1f\x7f]*")
 
 
 class _PayloadScanner(Scanner):
-    """Reads a dense payload: parameter values plus ``{key=value ...}`` objects."""
+    """Reads a dense payload: parameter values plus ``{key=value ...}`` objects and ``[{k1 k2} v1 v2,...]`` tables."""
 
     def __init__(self, text: str, lexicon: Lexicon):
         super().__init__(text, reader=lexicon.expand)
@@ -317,33 +439,83 @@ class _PayloadScanner(Scanner):
         self.pos = m.end()
         return m.group()
 
+    def key(self) -> str:
+        if self.peek() in "\"'":
+            return self.quoted()
+        token = self.bare()
+        return self.lexicon.words.get(token, token)
+
+    def key_ahead(self) -> bool:
+        """Is the next thing an object key followed by ``=``?"""
+        start = self.pos
+        try:
+            if self.peek() in "\"'" or _PAYLOAD_BARE_RE.match(self.text, self.pos):
+                self.key()
+                return self.peek() == "="
+            return False
+        except CT1Error:
+            return False
+        finally:
+            self.pos = start
+
+    def members(self, close: str) -> dict[str, Any]:
+        """``key=value`` members up to ``close`` (``"}"``, or ``""`` for the end of the text)."""
+        obj: dict[str, Any] = {}
+        self.skip_spaces()
+        while True:
+            if self.peek() == close:  # peek() is "" only at the end
+                self.pos += len(close)
+                return obj
+            if self.at_end():
+                raise self.error("unterminated object")
+            key = self.key()
+            if self.peek() != "=":
+                raise self.error("expected '=' after an object key")
+            self.pos += 1
+            obj[key] = self.payload()
+            if not self.skip_spaces() and self.peek() != close:
+                raise self.error("expected a space or the end of an object")
+
+    def header(self) -> list[str] | None:
+        """A table header ``{k1 k2 ...}`` at the cursor (consumed), or None (cursor unchanged)."""
+        start = self.pos
+        if self.peek() != "{":
+            return None
+        self.pos += 1
+        self.skip_spaces()
+        if self.peek() == "}":
+            self.pos = start
+            return None
+        keys: list[str] = []
+        try:
+            while self.peek() != "}":
+                if self.at_end():
+                    raise self.error("unterminated table header")
+                keys.append(self.key())
+                if self.peek() == "=":  # an object, not a header
+                    self.pos = start
+                    return None
+                self.skip_spaces()
+        except CT1Error:
+            self.pos = start
+            return None
+        if len(set(keys)) != len(keys):
+            raise self.error("a table header repeats a key")
+        self.pos += 1
+        return keys
+
     def payload(self) -> Any:
         c = self.peek()
         if c == "{":
             self.pos += 1
-            obj: dict[str, Any] = {}
-            self.skip_spaces()
-            while self.peek() != "}":
-                if self.at_end():
-                    raise self.error("unterminated object")
-                if self.peek() in "\"'":
-                    key = self.quoted()
-                else:
-                    token = self.bare()
-                    key = self.lexicon.words.get(token, token)
-                if self.peek() != "=":
-                    raise self.error("expected '=' after an object key")
-                self.pos += 1
-                obj[key] = self.payload()
-                if self.peek() not in " }":
-                    raise self.error("expected a space or '}' in an object")
-                self.skip_spaces()
-            self.pos += 1
-            return obj
+            return self.members("}")
         if c == "[":
             self.pos += 1
             items: list[Any] = []
             self.skip_spaces()
+            keys = self.header()
+            if keys is not None:
+                return self.rows(keys)
             if self.peek() == "]":
                 self.pos += 1
                 return items
@@ -361,6 +533,25 @@ class _PayloadScanner(Scanner):
         if c in "\"'":
             return self.quoted()
         return self.reader(self.bare())
+
+    def rows(self, keys: list[str]) -> list[dict[str, Any]]:
+        """Table rows after the header: values separated by spaces, rows by ``,``, up to ``]``."""
+        out: list[dict[str, Any]] = []
+        while True:
+            row: dict[str, Any] = {}
+            for i, key in enumerate(keys):
+                if not self.skip_spaces() and i:
+                    raise self.error("expected a space between the values of a table row")
+                row[key] = self.payload()
+            out.append(row)
+            self.skip_spaces()
+            c = self.peek()
+            self.pos += 1
+            if c == "]":
+                return out
+            if c != ",":
+                self.pos -= 1
+                raise self.error("expected ',' or ']' after a table row")
 
 
 def encode(message: CT1Message, lexicon: Lexicon | None = None) -> str:
