@@ -25,307 +25,77 @@ skill's lexicon and count messages in the ``translation_metrics`` table.
 
 from __future__ import annotations
 
-import fnmatch
-import logging
-import sys
-import time
-from functools import lru_cache
 from typing import Any
 
 from clawkit import hookimpl
-from clawkit.prompt import PromptContributor, PromptSection
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from . import ct1, metrics
-from .clawdense import ClawDense, Lexicon
-from .ct1 import CT1Error, CT1Message
-from .router import PROFILES, IntentRouter, Route, SkillInfo
-from .scrubber import OutboundScrubber, scrub
-
+# Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic, the router's and
+# scrubber's patterns and the codec load (with :mod:`clawkit_translation.device`) only
+# when a hook first runs. Public names are imported on first use: name -> submodule.
+_EXPORTS = {
+    **dict.fromkeys(("TranslationConfig", "ProfileConfig", "route_message", "transport_codec", "encode_for_transport",
+                     "decode_from_transport", "settings", "router_for", "ProfilePromptContributor", "SCRUBBER_KEY",
+                     "ROUTE_META_KEY"), "device"),
+    **dict.fromkeys(("CT1Message", "CT1Error"), "ct1"),
+    **dict.fromkeys(("ClawDense", "Lexicon"), "clawdense"),
+    **dict.fromkeys(("PROFILES", "IntentRouter", "Route", "SkillInfo"), "router"),
+    **dict.fromkeys(("OutboundScrubber", "scrub"), "scrubber"),
+}
 __all__ = [
     "TranslationConfig", "ProfileConfig", "CT1Message", "CT1Error", "ClawDense", "Lexicon", "IntentRouter", "Route",
     "OutboundScrubber", "scrub", "route_message", "transport_codec", "encode_for_transport", "decode_from_transport",
 ]
 
-log = logging.getLogger("clawkit.translation")
-SCRUBBER_KEY = "translation.scrubber"
-ROUTE_META_KEY = "translation.route"
 
+def __getattr__(name: str) -> Any:
+    """The public names, imported on first use."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
 
-class ProfileConfig(BaseModel):
-    """One profile's settings: a tool allowlist for its turns and a prompt text."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tools: list[str] | None = Field(None, description="tool names (globs) this profile may use; null: no restriction")
-    prompt: str = Field("", description="text added to the system prompt on this profile's turns")
-
-
-class TranslationConfig(BaseModel):
-    """``plugins: {translation: {...}}`` in the agent YAML."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    route: bool = Field(True, description="classify each inbound message (encode_inbound)")
-    scrub: bool = Field(True, description="strip transport artifacts from every delivery (decode_outbound)")
-    min_confidence: float = Field(0.35, ge=0, le=1, description="below this, a route restricts nothing and adds no profile text")
-    profiles: dict[str, ProfileConfig] = Field(default_factory=dict, description="per-profile tools allowlist and prompt text")
-    keywords: dict[str, list[str]] = Field(default_factory=dict, description="extra routing keywords per profile")
-    skill_keywords: dict[str, list[str]] = Field(default_factory=dict, description="routing keywords per skill name")
-    max_skills: int = Field(2, ge=0, description="most skills selected for one message")
-    always_tools: list[str] = Field(default_factory=lambda: ["load_skill"], description="tools a profile never filters out")
-    lexicon: dict[str, Any] = Field(default_factory=dict, description="transport lexicon: mappings, path_compressions, priority_markers")
-
-    @field_validator("profiles", "keywords")
-    @classmethod
-    def _known_profiles(cls, value: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(value) - set(PROFILES))
-        if unknown:
-            raise ValueError(f"unknown profile(s) {', '.join(unknown)}; profiles are {', '.join(PROFILES)}")
-        return value
-
-    @field_validator("lexicon")
-    @classmethod
-    def _valid_lexicon(cls, value: dict[str, Any]) -> dict[str, Any]:
-        Lexicon.from_block(value)  # raises CT1Error (a ValueError) naming the bad entry
-        return value
-
-
-def settings(agent_config: Any) -> TranslationConfig:
-    cfg = agent_config.plugin("translation") if agent_config is not None else None
-    if isinstance(cfg, TranslationConfig):
-        return cfg
-    if isinstance(cfg, BaseModel):
-        return TranslationConfig.model_validate({k: v for k, v in cfg.model_dump().items() if k != "enabled"})
-    if isinstance(cfg, dict):
-        return TranslationConfig.model_validate({k: v for k, v in cfg.items() if k != "enabled"})
-    return TranslationConfig()
-
-
-@lru_cache(maxsize=32)
-def _router(keywords: tuple[tuple[str, tuple[str, ...]], ...]) -> IntentRouter:
-    return IntentRouter({p: list(k) for p, k in keywords} or None)
-
-
-def router_for(cfg: TranslationConfig) -> IntentRouter:
-    return _router(tuple(sorted((p, tuple(k)) for p, k in cfg.keywords.items())))
-
-
-@lru_cache(maxsize=32)
-def _codec(lexicon_key: str) -> ClawDense:
-    import json
-
-    return ClawDense(Lexicon.from_block(json.loads(lexicon_key)) if lexicon_key != "{}" else None)
-
-
-def _codec_for(cfg: TranslationConfig, skill_lexicon: dict[str, Any] | None = None) -> ClawDense:
-    import json
-
-    merged = dict(cfg.lexicon)
-    for part in ("mappings", "path_compressions", "priority_markers"):
-        if skill_lexicon and isinstance(skill_lexicon.get(part), dict):
-            merged[part] = {**(merged.get(part) or {}), **skill_lexicon[part]}
-    return _codec(json.dumps(merged, sort_keys=True, default=str))
-
-
-# --- skills, found without depending on the skills plugin -----------------------------------------
-
-
-def _skills_registry(ctx: Any) -> Any:
-    reg = ctx.state.get("skills.registry")
-    if reg is not None:
-        return reg
-    clawkit_skills = sys.modules.get("clawkit_skills")  # loaded as a plugin means imported already
-    if clawkit_skills is None:
-        return None
-    pm = getattr(getattr(ctx, "hooks", None), "pm", None)
-    if pm is None or not any(p is clawkit_skills for p in pm.get_plugins()):
-        return None  # installed but not loaded for this agent
-    try:
-        return clawkit_skills.registry_for(ctx)
-    except Exception as exc:
-        log.debug("skills registry unavailable: %r", exc)
-        return None
-
-
-def _skill_infos(ctx: Any, cfg: TranslationConfig) -> list[SkillInfo]:
-    infos: dict[str, SkillInfo] = {}
-    reg = _skills_registry(ctx)
-    if reg is not None:
-        for sk in reg.available():
-            kws = tuple(cfg.skill_keywords.get(sk.name, ())) + tuple(getattr(sk, "keywords", None) or ())
-            desc = f"{sk.description} {getattr(sk, 'trigger', '') or ''}"
-            infos[sk.name] = SkillInfo(sk.name, desc, kws, float(getattr(sk, "weight", 1.0) or 1.0))
-    for name, kws in cfg.skill_keywords.items():
-        if name not in infos:
-            infos[name] = SkillInfo(name, "", tuple(kws))
-    return list(infos.values())
-
-
-# --- encode_inbound -------------------------------------------------------------------------------
-
-
-def route_message(text: str, cfg: TranslationConfig | None = None, skills: list[SkillInfo] = (), tools: list[str] = ()) -> Route:
-    """The routing decision for ``text`` (pure code; no I/O)."""
-    cfg = cfg or TranslationConfig()
-    router = router_for(cfg)
-    intent, profile, confidence = router.classify(text)
-    chosen = router.match_skills(text, skills, cfg.max_skills) if skills else []
-    pc = cfg.profiles.get(profile)
-    if pc is not None and pc.tools is not None and confidence >= cfg.min_confidence:
-        tools = [t for t in tools if t in cfg.always_tools or any(fnmatch.fnmatchcase(t, p) for p in pc.tools)]
-    return Route(intent, profile, confidence, chosen, list(tools))
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
 
 @hookimpl
 def register_config(register):
-    register("translation", TranslationConfig)
+    from .device import register_config as impl
+
+    impl(register)
 
 
 @hookimpl
 def message_received(ctx, message):
-    cfg = settings(ctx.agent)
-    if not cfg.route:
-        return None
-    t0 = time.perf_counter()
-    visible = [t.name for t in ctx.tools.visible()]
-    route = route_message(message.content, cfg, _skill_infos(ctx, cfg), visible).as_dict()
-    elapsed_us = round((time.perf_counter() - t0) * 1e6, 1)
-    ctx.state["route"] = route
-    ctx.session.set(ROUTE_META_KEY, route)
-    ctx.emit("translation.route", elapsed_us=elapsed_us, **route)
-    conn = ctx.session.store.conn
-    metrics.bump(conn, "routed")
-    metrics.bump(conn, f"profile:{route['profile']}")
-    return None
+    """encode_inbound: route the message (``ctx.state["route"]``, session metadata, an event)."""
+    from .device import message_received as impl
 
-
-def _restricting_profile(ctx: Any, cfg: TranslationConfig) -> ProfileConfig | None:
-    route = ctx.state.get("route")
-    if not route or route.get("confidence", 0) < cfg.min_confidence:
-        return None
-    pc = cfg.profiles.get(route.get("profile"))
-    return pc if pc is not None and pc.tools is not None else None
+    return impl(ctx, message)
 
 
 @hookimpl
 def before_llm_call(ctx, request):
-    cfg = settings(ctx.agent)
-    pc = _restricting_profile(ctx, cfg)
-    if pc is None:
-        return None
-    keep, removed = [], []
-    for t in request.tools:
-        tool = ctx.tools.get(t.name) if hasattr(ctx.tools, "get") else None
-        if t.name in cfg.always_tools or getattr(tool, "skill_name", None) or any(fnmatch.fnmatchcase(t.name, p) for p in pc.tools):
-            keep.append(t)
-        else:
-            removed.append(t.name)
-    request.tools = keep
-    if removed and not ctx.state.get("translation.filtered_emitted"):
-        ctx.state["translation.filtered_emitted"] = True
-        ctx.emit("translation.tools_filtered", profile=ctx.state["route"]["profile"], removed=removed)
-    return None
+    """A routed profile with a ``tools`` allowlist narrows the request's tools."""
+    from .device import before_llm_call as impl
 
-
-class ProfilePromptContributor(PromptContributor):
-    """The routed profile's configured prompt text — never the routing decision itself."""
-
-    id = "translation.profile"
-    priority = 60
-
-    def contribute(self, ctx: Any) -> PromptSection | None:
-        route = (ctx.state or {}).get("route")
-        if not route:
-            return None
-        cfg = settings(ctx.agent)
-        pc = cfg.profiles.get(route.get("profile"))
-        if pc is None or not pc.prompt or route.get("confidence", 0) < cfg.min_confidence:
-            return None
-        return PromptSection("", pc.prompt)
+    return impl(ctx, request)
 
 
 @hookimpl
 def register_prompt_contributor(register, agent):
-    if settings(agent).profiles:
-        register(ProfilePromptContributor())
+    """``translation.profile``: the routed profile's configured prompt text."""
+    from .device import register_prompt_contributor as impl
 
-
-# --- decode_outbound ----------------------------------------------------------------------------
+    impl(register, agent)
 
 
 @hookimpl(tryfirst=True)
 def message_sending(ctx, outbound):
-    cfg = settings(ctx.agent)
-    meta = outbound.metadata
-    if outbound.kind == "routed" and meta.get("ct1") is not None and (outbound.target != "user" or meta.get("to")):
-        message = meta["ct1"] if isinstance(meta["ct1"], CT1Message) else ct1.parse(str(meta["ct1"]))
-        meta["transport"] = "clawdense"
-        return encode_for_transport(ctx, message, skill=meta.get("skill"))
-    if not cfg.scrub or meta.get("transport") in ("ct1", "clawdense"):
-        return None
-    codec = _codec_for(cfg)
-    if outbound.kind == "stream_chunk":
-        scrubber = ctx.state.get(SCRUBBER_KEY)
-        if scrubber is None:
-            scrubber = ctx.state[SCRUBBER_KEY] = OutboundScrubber(codec)
-        before = scrubber.stripped
-        if meta.get("final"):
-            out = scrubber.flush()
-            ctx.state.pop(SCRUBBER_KEY, None)  # the next model call streams a new message
-        else:
-            out = scrubber.feed(outbound.content)
-        _count_stripped(ctx, outbound.kind, scrubber.stripped - before)
-        return out
-    out, n = scrub(outbound.content, codec)
-    if n:
-        _count_stripped(ctx, outbound.kind, n)
-        return out
-    return None
+    """decode_outbound: strip transport artifacts; encode routed CT/1 messages as ClawDense."""
+    from .device import message_sending as impl
 
-
-def _count_stripped(ctx: Any, kind: str, n: int) -> None:
-    if n <= 0:
-        return
-    metrics.bump(ctx.session.store.conn, "artifacts_stripped", n)
-    ctx.emit("translation.stripped", kind=kind, count=n)
-
-
-# --- transport ------------------------------------------------------------------------------------
-
-
-def transport_codec(ctx: Any = None, skill: str | None = None) -> ClawDense:
-    """The ClawDense codec for a link: defaults + the agent's ``lexicon`` + ``skill``'s Lexicon."""
-    cfg = settings(ctx.agent) if ctx is not None else TranslationConfig()
-    skill_lexicon = None
-    if skill and ctx is not None:
-        try:
-            import clawkit_skills
-
-            skill_lexicon = clawkit_skills.lexicon_for(ctx, skill)
-        except Exception as exc:  # the skills plugin is optional
-            log.debug("no lexicon for skill %s: %r", skill, exc)
-    return _codec_for(cfg, skill_lexicon)
-
-
-def encode_for_transport(ctx: Any, message: CT1Message, skill: str | None = None) -> str:
-    """ClawDense text of ``message`` for another agent; counted in the metrics."""
-    dense = transport_codec(ctx, skill).encode(message)
-    if ctx is not None:
-        conn = ctx.session.store.conn
-        metrics.bump(conn, "messages_encoded")
-        metrics.bump(conn, "transport_chars_dense", len(dense))
-        metrics.bump(conn, "transport_chars_ct1", len(ct1.serialize(message)))
-        metrics.bump(conn, "transport_chars_json", len(message.to_json()))
-    return dense
-
-
-def decode_from_transport(ctx: Any, text: str, skill: str | None = None) -> CT1Message:
-    """The message a ClawDense text carries (the same lexicon as the sender's)."""
-    message = transport_codec(ctx, skill).decode(text)
-    if ctx is not None:
-        metrics.bump(ctx.session.store.conn, "messages_decoded")
-    return message
+    return impl(ctx, outbound)
 
 
 @hookimpl
