@@ -24,248 +24,47 @@ blocked too, so the turn ends instead of spinning.
 
 from __future__ import annotations
 
-import fnmatch
-import hashlib
-import json
-import os
-import time
-import weakref
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Any
 
 from clawkit import hookimpl
-from clawkit.types import Decision, ToolCall, ToolResult
 
-NAME = "sequence"
-TABLE = "sequence_calls"
-PATH_ARGS = {"path", "file", "file_path", "filepath", "filename", "directory", "dir", "cwd", "target", "source", "dest", "destination"}
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS {TABLE} (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, call_key TEXT NOT NULL,
-    tool TEXT NOT NULL, arg TEXT NOT NULL, value TEXT NOT NULL, call_id TEXT, ts REAL NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS {TABLE}_lookup ON {TABLE}(session_id, tool, arg, value, call_key);
-"""
+# Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic loads (with
+# :mod:`clawkit_sequence.rules`) only when a hook first runs.
+_EXPORTS = dict.fromkeys(
+    ("NAME", "TABLE", "SequenceRule", "SequenceConfig", "SequenceHistory", "normalise", "check", "record"), "rules"
+)
 
 
-class SequenceRule(BaseModel):
-    """``tool`` may run only after every tool in ``requires`` (or any, with ``mode: any``) ran in this session."""
+def __getattr__(name: str) -> Any:
+    """The implementation's public names, imported on first use."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
 
-    model_config = ConfigDict(extra="forbid")
-
-    tool: str = Field(description="tool name (glob) the rule guards")
-    requires: list[str] = Field(min_length=1, description="tools (globs) that must have run successfully first")
-    match: str | list[str] | dict[str, str] | None = Field(
-        None, description="argument(s) that must be equal in the prerequisite call; a mapping pairs this tool's argument with the prerequisite's"
-    )
-    mode: Literal["all", "any"] = Field("all", description="all prerequisites, or any one of them")
-    message: str = Field("", description="what the model is told when blocked; {argument} placeholders are filled in")
-    existing_only: bool = Field(False, description="skip the rule when the matched path does not exist yet (new files)")
-    elevated_bypass: bool = Field(True, description="/elevated lets a blocked call through")
-    enforce: bool = Field(True, description="false: advisory only — report a sequence.violation event, never block")
-
-    @field_validator("match")
-    @classmethod
-    def _nonempty(cls, v: Any) -> Any:
-        if v is not None and len(v) == 0:
-            raise ValueError("match must name at least one argument (or be left out)")
-        return v
-
-    def pairs(self) -> list[tuple[str, str]]:
-        """(this call's argument, the prerequisite call's argument) pairs."""
-        if self.match is None:
-            return []
-        if isinstance(self.match, str):
-            return [(self.match, self.match)]
-        if isinstance(self.match, dict):
-            return list(self.match.items())
-        return [(a, a) for a in self.match]
-
-
-class SequenceConfig(BaseModel):
-    """The ``plugins.sequence`` section."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    rules: list[SequenceRule] = Field(default_factory=list, description="prerequisite rules, checked in order")
-    max_blocks: int = Field(2, ge=1, description="blocks of the same call in one turn before the model is told to stop")
-    count_failed: bool = Field(False, description="whether a prerequisite call that returned an error counts")
-
-
-_DEFAULT = SequenceConfig()
-_ready: "weakref.WeakSet[Any]" = weakref.WeakSet()
-
-
-def _config(ctx: Any) -> SequenceConfig:
-    return ctx.plugin_config(NAME) or _DEFAULT
-
-
-def _conn(store: Any):
-    """The session store's connection, with this plugin's table created (once per store)."""
-    if store not in _ready:
-        store.conn.executescript(SCHEMA)
-        _ready.add(store)
-    return store.conn
-
-
-def normalise(arg: str, value: Any, workspace: str) -> str:
-    """Comparable form of an argument value: path-like arguments resolved against the workspace."""
-    if isinstance(value, str):
-        if arg.lower() in PATH_ARGS or arg.lower().endswith("_path"):
-            p = os.path.expanduser(value)
-            return os.path.realpath(p if os.path.isabs(p) else os.path.join(workspace, p))
-        return value
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-class _Defaults(dict):
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
-
-
-def _elevated(session: Any) -> bool:
-    try:
-        return float(session.get("elevated_until") or 0) > time.time()
-    except (TypeError, ValueError):
-        return False
-
-
-class SequenceHistory:
-    """Successful calls of prerequisite tools in one session store (queried, never cached)."""
-
-    def __init__(self, store: Any):
-        self.conn = _conn(store)
-
-    def record(self, session_id: str, call_id: str, tool: str, values: dict[str, str]) -> None:
-        """Remember one call; the same tool with the same values is stored once (first call id kept)."""
-        key = hashlib.sha256(json.dumps([tool, sorted(values.items())]).encode()).hexdigest()[:24]
-        now = time.time()
-        rows = [(session_id, key, tool, "", "", call_id, now)] + [(session_id, key, tool, a, v, call_id, now) for a, v in values.items()]
-        placeholders = ",".join(["(?,?,?,?,?,?,?)"] * len(rows))
-        # one statement: the rows of a call land together or not at all
-        self.conn.execute(
-            f"INSERT OR IGNORE INTO {TABLE} (session_id, call_key, tool, arg, value, call_id, ts) VALUES {placeholders}",
-            [x for r in rows for x in r],
-        )
-
-    def seen(self, session_id: str, tool: str, wanted: dict[str, str]) -> bool:
-        """Has a call of ``tool`` (a name or glob) with all ``wanted`` argument values run in this session?"""
-        op = "GLOB" if any(c in tool for c in "*?[") else "="
-        if not wanted:
-            row = self.conn.execute(
-                f"SELECT 1 FROM {TABLE} WHERE session_id = ? AND tool {op} ? AND arg = '' LIMIT 1", (session_id, tool)
-            ).fetchone()
-            return row is not None
-        if len(wanted) == 1:
-            (a, v), = wanted.items()
-            row = self.conn.execute(
-                f"SELECT 1 FROM {TABLE} WHERE session_id = ? AND tool {op} ? AND arg = ? AND value = ? LIMIT 1", (session_id, tool, a, v)
-            ).fetchone()
-            return row is not None
-        cond = " OR ".join(["(arg = ? AND value = ?)"] * len(wanted))
-        args: list[Any] = [session_id, tool]
-        for a, v in wanted.items():
-            args += [a, v]
-        row = self.conn.execute(
-            f"SELECT call_key FROM {TABLE} WHERE session_id = ? AND tool {op} ? AND ({cond}) "
-            f"GROUP BY call_key HAVING COUNT(DISTINCT arg) = ? LIMIT 1",
-            args + [len(wanted)],
-        ).fetchone()
-        return row is not None
-
-
-def check(ctx: Any, call: ToolCall, config: SequenceConfig) -> Decision | None:
-    """The gate: the first violated enforcing rule blocks the call."""
-    state = ctx.state.setdefault("sequence", {"blocks": {}, "halted": None})
-    if state["halted"]:
-        ctx.emit("sequence.blocked", tool=call.name, call_id=call.id, halted=True, message=state["halted"])
-        return Decision.block(state["halted"])
-    rules = [(i, r) for i, r in enumerate(config.rules) if fnmatch.fnmatchcase(call.name, r.tool)]
-    if not rules:
-        return None
-    workspace = os.fspath(ctx.agent.workspace)
-    history = SequenceHistory(ctx.session.store)
-    for i, rule in rules:
-        pairs = [(mine, theirs) for mine, theirs in rule.pairs() if call.arguments.get(mine) is not None]
-        wanted = {theirs: normalise(mine, call.arguments[mine], workspace) for mine, theirs in pairs}
-        if rule.existing_only and pairs and not os.path.exists(wanted[pairs[0][1]]):
-            continue
-        missing = [req for req in rule.requires if not history.seen(ctx.session.id, req, wanted)]
-        violated = len(missing) == len(rule.requires) if rule.mode == "any" else bool(missing)
-        if not violated:
-            continue
-        message = _message(rule, call, missing)
-        if not rule.enforce:
-            ctx.emit("sequence.violation", tool=call.name, call_id=call.id, rule=i, missing=missing, message=message)
-            continue
-        if rule.elevated_bypass and _elevated(ctx.session):
-            ctx.emit("sequence.bypassed", tool=call.name, call_id=call.id, rule=i, missing=missing, reason="elevated")
-            continue
-        key = json.dumps([i, call.name, sorted(wanted.items())])
-        count = state["blocks"].get(key, 0) + 1
-        state["blocks"][key] = count
-        ctx.emit("sequence.blocked", tool=call.name, call_id=call.id, rule=i, missing=missing, count=count, message=message)
-        if count >= config.max_blocks:
-            halt = (
-                f"Stop: {call.name} was blocked {count} times by a sequence rule ({message}). "
-                "Do not call tools again in this turn; tell the user what is needed instead."
-            )
-            state["halted"] = halt
-            ctx.state["stop_turn"] = halt  # for a kernel that honours it; the halt blocks every later call meanwhile
-            ctx.emit("sequence.stopped", tool=call.name, call_id=call.id, rule=i, count=count)
-            return Decision.block(halt)
-        return Decision.block(message)
-    return None
-
-
-def _message(rule: SequenceRule, call: ToolCall, missing: list[str]) -> str:
-    if rule.message:
-        values = _Defaults({k: v for k, v in call.arguments.items() if isinstance(v, (str, int, float))})
-        values.setdefault("tool", call.name)
-        values.setdefault("requires", ", ".join(missing))
-        try:
-            return rule.message.format_map(values)
-        except (ValueError, IndexError, AttributeError):
-            return rule.message
-    same = f" with the same {', '.join(m for m, _ in rule.pairs())}" if rule.match else ""
-    need = " or ".join(missing) if rule.mode == "any" else " and ".join(missing)
-    return f"{call.name} needs {need}{same} to run first in this session; call it, then retry."
-
-
-def record(ctx: Any, call: ToolCall, result: ToolResult, config: SequenceConfig) -> None:
-    """Remember a successful call of any tool that some rule requires, with the arguments rules match on."""
-    if result.is_error and not config.count_failed:
-        return
-    args: set[str] | None = None
-    for rule in config.rules:
-        if any(fnmatch.fnmatchcase(call.name, req) for req in rule.requires):
-            args = (args or set()) | {theirs for _, theirs in rule.pairs()}
-    if args is None:
-        return
-    workspace = os.fspath(ctx.agent.workspace)
-    values = {a: normalise(a, call.arguments[a], workspace) for a in sorted(args) if call.arguments.get(a) is not None}
-    SequenceHistory(ctx.session.store).record(ctx.session.id, call.id, call.name, values)
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
 
 @hookimpl
 def register_config(register):
-    register(NAME, SequenceConfig)
+    from .rules import register_config as impl
+
+    impl(register)
 
 
 @hookimpl
 def before_tool_call(ctx, call):
     """Block calls whose prerequisites have not run (an error here blocks: the kernel fails closed)."""
-    config = _config(ctx)
-    if not config.rules or getattr(config, "enabled", True) is False:
-        return None
-    return check(ctx, call, config)
+    from .rules import before_tool_call as impl
+
+    return impl(ctx, call)
 
 
 @hookimpl
 def after_tool_call(ctx, call, result):
     """Record prerequisite calls in the session database."""
-    config = _config(ctx)
-    if config.rules and getattr(config, "enabled", True) is not False:
-        record(ctx, call, result, config)
-    return None
+    from .rules import after_tool_call as impl
+
+    return impl(ctx, call, result)
