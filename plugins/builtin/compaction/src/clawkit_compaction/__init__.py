@@ -13,165 +13,46 @@ dropped instead, and the history says so.
 
 from __future__ import annotations
 
-import logging
-import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from clawkit import hookimpl
 
-from clawkit import Message, hookimpl
-from clawkit.config import ModelConfig
-
-from .compactor import (
-    SUMMARY_FLAG,
-    Summarizer,
-    identifiers,
-    message_tokens,
-    missing_identifiers,
-    request_tokens,
-    split_point,
-)
-from clawkit.tokens import get_counter
-
-log = logging.getLogger("clawkit.compaction")
-_LIMIT = re.compile(r"maximum context length is (\d[\d,]*)", re.IGNORECASE)
-
+# Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic and the kernel
+# types load (with :mod:`clawkit_compaction.plugin`) only when a hook first runs.
+_EXPORTS = {"CompactionConfig": "plugin", "compact": "plugin", "SUMMARY_FLAG": "compactor"}
 __all__ = ["CompactionConfig", "compact", "SUMMARY_FLAG"]
 
 
-class CompactionConfig(BaseModel):
-    """``plugins.compaction`` in the agent YAML."""
+def __getattr__(name: str) -> Any:
+    """The public names, imported on first use."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
 
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
-
-    reserve_share: float = Field(0.15, gt=0, lt=0.9, description="share of the window kept free for the answer and the next turn")
-    reserve_tokens: int | None = Field(None, gt=0, description="absolute reserve in tokens (overrides reserve_share)")
-    keep_recent_share: float = Field(0.2, gt=0, lt=0.9, description="share of the window the most recent turns keep verbatim")
-    model: ModelConfig | None = Field(None, description="summarizer model (a cheaper one); default: the agent's model")
-    summary_max_tokens: int = Field(2000, ge=100, description="longest summary")
-    summarizer_input_share: float = Field(0.5, gt=0, le=0.9, description="share of the summarizer's window one summarization request may use")
-    keep_identifiers: int = Field(150, ge=0, description="identifiers (paths, URLs, ids, hashes) kept verbatim even if the summary drops them")
-    persist: bool = Field(True, description="store the compacted history in the session (else only the request is compacted)")
-    retry_on_overflow: bool = Field(True, description="compact and retry once when the provider says the context overflowed")
-
-    @field_validator("model", mode="before")
-    @classmethod
-    def _model_string(cls, v: Any) -> Any:
-        return {"name": v} if isinstance(v, str) else v
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
 
 @hookimpl
 def register_config(register):
-    register("compaction", CompactionConfig)
+    from .plugin import register_config as impl
 
-
-def _config(ctx: Any) -> CompactionConfig:
-    cfg = ctx.plugin_config("compaction") if ctx is not None else None
-    if cfg is None:
-        return CompactionConfig()
-    if isinstance(cfg, dict):
-        return CompactionConfig(**{k: v for k, v in cfg.items() if k != "enabled"})
-    return cfg
-
-
-def _window(ctx: Any, request: Any) -> int:
-    if request.metadata.get("context_window"):
-        return int(request.metadata["context_window"])
-    return int(ctx.agent.model.context_window or ctx.agent.limits.context_window)
-
-
-def _reserve(cfg: CompactionConfig, ctx: Any, window: int) -> int:
-    reserve = cfg.reserve_tokens or int(window * cfg.reserve_share)
-    return max(reserve, int(getattr(ctx.agent.model, "max_tokens", None) or 0))
-
-
-def _summarizer(ctx: Any, cfg: CompactionConfig, window: int) -> Summarizer | None:
-    runtime = ctx.runtime
-    if runtime is None:
-        return None
-    if cfg.model is not None:
-        provider, model, s_window = runtime.provider_for(cfg.model), cfg.model.name, cfg.model.context_window or window
-    else:
-        provider, model, s_window = runtime.provider, ctx.agent.model.name, window
-    input_chars = max(4000, int(s_window * cfg.summarizer_input_share * 3.5) - cfg.summary_max_tokens * 4)
-    return Summarizer(provider, model, input_chars, cfg.summary_max_tokens)
-
-
-def _persist(ctx: Any, summary: Message, recent: list[Message]) -> bool:
-    """Swap the session's history for summary + recent, when recent maps onto it."""
-    history = ctx.session.history
-    first = recent[0] if recent else None
-    idx = next((i for i, m in enumerate(history) if m is first), None)
-    if idx is None or len(history) - idx != len(recent):
-        log.info("session %s: request does not map onto the stored history; compacted the request only", ctx.session.id)
-        return False
-    ctx.session.replace_history([summary] + history[idx:])
-    return True
-
-
-async def compact(ctx: Any, request: Any, cfg: CompactionConfig, *, window: int, trigger: str, keep_share: float | None = None) -> bool:
-    """Summarize the older part of ``request.messages`` in place; False when there was nothing to compact."""
-    counter = get_counter(request.model)
-    counts = [message_tokens(m, counter) for m in request.messages]
-    before = request_tokens(request, counter)
-    b = split_point(request.messages, counts, int(window * (keep_share or cfg.keep_recent_share)))
-    old, recent = request.messages[:b], request.messages[b:]
-    if not old or (len(old) == 1 and old[0].metadata.get(SUMMARY_FLAG)):
-        return False
-    ctx.emit("compaction.before", trigger=trigger, tokens=before, window=window, messages=len(request.messages),
-             summarizing=len(old), keeping=len(recent))
-    idents = identifiers(old, cfg.keep_identifiers) if cfg.keep_identifiers else []
-    old_tokens = sum(counts[:b])
-    method, reason = "summary", ""
-    try:
-        summarizer = _summarizer(ctx, cfg, window)
-        if summarizer is None:
-            raise RuntimeError("no runtime to call a summarizer model")
-        summary = await summarizer(old)
-        lost = missing_identifiers(summary, idents)
-        body = summary + ("\n\nIdentifiers from the summarized messages (verbatim): " + ", ".join(lost) if lost else "")
-        content = f"[Summary of {len(old)} earlier messages (~{old_tokens:,} tokens), compacted by clawkit to fit the context window]\n{body}"
-    except BaseException as exc:
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        method, reason = "drop", f"{type(exc).__name__}: {exc}"
-        log.warning("session %s: summarizing failed (%s); dropping the %d oldest messages", ctx.session.id, reason, len(old))
-        ctx.emit("compaction.failed", error=reason, dropped=len(old))
-        ids = ("\nIdentifiers they mentioned (verbatim): " + ", ".join(idents)) if idents else ""
-        content = (f"[{len(old)} earlier messages (~{old_tokens:,} tokens) were dropped to fit the context window: "
-                   f"summarizing them failed ({reason[:300]}).]{ids}")
-    summary_msg = Message(role="user", content=content, metadata={SUMMARY_FLAG: True, "method": method,
-                                                                   "summarized_messages": len(old), "tokens_summarized": old_tokens})
-    request.messages = [summary_msg] + recent
-    persisted = _persist(ctx, summary_msg, recent) if cfg.persist else False
-    after = request_tokens(request, counter)
-    ctx.emit("compaction.after", trigger=trigger, method=method, tokens_before=before, tokens_after=after, window=window,
-             summarized_messages=len(old), kept_messages=len(recent), summary_tokens=message_tokens(summary_msg, counter),
-             persisted=persisted, error=reason or None)
-    return True
+    impl(register)
 
 
 @hookimpl
 async def before_llm_call(ctx, request):
     """Compact when the request would exceed the window minus the reserve."""
-    cfg = _config(ctx)
-    window = _window(ctx, request)
-    limit = window - _reserve(cfg, ctx, window)
-    if request_tokens(request, get_counter(request.model)) <= limit:
-        return None
-    await compact(ctx, request, cfg, window=window, trigger="threshold")
-    return request
+    from .plugin import before_llm_call as impl
+
+    return await impl(ctx, request)
 
 
 @hookimpl
 async def llm_call_failed(ctx, request, error):
     """Compact harder and retry once when the provider says the context overflowed."""
-    cfg = _config(ctx)
-    if not cfg.retry_on_overflow or not getattr(error, "context_overflow", False):
-        return None
-    window = _window(ctx, request)
-    m = _LIMIT.search(str(error))
-    if m:
-        window = min(window, int(m.group(1).replace(",", "")))
-    changed = await compact(ctx, request, cfg, window=window, trigger="overflow", keep_share=cfg.keep_recent_share / 2)
-    return True if changed else None
+    from .plugin import llm_call_failed as impl
+
+    return await impl(ctx, request, error)
