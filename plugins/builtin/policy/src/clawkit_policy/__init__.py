@@ -17,7 +17,6 @@ Public API: :class:`AuditLedger`, :class:`Grant`, :class:`PolicyConfig`,
 
 from __future__ import annotations
 
-import hashlib
 import time
 import weakref
 from collections import OrderedDict
@@ -168,19 +167,29 @@ def after_tool_call(ctx, call, result):
     ids = p.ids if p else {"session_id": ctx.session.id, "trace_id": ctx.trace_id, "task_id": ctx.task_id,
                            "run_id": ctx.run_id, "step_id": call.id, "tool": call.name}
     content = result.content or ""
-    from .scope import call_hash
+    if p is None or p.risk.value != "safe":
+        turn.forget_paths()  # a write or a command may have moved symlinks: resolve paths afresh
+    if p is not None and p.call_hash:
+        digest = p.call_hash
+    else:
+        from .scope import call_hash
 
+        digest = call_hash(call.name, call.arguments)
+    # the result's length and SHA-256 are computed by the writer thread (``content``)
     record(
-        turn, "execution", ids, call_hash=call_hash(call.name, call.arguments),
+        turn, "execution", ids, call_hash=digest,
         decision="executed", started=(p.started or p.decided) if p else None, ended=now,
         status="error" if result.is_error else "ok", error=content[:500] if result.is_error else None,
-        data={"result_chars": len(content), "result_sha256": hashlib.sha256(content.encode("utf-8", "replace")).hexdigest()},
+        content=content,
     )
+    out = None
     if turn.cfg.redact_results:
         clean = redact_text(content, turn.cfg.secret_env)
-        if clean != content:
-            return result.model_copy(update={"content": clean, "metadata": {**result.metadata, "redacted": True}})
-    return None
+        if clean is not content and clean != content:
+            out = result.model_copy(update={"content": clean, "metadata": {**result.metadata, "redacted": True}})
+    if turn.writer is not None:
+        turn.writer.kick()  # the tool has run: write its records while the model is called again
+    return out
 
 
 @hookimpl

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fnmatch
 import glob as globmod
+import hashlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -27,7 +28,8 @@ from clawkit.types import Decision, Risk, ToolCall
 
 from . import scope
 from .config import Grant, PolicyConfig
-from .redact import redact
+from .ledger import Canonical, canonical
+from .redact import may_hold_secrets, redact
 from .state import PolicyState
 from .writer import LedgerWriter
 
@@ -48,9 +50,23 @@ class Turn:
     ws_real: str = ""
     _by_tool: dict[str, list] = field(default_factory=dict)
     _risk: dict[str, Any] = field(default_factory=dict)
+    _paths: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.ws_real = os.path.realpath(self.workspace)
+
+    def real_path(self, raw: str) -> str:
+        """``raw`` resolved against the workspace (symlinks, ``..``, ``~``), cached for this turn
+        until :meth:`forget_paths` (after any tool that may change the file system has run)."""
+        found = self._paths.get(raw)
+        if found is None:
+            if len(self._paths) > 1024:
+                self._paths.clear()
+            found = self._paths[raw] = scope.real_path(raw, self.ws_real)
+        return found
+
+    def forget_paths(self) -> None:
+        self._paths.clear()
 
     def all_grants(self) -> list[Grant]:
         return self.grants + self.run_grants
@@ -78,6 +94,7 @@ class Pending:
     ids: dict[str, Any]
     step_grant: dict[str, list[str]] | None = None
     started: float | None = None
+    call_hash: str | None = None
 
 
 def config(ctx: Any) -> PolicyConfig:
@@ -113,13 +130,33 @@ def _exact(value: str) -> str:
     return globmod.escape(value)
 
 
+_JSON_FIELDS = ("arguments", "data", "requested", "granted")
+_TEXT_FIELDS = ("reason", "error")
+
+
 def prepare(extra: list[str]):
-    """Redaction, applied in the writer thread (off the gate's path)."""
+    """Turn queued fields into a ledger record, in the writer thread (off the gate's path).
+
+    The JSON columns are serialised once; a single screening pass over them and the text columns
+    (:func:`~clawkit_policy.redact.may_hold_secrets`) decides whether the structural redaction
+    has anything to do. ``content`` (a tool result) is reduced to its length and SHA-256 here.
+    """
 
     def clean(fields: dict[str, Any]) -> dict[str, Any]:
-        for key in ("arguments", "reason", "error", "data", "requested", "granted"):
-            if fields.get(key) is not None:
-                fields[key] = redact(fields[key], extra)
+        content = fields.pop("content", None)
+        if content is not None:
+            fields["data"] = {**(fields.get("data") or {}), "result_chars": len(content),
+                              "result_sha256": hashlib.sha256(content.encode("utf-8", "replace")).hexdigest()}
+        texts = [canonical(fields[k]) if fields.get(k) is not None else None for k in _JSON_FIELDS]
+        plain = [v if v is None or isinstance(v, str) else canonical(v) for v in map(fields.get, _TEXT_FIELDS)]
+        if may_hold_secrets("\n".join(t for t in texts + plain if t is not None), extra):
+            for key in _JSON_FIELDS + _TEXT_FIELDS:
+                if fields.get(key) is not None:
+                    fields[key] = redact(fields[key], extra)
+            return fields
+        for key, text in zip(_JSON_FIELDS, texts):
+            if text is not None:
+                fields[key] = Canonical(text)
         return fields
 
     return clean
@@ -144,7 +181,8 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
         if action == "block":
             return Decision(action="block", reason=reason)
         pending[(ctx.session.id, call.id)] = Pending(call, risk or Risk.SAFE, now, asked, turn, ids,
-                                                     step_grant=extra.get("granted", {}).get("step"), started=None if asked else now)
+                                                     step_grant=extra.get("granted", {}).get("step"),
+                                                     started=None if asked else now, call_hash=digest)
         return Decision(action="require_approval", reason=reason) if asked else None
 
     risk = turn._risk.get(call.name)
@@ -153,7 +191,7 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
         risk = turn._risk[call.name] = False if tool is None else risk_of(cfg, call.name, tool.definition.risk)
     if risk is False:
         return done("block", f"{call.name} is not in this agent's tool list (deny by default)")
-    req = scope.requested(call.arguments, turn.ws_real)
+    req = scope.requested(call.arguments, turn.ws_real, turn.real_path)
     grants = turn.grants_for(call.name)
     ev = scope.evaluate(req, grants, turn.ws_real)
     slot = ctx.state.setdefault("granted", {}).setdefault(call.name, {"paths": [], "hosts": [], "commands": []})

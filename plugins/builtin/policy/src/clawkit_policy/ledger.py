@@ -35,6 +35,14 @@ COLUMNS = (
     "approval_by", "started", "ended", "status", "error", "data", "prev_hash",
 )
 JSON_COLUMNS = frozenset({"arguments", "requested", "granted", "data"})
+_FIELDS = frozenset(COLUMNS) - {"seq", "prev_hash"}
+_INSERT = f"INSERT INTO policy_audit ({', '.join(COLUMNS)}, hash) VALUES ({', '.join('?' for _ in COLUMNS)}, ?)"
+
+
+class Canonical(str):
+    """A JSON column's value already serialised by :func:`canonical` (stored as is)."""
+
+    __slots__ = ()
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS policy_audit (
@@ -53,15 +61,24 @@ CREATE TABLE IF NOT EXISTS policy_audit_head (
 """
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def canonical(value: Any) -> str:
+    """The canonical JSON text of ``value``: what a JSON column stores and hashes."""
+    return _CANONICAL(value)
+
+
 def _json(value: Any) -> str | None:
-    if value is None:
-        return None
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    if value is None or type(value) is Canonical:
+        return value
+    return canonical(value)
 
 
 def record_hash(values: dict[str, Any]) -> str:
     """The hash of one record from its stored column values (``prev_hash`` included)."""
-    payload = json.dumps([values.get(c) for c in COLUMNS], separators=(",", ":"), ensure_ascii=False)
+    payload = _COMPACT([values.get(c) for c in COLUMNS])
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -97,20 +114,19 @@ class AuditLedger:
     def append_many(self, records: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
         """Add several records in one transaction (one commit), in order."""
         rows = [self._values(kind, fields) for kind, fields in records]
-        cols = ", ".join(COLUMNS) + ", hash"
-        marks = ", ".join("?" for _ in COLUMNS) + ", ?"
         with self._lock:
             nested = self.conn.in_transaction
             self.conn.execute("SAVEPOINT policy_audit" if nested else "BEGIN IMMEDIATE")
             try:
                 row = self.conn.execute("SELECT seq, hash FROM policy_audit_head WHERE id = 1").fetchone()
                 seq, prev = (row[0], row[1]) if row else (0, GENESIS)
+                params = []
                 for values in rows:
                     seq += 1
                     values["seq"], values["prev_hash"] = seq, prev
                     values["hash"] = prev = record_hash(values)
-                    self.conn.execute(f"INSERT INTO policy_audit ({cols}) VALUES ({marks})",
-                                      [values[c] for c in COLUMNS] + [values["hash"]])
+                    params.append([values[c] for c in COLUMNS] + [prev])
+                self.conn.executemany(_INSERT, params)
                 if rows:
                     self.conn.execute(
                         "INSERT INTO policy_audit_head (id, seq, hash) VALUES (1, ?, ?) "
@@ -127,7 +143,7 @@ class AuditLedger:
 
     @staticmethod
     def _values(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
-        unknown = set(fields) - (set(COLUMNS) - {"seq", "prev_hash"})
+        unknown = fields.keys() - _FIELDS
         if unknown:
             raise TypeError(f"unknown audit fields: {', '.join(sorted(unknown))}")
         values: dict[str, Any] = {c: None for c in COLUMNS}

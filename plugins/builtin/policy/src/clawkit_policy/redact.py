@@ -17,6 +17,7 @@ A text without a match is returned as is, without a copy.
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import re
 import time
@@ -116,6 +117,42 @@ def _patterns(values: tuple[str, ...]) -> tuple[Any, Any]:
         except Exception:  # pragma: no cover - a value re2 cannot take: stay with ``re``
             big = None
     return small, big
+
+
+#: Words at least one of which occurs wherever a secret-named key or an assignment/bearer secret could be.
+_SCREEN_WORDS = r"(?i:key|secret|token|passw|passphrase|auth|cookie|credential|bearer)"
+
+
+@lru_cache(maxsize=8)
+def _screen(values: tuple[str, ...]) -> Any:
+    """A pattern that finds something in the canonical JSON text of a value whenever :func:`redact`
+    would change that value (it may also find things that :func:`redact` leaves alone).
+
+    JSON escaping works character by character, so a secret inside a string shows up in its JSON text
+    escaped the same way: secret values are searched raw and JSON-escaped, token formats are made of
+    characters JSON never escapes, and key names, bearer tokens and assignments all contain a word
+    of :data:`_SCREEN_WORDS`.
+    """
+    variants = sorted({v for value in values for v in (value, json.dumps(value, ensure_ascii=False)[1:-1])},
+                      key=lambda v: (-len(v), v))
+    re2 = _re2()
+    if re2 is not None:
+        options = re2.Options()
+        options.max_mem = 64 << 20
+        try:
+            quoted = "|".join(re2.escape(v) for v in variants)
+            source = "|".join(((f"(?:{quoted})",) if quoted else ()) + TOKENS + (_SCREEN_WORDS,))
+            return re2.compile(source.encode(), options)
+        except Exception:  # pragma: no cover
+            pass
+    literal = "|".join(re.escape(v) for v in variants)
+    return re.compile("|".join(((f"(?:{literal})",) if literal else ()) + TOKENS + (_SCREEN_WORDS,)).encode())
+
+
+def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
+    """False when :func:`redact` would leave every value whose canonical JSON text (or plain
+    string, for a string value) is in ``json_text`` unchanged: one pass to skip the structural walk."""
+    return _screen(secret_values(extra_names)).search(json_text.encode("utf-8", "surrogatepass")) is not None
 
 
 def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:

@@ -18,7 +18,7 @@ import os
 import shlex
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 from .config import Grant
@@ -120,7 +120,8 @@ class Requested:
                 "commands": self.commands}
 
 
-def requested(arguments: dict[str, Any], workspace: str) -> Requested:
+def requested(arguments: dict[str, Any], workspace: str, resolve: Callable[[str], str] | None = None) -> Requested:
+    """The resources ``arguments`` name; paths resolved with ``resolve`` (default: :func:`real_path`)."""
     req = Requested()
     for key, value in arguments.items():
         k = key.lower()
@@ -128,7 +129,7 @@ def requested(arguments: dict[str, Any], workspace: str) -> Requested:
         if k in PATH_ARGS:
             for v in values:
                 if isinstance(v, str) and v:
-                    req.paths.append(real_path(v, workspace))
+                    req.paths.append(resolve(v) if resolve is not None else real_path(v, workspace))
         elif k in URL_ARGS:
             for v in values:
                 if not isinstance(v, str):

@@ -1,28 +1,38 @@
 """Audit records written off the hot path.
 
-A gate must decide in microseconds, but a durable SQLite commit costs hundreds.
-:class:`LedgerWriter` takes records on a queue and a daemon thread — with its own
-connection to the same database file — redacts, hashes and commits them in
-batches, usually while the tool is still running. ``flush()`` waits until
-everything submitted is committed (the policy flushes at the end of every turn,
-and at interpreter exit). A write that fails is kept as ``error``; the next gate
-call raises it, so the policy fails closed instead of running calls it cannot
-record. In-memory databases (no file to open twice) are written synchronously.
+A gate must decide in microseconds, but redacting, canonicalising, hash-chaining
+and committing a record costs tens to hundreds. :meth:`LedgerWriter.submit` only
+appends ``(kind, fields)`` to a deque; a daemon thread — with its own connection
+to the same database file — does the rest in batches. The thread is not woken
+per record (it would take the GIL from the gate that is still deciding): it
+writes when asked to with :meth:`kick` (the policy kicks after each tool has
+executed, while the model is being called again), when :data:`MAX_DELAY` has
+passed (a long-running tool does not leave its decision record in memory for
+long), when :data:`BATCH` records are waiting, and on :meth:`flush`, which waits
+until everything submitted before it is committed (the policy flushes at the end
+of every turn, and at interpreter exit).
+
+A write that fails is kept as ``error``; the next gate call raises it, so the
+policy fails closed instead of running calls it cannot record. In-memory
+databases (no file to open twice) are written synchronously.
 """
 
 from __future__ import annotations
 
 import atexit
-import queue
 import sqlite3
 import threading
+import time
 import weakref
+from collections import deque
 from typing import Any, Callable
 
 from .ledger import AuditLedger
 
 _live: "weakref.WeakSet[LedgerWriter]" = weakref.WeakSet()
 IDLE_EXIT = 1.0  # seconds a writer thread waits for work before it ends (restarted on demand)
+MAX_DELAY = 0.25  # seconds a record may wait for its batch when nobody kicks the writer
+BATCH = 256  # records waiting that wake the writer by themselves
 
 
 class LedgerWriter:
@@ -33,11 +43,11 @@ class LedgerWriter:
         self.path = path if path and path != ":memory:" else None
         self.prepare = prepare
         self.error: BaseException | None = None
-        self._queue: "queue.Queue[tuple[str, dict[str, Any]] | None]" = queue.Queue()
-        self._lock = threading.Lock()
+        # (kind, fields) records, or (None, threading.Event) flush markers; deque appends are atomic
+        self._items: "deque[tuple[str | None, Any]]" = deque()
+        self._wake = threading.Event()
+        self._lock = threading.Lock()  # only for starting and ending the thread
         self._thread: threading.Thread | None = None
-        self._pending = 0
-        self._idle = threading.Condition(self._lock)
         _live.add(self)
 
     def submit(self, kind: str, fields: dict[str, Any]) -> None:
@@ -47,47 +57,77 @@ class LedgerWriter:
         if self.path is None:
             self.sync.append(kind, **self.prepare(fields))
             return
-        with self._lock:
-            self._pending += 1
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="clawkit-audit", daemon=True)
-                self._thread.start()
-            self._queue.put((kind, fields))  # under the lock: an idle writer cannot exit past it
+        items = self._items
+        items.append((kind, fields))
+        if self._thread is None:  # read after the append: a writer that has just ended is seen as None
+            self._start()
+        elif len(items) >= BATCH:
+            self._wake.set()
+
+    def kick(self) -> None:
+        """Write what is queued now (without waiting for it)."""
+        if self._items:
+            self._wake.set()
 
     def flush(self, timeout: float = 10.0) -> None:
-        """Wait until every submitted record is committed."""
+        """Wait until every record submitted before this call is committed (or has failed)."""
+        if self.path is None:
+            return
+        done = threading.Event()
+        self._items.append((None, done))
+        if self._thread is None:
+            self._start()
+        self._wake.set()
+        done.wait(timeout)
+
+    def _start(self) -> None:
         with self._lock:
-            self._idle.wait_for(lambda: self._pending == 0, timeout)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="clawkit-audit", daemon=True)
+                self._thread.start()
 
     def _run(self) -> None:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout=5000")
         ledger = AuditLedger(conn, create=False)
+        items, wake = self._items, self._wake
+        idle = 0.0
         try:
             while True:
-                try:
-                    item = self._queue.get(timeout=IDLE_EXIT)
-                except queue.Empty:
+                woken = wake.wait(MAX_DELAY)
+                wake.clear()
+                if not items:
+                    idle = 0.0 if woken else idle + MAX_DELAY
+                    if idle < IDLE_EXIT:
+                        continue
                     with self._lock:
-                        if self._queue.empty():
-                            self._thread = None
+                        self._thread = None
+                        if not items:
                             return
-                    continue
-                batch = [item]
-                while True:
-                    try:
-                        batch.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
-                try:
-                    ledger.append_many([(kind, self.prepare(fields)) for kind, fields in batch if kind])
-                except BaseException as exc:  # disk full, locked too long: the next gate call fails closed
-                    self.error = exc
-                with self._lock:
-                    self._pending -= len(batch)
-                    self._idle.notify_all()
+                        self._thread = threading.current_thread()  # a record slipped in: keep going
+                idle = 0.0
+                self._drain(ledger)
         finally:
             conn.close()
+
+    def _drain(self, ledger: AuditLedger) -> None:
+        """Commit every queued record in one transaction; release flush markers after it."""
+        items = self._items
+        batch: list[tuple[str, dict[str, Any]]] = []
+        markers: list[threading.Event] = []
+        while items:
+            kind, fields = items.popleft()
+            if kind is None:
+                markers.append(fields)
+            else:
+                batch.append((kind, fields))
+        if batch:  # still attempted after an error: the chain stays as complete as the disk allows
+            try:
+                ledger.append_many([(kind, self.prepare(fields)) for kind, fields in batch])
+            except BaseException as exc:  # disk full, locked too long: the next gate call fails closed
+                self.error = exc
+        for marker in markers:
+            marker.set()
 
 
 @atexit.register
