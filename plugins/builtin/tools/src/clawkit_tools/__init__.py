@@ -13,37 +13,55 @@ Only the tools an agent lists in ``tools:`` are ever shown or run.
 
 from __future__ import annotations
 
+from typing import Any
+
 from clawkit import hookimpl
 
-from .files import edit_file, glob, list_dir, read_file, write_file
-from .paths import PathRefused, resolve
-from .settings import ToolsConfig
-from .shell import scrubbed_env, shell_exec
-from .web import FetchRefused, html_to_text, is_public, web_fetch
-
+# ``clawkit --help`` imports every plugin: the tool modules (pydantic, clawkit.tools,
+# asyncio) load on first use. name -> submodule
+_EXPORTS = {
+    **dict.fromkeys(("edit_file", "glob", "list_dir", "read_file", "write_file"), "files"),
+    **dict.fromkeys(("PathRefused", "resolve"), "paths"),
+    "ToolsConfig": "settings",
+    **dict.fromkeys(("scrubbed_env", "shell_exec"), "shell"),
+    **dict.fromkeys(("FetchRefused", "html_to_text", "is_public", "web_fetch"), "web"),
+}
 __all__ = [
     "ToolsConfig", "PathRefused", "FetchRefused", "resolve", "scrubbed_env", "is_public", "html_to_text",
     "read_file", "write_file", "edit_file", "list_dir", "glob", "shell_exec", "web_fetch", "TOOLS",
 ]
 
-#: name -> (function, risk)
-TOOLS = {
-    "read_file": (read_file, "safe"),
-    "write_file": (write_file, "guarded"),
-    "edit_file": (edit_file, "guarded"),
-    "list_dir": (list_dir, "safe"),
-    "glob": (glob, "safe"),
-    "shell_exec": (shell_exec, "unsafe"),
-    "web_fetch": (web_fetch, "safe"),
+#: name -> risk; ``TOOLS`` (name -> (function, risk)) is built on first use
+RISKS = {
+    "read_file": "safe", "write_file": "guarded", "edit_file": "guarded", "list_dir": "safe", "glob": "safe",
+    "shell_exec": "unsafe", "web_fetch": "safe",
 }
+
+
+def __getattr__(name: str) -> Any:
+    """The public names (and ``TOOLS``), imported on first use."""
+    if name == "TOOLS":
+        value: Any = {tool: (__getattr__(tool), risk) for tool, risk in RISKS.items()}
+    else:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from importlib import import_module
+
+        value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
 
 @hookimpl
 def register_config(register):
+    from .settings import ToolsConfig
+
     register("tools", ToolsConfig)
 
 
 @hookimpl
 def register_tools(register, agent):
-    for name, (fn, risk) in TOOLS.items():
+    tools = globals().get("TOOLS") or __getattr__("TOOLS")
+    for name, (fn, risk) in tools.items():
         register(fn, name=name, risk=risk)
