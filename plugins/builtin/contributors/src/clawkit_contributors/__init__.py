@@ -12,26 +12,59 @@ by the session's classification. See docs/plugins/contributors.md.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawkit import hookimpl
-from clawkit.prompt import PromptContributor, StaticContributor
 
-from .builtin import builtin_contributors
-from .settings import ContributorList, ContributorsConfig, ContributorSpec, settings_of, specs_of
-from .workspace import PromptFileError, WorkspacePrompts, close_all, parse_prompt_file, prompts_for
+if TYPE_CHECKING:
+    from clawkit.prompt import PromptContributor
+
+    from .workspace import WorkspacePrompts
 
 __all__ = [
     "ContributorList", "ContributorSpec", "ContributorsConfig", "PromptFileError", "WorkspacePrompts",
     "close_all", "parse_prompt_file", "prompts_for", "workspace_prompts",
 ]
 
-_BUILTINS = builtin_contributors()
+# ``clawkit --help`` imports every plugin: pydantic, clawkit.prompt and watchfiles load on
+# first use. name -> submodule
+_EXPORTS = {
+    **dict.fromkeys(("ContributorList", "ContributorsConfig", "ContributorSpec", "settings_of", "specs_of"), "settings"),
+    **dict.fromkeys(("PromptFileError", "WorkspacePrompts", "close_all", "parse_prompt_file", "prompts_for"), "workspace"),
+    "builtin_contributors": "builtin",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported on first use."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+_BUILTINS: list[Any] | None = None
 _from_config: dict[int, tuple[Any, list[PromptContributor]]] = {}
+
+
+def _builtins() -> list[Any]:
+    """The built-in sections, created on first use."""
+    global _BUILTINS
+    if _BUILTINS is None:
+        from .builtin import builtin_contributors
+
+        _BUILTINS = builtin_contributors()
+    return _BUILTINS
 
 
 @hookimpl
 def register_config(register):
+    from .settings import ContributorList, ContributorsConfig
+
     register("contributors", ContributorsConfig)
     register("contributors", ContributorList, top_level=True)
 
@@ -41,6 +74,10 @@ def _config_contributors(agent: Any) -> list[PromptContributor]:
     hit = _from_config.get(id(agent))
     if hit is not None and hit[0] is agent:
         return hit[1]
+    from clawkit.prompt import StaticContributor
+
+    from .settings import specs_of
+
     built: list[PromptContributor] = [
         StaticContributor(s.id, s.content, heading=s.heading, tags=s.tags, priority=s.priority, max_chars=s.max_chars)
         for s in specs_of(agent)
@@ -53,6 +90,9 @@ def _config_contributors(agent: Any) -> list[PromptContributor]:
 
 def workspace_prompts(agent: Any) -> WorkspacePrompts:
     """The (watched) workspace sections directory of ``agent``."""
+    from .settings import settings_of
+    from .workspace import prompts_for
+
     cfg = settings_of(agent)
     directory = Path(cfg.prompts_dir)
     if not directory.is_absolute():
@@ -62,8 +102,10 @@ def workspace_prompts(agent: Any) -> WorkspacePrompts:
 
 @hookimpl
 def register_prompt_contributor(register, agent):
+    from .settings import settings_of
+
     off = set(settings_of(agent).disable)
-    for c in _BUILTINS:
+    for c in _builtins():
         if c.id not in off:
             register(c)
     for c in _config_contributors(agent):
