@@ -21,17 +21,9 @@ arguments with the skill's plan and guardrails as JSON for the model to follow.
 
 from __future__ import annotations
 
-from clawkit import hookimpl
+from typing import Any
 
-from .claws import ClawsError, parse_claws, read_telemetry, with_telemetry, write_telemetry
-from .compiler import CompiledSkill, SkillCompileError, compile_claws, compile_file, compile_skill_md, missing_requirements
-from .contributors import ActiveSkillsContributor, SkillIndexContributor
-from .registry import SkillEntry, SkillRegistry
-from .skilltools import SkillTool, load_skill, sync_tools
-from .state import (
-    LOADED_KEY, SkillsConfig, active_skills, available_skills, build_registry, bump, flush_counters, lexicon_for,
-    registry_for, settings,
-)
+from clawkit import hookimpl
 
 __all__ = [
     "SkillsConfig", "SkillRegistry", "SkillEntry", "CompiledSkill", "SkillCompileError", "ClawsError",
@@ -40,23 +32,56 @@ __all__ = [
     "build_registry", "SkillTool", "LOADED_KEY",
 ]
 
+# ``clawkit --help`` imports every plugin: yaml, pydantic and the compiler load on first
+# use. name -> submodule
+_EXPORTS = {
+    **dict.fromkeys(("ClawsError", "parse_claws", "read_telemetry", "with_telemetry", "write_telemetry"), "claws"),
+    **dict.fromkeys(("CompiledSkill", "SkillCompileError", "compile_claws", "compile_file", "compile_skill_md",
+                     "missing_requirements"), "compiler"),
+    **dict.fromkeys(("ActiveSkillsContributor", "SkillIndexContributor"), "contributors"),
+    **dict.fromkeys(("SkillEntry", "SkillRegistry"), "registry"),
+    **dict.fromkeys(("SkillTool", "load_skill", "sync_tools"), "skilltools"),
+    **dict.fromkeys(("LOADED_KEY", "SkillsConfig", "active_skills", "available_skills", "build_registry", "bump",
+                     "flush_counters", "lexicon_for", "registry_for", "settings"), "state"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported on first use."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 # --- hooks -------------------------------------------------------------------------------------------
 
 
 @hookimpl
 def register_config(register):
+    from .state import SkillsConfig
+
     register("skills", SkillsConfig)
 
 
 @hookimpl
 def register_tools(register, agent):
+    from .skilltools import load_skill
+    from .state import settings
+
     if settings(agent).load_skill_tool:
         register(load_skill, name="load_skill")
 
 
 @hookimpl
 def message_received(ctx, message):
+    from .skilltools import sync_tools
+    from .state import flush_counters, registry_for, settings
+
     reg = registry_for(ctx)
     cfg = settings(ctx.agent)
     reg.sync()
@@ -71,12 +96,16 @@ def message_received(ctx, message):
 
 @hookimpl
 def register_prompt_contributor(register, agent):
+    from .contributors import ActiveSkillsContributor, SkillIndexContributor
+
     register(SkillIndexContributor())
     register(ActiveSkillsContributor())
 
 
 @hookimpl
 def before_llm_call(ctx, request):
+    from .state import active_skills, bump, registry_for, settings
+
     reg = ctx.state.get("skills.registry") or registry_for(ctx)
     cfg = settings(ctx.agent)
     active = active_skills(ctx, reg)

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .registry import SkillRegistry
+if TYPE_CHECKING:  # the handlers import what they need: ``clawkit --help`` must stay fast
+    from .registry import SkillRegistry
 
 
 def add_commands(cli: Any) -> None:
@@ -134,6 +134,8 @@ def cmd_check(reg: SkillRegistry, args: Any) -> int:
 
 
 def cmd_stats(args: Any) -> int:
+    import sqlite3
+
     db = getattr(args, "db", None)
     if getattr(args, "agent", None):
         cfg = _agent_config(args)
