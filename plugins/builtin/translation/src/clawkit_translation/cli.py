@@ -6,8 +6,6 @@ import json
 import sys
 from typing import Any
 
-from . import metrics
-
 
 def add_commands(cli: Any) -> None:
     p = cli.command("translation", help="translation device: routing and transport metrics, token savings, route a message")
@@ -25,6 +23,8 @@ def add_commands(cli: Any) -> None:
 def handle(args: Any) -> int:
     cmd = getattr(args, "translation_cmd", None)
     if cmd == "stats":
+        from . import metrics  # sqlite3: not on the ``clawkit --help`` path
+
         data = metrics.summary(metrics.read(getattr(args, "db", ".clawkit/state.db")))
         if args.json:
             print(json.dumps(data, indent=2))
