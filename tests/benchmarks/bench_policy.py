@@ -3,7 +3,10 @@
 Run: .venv/bin/python tests/benchmarks/bench_policy.py
 
 * gate: ``before_tool_call`` (scope check, grants, approval lookup, one audit record
-  committed to SQLite) — goal <= 100 us added per call (all four gates together are
+  queued for the writer thread) — goal <= 100 us added per call. Measured back to back
+  (2000 gates in a row: the writer commits batches of 256 meanwhile, so its cost is
+  included) and with the writer idle (flushed untimed every 50 calls, as in a turn where
+  records are committed while the tool runs and the model is called again) (all four gates together are
   measured by tests/benchmarks/bench_gates.py, which includes this plugin when installed).
 * whole call: gate + execution + ``after_tool_call`` (execution record, result redaction).
 * redaction of a 100 KB result (the secret scan the policy runs on every result).
@@ -86,6 +89,21 @@ async def time_gate(agent, ctx, call, n):
     return (time.perf_counter() - start) / n * 1e6
 
 
+async def time_gate_idle(agent, ctx, call, n):
+    """Gate latency with the audit writer idle, as in a real turn (the writer commits while the
+    tool runs and the model is called again): the queue is flushed, untimed, every 50 calls."""
+    turn = clawkit_policy._turn(ctx)
+    spent = 0.0
+    for i in range(n):
+        start = time.perf_counter()
+        decision = await agent.executor.gate(ctx, call)
+        spent += time.perf_counter() - start
+        assert decision is None, decision
+        if i % 50 == 49 and turn.writer is not None:
+            turn.writer.flush()
+    return spent / n * 1e6
+
+
 async def time_call(agent, ctx, call, n):
     start = time.perf_counter()
     for _ in range(n):
@@ -111,7 +129,10 @@ def main() -> int:
     for label, (plugins, sections) in setups.items():
         agent, ctx = build(tmp, plugins, sections)
         gate[label] = {c: median(lambda: time_gate(agent, ctx, call, n)) for c, call in CALLS.items()}
+        if label == "policy":
+            gate["policy, writer idle"] = {c: median(lambda: time_gate_idle(agent, ctx, call, n // 4)) for c, call in CALLS.items()}
         whole[label] = {c: median(lambda: time_call(agent, ctx, call, n // 4)) for c, call in CALLS.items()}
+        clawkit_policy.ledger_for(agent.store)  # commits what is queued: no backlog spills into the next setup
         agent.store.close()
     print(f"python {sys.version.split()[0]}; {n} gate calls per batch, median of 7 batches; microseconds per call\n")
     for title, table in (("before execution (gate)", gate), ("whole call (gate+run+after)", whole)):
@@ -122,7 +143,11 @@ def main() -> int:
             print(f"{label:<28}" + "".join(f"{row[c]:>12.1f}" for c in CALLS) + f"{added:>13.1f}")
         print()
     worst = max(gate["policy"][c] - gate["none"][c] for c in CALLS)
-    print(f"policy gate latency added (worst case): {worst:.1f} us; goal <= 100 us: {worst / 100:.2f} of the budget")
+    idle = max(gate["policy, writer idle"][c] - gate["none"][c] for c in CALLS)
+    print(f"policy gate, back to back (audit writer competing for the GIL): worst added {worst:.1f} us; "
+          f"goal <= 100 us: {worst / 100:.2f} of the budget")
+    print(f"policy gate latency, writer idle as between model calls:         worst added {idle:.1f} us; "
+          f"goal <= 100 us: {idle / 100:.2f} of the budget")
 
     docs = sorted(Path(sys.prefix).glob("lib/python3*/site-packages/*.dist-info/METADATA"))
     corpus = "\n".join(p.read_text(errors="ignore") for p in docs)

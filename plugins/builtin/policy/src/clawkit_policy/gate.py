@@ -51,6 +51,7 @@ class Turn:
     _by_tool: dict[str, list] = field(default_factory=dict)
     _risk: dict[str, Any] = field(default_factory=dict)
     _paths: dict[str, str] = field(default_factory=dict)
+    _approvals: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.ws_real = os.path.realpath(self.workspace)
@@ -67,6 +68,16 @@ class Turn:
 
     def forget_paths(self) -> None:
         self._paths.clear()
+
+    def approval(self, session_id: str, key: str, now: float) -> dict[str, Any] | None:
+        """A still-valid stored approval of ``key``; one found is remembered for the turn (until it expires)."""
+        found = self._approvals.get((session_id, key))
+        if found is not None and found["expires"] > now:
+            return found
+        found = self.state.approval(session_id, key)
+        if found is not None:
+            self._approvals[(session_id, key)] = found
+        return found
 
     def all_grants(self) -> list[Grant]:
         return self.grants + self.run_grants
@@ -220,7 +231,7 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
     if until is not None:
         return done("allow", f"elevated until {time.strftime('%H:%M:%S', time.localtime(until))}", risk, **info)
     if risk == Risk.GUARDED:
-        prior = turn.state.approval(ctx.session.id, digest if cfg.guarded_approval == "call" else "tool:" + call.name)
+        prior = turn.approval(ctx.session.id, digest if cfg.guarded_approval == "call" else "tool:" + call.name, now)
         if prior is not None:
             return done("allow", f"approved earlier in this session by {prior['by']}", risk, **info)
         what = "this exact call" if cfg.guarded_approval == "call" else f"{call.name}"

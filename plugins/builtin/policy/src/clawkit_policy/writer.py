@@ -6,7 +6,8 @@ appends ``(kind, fields)`` to a deque; a daemon thread — with its own connecti
 to the same database file — does the rest in batches. The thread is not woken
 per record (it would take the GIL from the gate that is still deciding): it
 writes when asked to with :meth:`kick` (the policy kicks after each tool has
-executed, while the model is being called again), when :data:`MAX_DELAY` has
+executed, while the model is being called again; kicks within :data:`COALESCE`
+share one commit), when :data:`MAX_DELAY` has
 passed (a long-running tool does not leave its decision record in memory for
 long), when :data:`BATCH` records are waiting, and on :meth:`flush`, which waits
 until everything submitted before it is committed (the policy flushes at the end
@@ -33,6 +34,7 @@ _live: "weakref.WeakSet[LedgerWriter]" = weakref.WeakSet()
 IDLE_EXIT = 1.0  # seconds a writer thread waits for work before it ends (restarted on demand)
 MAX_DELAY = 0.25  # seconds a record may wait for its batch when nobody kicks the writer
 BATCH = 256  # records waiting that wake the writer by themselves
+COALESCE = 0.002  # seconds a kicked writer waits (GIL released) so that kicks close together share a commit
 
 
 class LedgerWriter:
@@ -48,6 +50,7 @@ class LedgerWriter:
         self._wake = threading.Event()
         self._lock = threading.Lock()  # only for starting and ending the thread
         self._thread: threading.Thread | None = None
+        self._urgent = False  # a flush is waiting: no coalescing delay
         _live.add(self)
 
     def submit(self, kind: str, fields: dict[str, Any]) -> None:
@@ -75,6 +78,7 @@ class LedgerWriter:
             return
         done = threading.Event()
         self._items.append((None, done))
+        self._urgent = True
         if self._thread is None:
             self._start()
         self._wake.set()
@@ -106,6 +110,9 @@ class LedgerWriter:
                             return
                         self._thread = threading.current_thread()  # a record slipped in: keep going
                 idle = 0.0
+                if woken and not self._urgent:
+                    time.sleep(COALESCE)
+                self._urgent = False
                 self._drain(ledger)
         finally:
             conn.close()
