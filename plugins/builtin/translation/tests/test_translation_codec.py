@@ -25,7 +25,8 @@ names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.\-]{0,12}", fullmatch=True)
 tricky = st.sampled_from(
     ["q", "query", "n", "limit", "ttl", "timeout", "true", "false", "null", "5", "0.7", "1e5", "-0", "007",
      "?web:s", "@fs:r", ">>$sub(x)", "->", "a -> b", "a,b", "[1,2]", "x=y", '"', "'", "", " ", "ok", "CT/1 REQ x",
-     "~ws", "~ws/a", "/home/u/ws", "/home/u/ws/src/a.py", "rsch", "research", "a:b(c)", "\\", "\n", "line1\nline2"]
+     "~ws", "~ws/a", "/home/u/ws", "/home/u/ws/src/a.py", "rsch", "research", "a:b(c)", "\\", "\n", "line1\nline2",
+     "<<5", "<<0", "\n<<1", "def f():\n    return 1\n", "a\r\nb", "\n\n---\n{}", ".5", "-.5", "3.", "-"]
 )
 texts = st.one_of(tricky, st.text(max_size=30), st.text(alphabet=string.ascii_letters + string.digits + "/._:-~", max_size=15))
 scalars = st.one_of(
@@ -108,6 +109,8 @@ def test_ct1_text_roundtrip(m):
 @example(CT1Message("REQ", "web_search", (("query", 0.5), ("limit", 3.0), ("q", "-.5"), ("n", ".5"))), None)
 @example(CT1Message("RES", "web_search", (("status", "ok"),), {"results": [{"a": 1, "b": "x y"}, {"a": 2.5, "b": "}"}], "n": [{}, {}]}), None)
 @example(CT1Message("NOOP", None, (), [{"q": 1}, {"q": [{"k": 0}, {"k": None}]}]), SKILL_LEXICON)
+@example(CT1Message("REQ", "write_file", (("path", "a.py"), ("content", "x = 1\n"), ("note", "two\nlines"), ("tags", ("a\nb",))), {"k": "v\n"}), None)
+@example(CT1Message("RES", "x", (("a", "<<3"), ("b", "\n")), ""), None)
 def test_clawdense_roundtrip(m, lexicon):
     codec = ClawDense(lexicon)
     dense = codec.encode(m)
@@ -194,3 +197,62 @@ def test_token_savings_report_with_real_tiktoken():
     assert r["savings_vs_json"] >= 35  # measured 37.5% (the issue's 40% goal is reached on control messages only)
     ctrl = [m for m in corpus() if m.payload is NO_PAYLOAD and not any(isinstance(v, str) and " " in v for _, v in m.params)]
     assert report(ctrl)["savings_vs_json"] >= 40
+
+
+def test_positional_parameters_follow_the_action_signature():
+    codec = ClawDense()
+    m = CT1Message.build("REQ", "web_search", query="nodejs vuln", limit=5)
+    assert codec.encode(m) == '?web:s "nodejs vuln" 5'
+    # only a prefix of the signature is positional; the rest keep their names, in order
+    m = CT1Message("REQ", "web_search", (("query", "x"), ("source", "nvd"), ("limit", 5)))
+    assert codec.encode(m) == "?web:s x src=nvd n=5" and codec.decode("?web:s x src=nvd n=5") == m
+    # a flag where a positional value could stand is preceded by '-'; the text '-' is quoted
+    m = CT1Message("REQ", "web_search", (("query", "x"), ("urgent", FLAG)))
+    assert codec.encode(m) == "?web:s x - urgent" and codec.decode("?web:s x - urgent") == m
+    m = CT1Message("REQ", "web_search", (("query", "-"),))
+    assert codec.encode(m) == '?web:s "-"' and codec.decode('?web:s "-"') == m
+    # results, errors, hand-offs: the verb's leading parameters (status, code, task) after a code
+    assert codec.encode(CT1Message.build("RES", "read_file", status="ok", path="a.py")) == "<=@fs:r ok p=a.py"
+    assert codec.encode(CT1Message("TASK", "subagent", (("agent", "coder"), ("task", "t1"), ("goal", "fix it")))) == '>>$sub(coder) t1 "fix it"'
+    # no positional values without an opcode or hand-off head (a sigil line stays key=value)
+    assert codec.encode(CT1Message.build("ERR", None, code="timeout")) == "!! code=ttl"
+    assert codec.decode("~ t42 x").params == (("t42", FLAG), ("x", FLAG))
+
+
+def test_signatures_come_from_a_lexicon_too():
+    lex = Lexicon(mappings={"?wx:f": "get_forecast"}, signatures={"get_forecast": ["location", "days"]})
+    m = CT1Message.build("REQ", "get_forecast", location="Paris", days=3)
+    assert ClawDense(lex).encode(m) == "?wx:f Paris 3" and ClawDense(lex).decode("?wx:f Paris 3") == m
+    block = Lexicon.from_block({"mappings": {"?wx:f": "get_forecast"}, "signatures": {"get_forecast": ["location"]}})
+    assert ClawDense(block).encode(m) == "?wx:f Paris days=3"
+    with pytest.raises(CT1Error):
+        Lexicon(signatures={"x": ["not a name"]})
+
+
+def test_compact_floats_tables_and_brace_less_payloads():
+    codec = ClawDense()
+    m = CT1Message("STATUS", None, (("progress", 0.4), ("done", 1.0), ("x", -0.25), ("big", 1e20), ("s", ".4")))
+    assert codec.encode(m) == '~ pg=.4 done=1. x=-.25 big=1e+20 s=".4"'
+    assert typed(codec.decode(codec.encode(m))) == typed(m)
+    payload = {"results": [{"title": "A b", "score": 0.9}, {"title": "C", "score": 0.8}], "total": 2}
+    m = CT1Message("RES", "web_search", (("status", "ok"),), payload)
+    assert codec.encode(m) == '<=?web:s ok\nids=[{title score} "A b" .9,C .8] total=2'
+    assert codec.decode(codec.encode(m)) == m
+    # records with different keys stay objects; an empty object keeps its braces
+    for p in ([{"a": 1}, {"b": 2}], {}, [{}, {}], [{"a": 1}]):
+        assert codec.decode(codec.encode(CT1Message("NOOP", payload=p))).payload == p
+    assert codec.decode('ok\n{"a": [1, 2]}').payload == {"a": [1, 2]}  # plain JSON still reads
+
+
+def test_multi_line_text_travels_raw_after_the_head_line():
+    codec = ClawDense()
+    code = "def f():\n    return 1\n"
+    m = CT1Message("REQ", "write_file", (("path", "a.py"), ("content", code), ("note", "x\ny")), {"size": 1})
+    dense = codec.encode(m)
+    assert dense == f"@fs:w a.py <<{len(code)} note=<<3\n{code}\nx\ny\nsize=1"
+    assert codec.decode(dense) == m
+    assert codec.encode(CT1Message("REQ", "x", (("a", "<<3"),))) == ':x a="<<3"'
+    with pytest.raises(CT1Error, match="cut short"):
+        codec.decode("@fs:w a.py <<50\nshort")
+    with pytest.raises(CT1Error, match="array"):
+        codec.decode("@fs:w a.py c=[<<1]\nx")

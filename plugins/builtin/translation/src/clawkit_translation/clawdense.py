@@ -57,12 +57,12 @@ SUB_NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 DEFAULT_OPCODES: dict[str, str] = {
     "web_search": "?web:s", "web_fetch": "?web:f", "http_request": "?net:h",
     "read_file": "@fs:r", "write_file": "@fs:w", "edit_file": "@fs:e", "delete_file": "@fs:d",
-    "list_files": "?fs:ls", "search_files": "?fs:g", "grep": "?fs:q",
+    "list_files": "?fs:l", "search_files": "?fs:g", "grep": "?fs:f",
     "exec": "!sh:x", "run_command": "!sh:r", "run_tests": "!ci:t",
     "memory_search": "?mem:s", "memory_store": "@mem:w", "memory_get": "?mem:g", "memory_forget": "@mem:d",
     "browser_open": "@br:o", "browser_click": "@br:c", "browser_type": "@br:t", "browser_snapshot": "?br:v",
     "send_message": "@msg:s", "schedule_task": "!cron:a", "cancel_task": "!cron:d",
-    "get_weather": "?wx:g", "summarize": "?llm:s", "translate": "?llm:t", "classify": "?llm:c",
+    "get_weather": "?wx:g", "summarize": "?ai:s", "translate": "?ai:t", "classify": "?ai:c",
     "git_diff": "?git:d", "git_commit": "@git:c", "git_status": "?git:s",
     "authenticate": "!auth:l", "approve": "!auth:a", "load_skill": "?sk:l",
 }
@@ -95,6 +95,7 @@ DEFAULT_SIGNATURES: dict[str, tuple[str, ...]] = {
 }
 #: the leading parameters of the other verbs, when the head carries an opcode or hand-off
 VERB_SIGNATURES: dict[str, tuple[str, ...]] = {"RES": ("status",), "ERR": ("code",), "STATUS": ("task", "progress", "phase"), "ACK": ("task",)}
+_BLOCK_RE = re.compile(r"<<(?:0|[1-9][0-9]*)")  # a multi-line text, raw after the head line
 _SHORT_FLOAT_RE = re.compile(r"-?(?:\.[0-9]+|(?:0|[1-9][0-9]*)\.)")
 
 
@@ -237,23 +238,29 @@ class ClawDense:
         elif message.verb == "REQ":
             head = ":"
         parts = [head]
+        blocks: list[str] = []
         sig = self.signature(message.verb, message.action, coded)
         k = 0
         while k < len(sig) and k < len(params) and params[k][0] == sig[k] and params[k][1] is not FLAG:
-            written = self._value(params[k][1])
+            written = self._value(params[k][1], blocks)
             parts.append(quote("-") if written == "-" else written)  # a bare '-' ends positional values
             k += 1
         if k < len(sig) and k < len(params) and params[k][1] is FLAG:
             parts.append("-")  # a flag here would read as a positional value
         for key, value in params[k:]:
             name = self._word(key)
-            parts.append(name if value is FLAG else f"{name}={self._value(value)}")
-        text = " ".join(parts)
+            parts.append(name if value is FLAG else f"{name}={self._value(value, blocks)}")
+        text = " ".join(parts) + "".join("\n" + b for b in blocks)
         if message.payload is not NO_PAYLOAD:
             text += "\n" + self._payload(message.payload, top=True)
         return text
 
-    def _value(self, value: Any) -> str:
+    def _value(self, value: Any, blocks: list[str] | None = None) -> str:
+        # a multi-line string (code, logs, diffs) goes raw after the head line as a block
+        # of known length: no escapes, and indentation merges with the newline into tokens
+        if blocks is not None and isinstance(value, str) and "\n" in value:
+            blocks.append(value)
+            return f"<<{len(value)}"
         if isinstance(value, float):
             return self._float(value)
         if isinstance(value, tuple):
@@ -317,7 +324,7 @@ class ClawDense:
     def _text(self, value: str) -> str:
         lex = self.lexicon
         candidate = lex.shorten(value)
-        if candidate and BARE_RE.fullmatch(candidate) and same(lex.expand(candidate), value):
+        if candidate and BARE_RE.fullmatch(candidate) and not _BLOCK_RE.fullmatch(candidate) and same(lex.expand(candidate), value):
             return candidate
         return quote(value)
 
@@ -336,7 +343,7 @@ class ClawDense:
 
     def decode(self, text: str) -> CT1Message:
         lex = self.lexicon
-        line, sep, payload_text = text.partition("\n")
+        line = text.partition("\n")[0]
         head, _, args = line.partition(" ")
         m = HEAD_RE.fullmatch(head)
         if not m or head == "":
@@ -355,7 +362,7 @@ class ClawDense:
             action = m.group("raw")
         sig = self.signature(verb, action, bool(m.group("op") or m.group("sub")))
         slot = 0
-        sc = Scanner(args, reader=lex.expand)
+        sc = Scanner(args, reader=lambda token: _Block(int(token[2:])) if _BLOCK_RE.fullmatch(token) else lex.expand(token))
         sc.skip_spaces()
         while not sc.at_end():
             if slot < len(sig):
@@ -386,8 +393,20 @@ class ClawDense:
                 params.append((name, FLAG))
             if not sc.at_end() and not sc.skip_spaces():
                 raise sc.error("expected a space between parameters")
+        tail = text[len(line):]
+        for i, (name, value) in enumerate(params):
+            if isinstance(value, _Block):
+                if not tail.startswith("\n") or len(tail) <= value.length:
+                    raise CT1Error(f"parameter {name!r}: its {value.length}-character text block is cut short")
+                params[i] = (name, tail[1:value.length + 1])
+                tail = tail[value.length + 1:]
+            elif isinstance(value, tuple) and _has_block(value):
+                raise CT1Error(f"parameter {name!r}: a text block cannot be an array element")
         payload: Any = NO_PAYLOAD
-        if sep:
+        if tail:
+            if not tail.startswith("\n"):
+                raise CT1Error("expected a newline before the payload")
+            payload_text = tail[1:]
             try:
                 payload = self._read_payload(payload_text)
             except CT1Error as dense_error:
@@ -396,6 +415,17 @@ class ClawDense:
                 except json.JSONDecodeError:
                     raise CT1Error(f"payload: {dense_error}") from None
         return CT1Message(verb, action, tuple(params), payload)
+
+
+class _Block:
+    """A ``<<N`` reference in the head line: the next N characters after it are the value."""
+
+    def __init__(self, length: int):
+        self.length = length
+
+
+def _has_block(values: tuple) -> bool:
+    return any(isinstance(v, _Block) or (isinstance(v, tuple) and _has_block(v)) for v in values)
 
 
 def _keyword_ahead(text: str, pos: int) -> bool:
