@@ -1,0 +1,280 @@
+"""The directives' implementation: config, session state, the hook bodies and ``/think``.
+
+:mod:`clawkit_directives` (the entry point) holds only thin hookimpls that import this
+module on first call, so ``clawkit --help`` loads no pydantic or clawkit.prompt.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import math
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from clawkit.prompt import PromptContributor, PromptSection
+
+from .parse import VALUES, Parsed, parse
+
+__all__ = ["DirectivesConfig", "ThinkContributor", "effective", "elevated_until", "parse", "session_directives"]
+
+log = logging.getLogger("clawkit.directives")
+
+STATE_KEY = "directives"
+META_KEY = "directives"
+ELEVATED_KEY = "elevated_until"
+THINK_TEXT = {
+    "minimal": "Answer directly; think only as much as the task strictly needs.",
+    "low": "Think briefly before answering: check the key assumption, then answer.",
+    "medium": "Think step by step before answering: work out the approach, check it, then answer.",
+    "high": ("Think carefully and thoroughly before answering: consider alternatives, check each step and edge case, "
+             "verify the result, and only then answer."),
+}
+
+
+class DirectivesConfig(BaseModel):
+    """``plugins.directives`` in the agent YAML."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allow_elevated: bool = Field(False, description="permit /elevated on (a time-limited grant the policy plugins read)")
+    elevated_minutes: float = Field(30.0, gt=0, le=24 * 60, description="how long /elevated on lasts")
+    reasoning_models: list[str] = Field(
+        default_factory=lambda: ["o1*", "o3*", "o4*", "gpt-5*", "*claude-3-7*", "*claude-sonnet-4*", "*claude-opus-4*",
+                                 "*claude-4*", "*deepseek-r1*", "*deepseek-reasoner*", "*gemini-2.5*", "*grok-3-mini*", "*qwq*"],
+        description="model-name globs (matched with and without the provider prefix) that accept reasoning_effort")
+    verbose_max_chars: int = Field(2000, ge=100, description="longest tool result shown with /verbose full")
+
+
+def register_config(register):
+    register("directives", DirectivesConfig)
+
+
+def _config(ctx: Any) -> DirectivesConfig:
+    cfg = ctx.plugin_config("directives") if ctx is not None else None
+    if cfg is None:
+        return DirectivesConfig()
+    if isinstance(cfg, dict):
+        return DirectivesConfig(**{k: v for k, v in cfg.items() if k != "enabled"})
+    return cfg
+
+
+# --- session state, read defensively ----------------------------------------------------
+
+
+def session_directives(session: Any) -> dict[str, str]:
+    """The session's persisted directives; anything corrupted is dropped (and logged)."""
+    try:
+        raw = session.get(META_KEY)
+    except Exception as exc:
+        log.warning("session %s: unreadable metadata (%r); directives off", getattr(session, "id", "?"), exc)
+        return {}
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        log.warning("session %s: corrupted directives %r; using defaults", session.id, raw)
+        return {}
+    good = {k: v for k, v in raw.items() if k in ("think", "verbose") and isinstance(v, str) and v in VALUES[k] and v != "off"}
+    if len(good) != len(raw):
+        log.warning("session %s: ignoring invalid directives %r", session.id, {k: v for k, v in raw.items() if k not in good})
+    return good
+
+
+def elevated_until(session: Any) -> float | None:
+    """When the session's elevation ends (epoch seconds), or None. Corrupted values are removed (fail closed)."""
+    try:
+        raw = session.get(ELEVATED_KEY)
+    except Exception:
+        return None
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
+        log.warning("session %s: corrupted %s=%r; treating as not elevated", session.id, ELEVATED_KEY, raw)
+        _clear_elevated(session)
+        return None
+    return float(raw) if raw > time.time() else None
+
+
+def _clear_elevated(session: Any) -> None:
+    try:
+        if ELEVATED_KEY in session.metadata:
+            session.metadata.pop(ELEVATED_KEY)
+            session.store.save_metadata(session.id, session.metadata)
+    except Exception as exc:
+        log.warning("session %s: could not clear %s: %r", session.id, ELEVATED_KEY, exc)
+
+
+def effective(state: dict[str, Any] | None, session: Any) -> dict[str, str]:
+    """Directives in force for this turn: the turn's own (set by message_received) or the session's."""
+    if state is not None and isinstance(state.get(STATE_KEY), dict):
+        return state[STATE_KEY]
+    return session_directives(session) if session is not None else {}
+
+
+# --- message_received ---------------------------------------------------------------------
+
+
+def _change(ctx: Any, name: str, value: str, previous: str, scope: str, accepted: bool = True, **extra: Any) -> None:
+    ctx.emit("directive.change", directive=name, value=value, previous=previous, scope=scope, accepted=accepted, **extra)
+
+
+def _elevate(ctx: Any, cfg: DirectivesConfig, value: str) -> str:
+    until = elevated_until(ctx.session)
+    previous = "on" if until else "off"
+    if value == "on":
+        if not cfg.allow_elevated:
+            _change(ctx, "elevated", "on", previous, "session", accepted=False, reason="not permitted by the agent config")
+            return "Elevated mode is not permitted for this agent (plugins.directives.allow_elevated is false)."
+        new_until = time.time() + cfg.elevated_minutes * 60
+        ctx.session.set(ELEVATED_KEY, new_until)
+        _change(ctx, "elevated", "on", previous, "session", until=new_until, minutes=cfg.elevated_minutes)
+        return (f"Elevated mode on for {cfg.elevated_minutes:g} minutes (until {time.strftime('%H:%M', time.localtime(new_until))}). "
+                "It relaxes policy for tools this agent already has; it never adds a tool.")
+    _clear_elevated(ctx.session)
+    _change(ctx, "elevated", "off", previous, "session")
+    return "Elevated mode off."
+
+
+def status_text(ctx: Any, cfg: DirectivesConfig, turn: dict[str, str] | None = None) -> str:
+    turn = turn if turn is not None else session_directives(ctx.session)
+    until = elevated_until(ctx.session)
+    if until:
+        elevated = f"on ({max(1, round((until - time.time()) / 60))} min left)"
+    else:
+        elevated = "off" if cfg.allow_elevated else "off (not permitted for this agent)"
+    return "\n".join([
+        "Active directives:",
+        f"- think: {turn.get('think', 'off')}",
+        f"- verbose: {turn.get('verbose', 'off')}",
+        f"- elevated: {elevated}",
+    ])
+
+
+def message_received(ctx, message):
+    """Strip directives; persist a directive-only message's settings and answer it."""
+    parsed: Parsed = parse(message.content)
+    persisted = session_directives(ctx.session)
+    if not parsed.directives:
+        ctx.state[STATE_KEY] = persisted
+        return None
+    cfg = _config(ctx)
+    session_scope = parsed.only_directives
+    turn = dict(persisted)
+    settings: list[str] = []
+    notes: list[str] = []
+    show_status = False
+    for name, value in parsed.directives:
+        if name == "status":
+            show_status = True
+        elif name == "elevated":
+            notes.append(_elevate(ctx, cfg, value))
+        else:
+            previous = turn.get(name, "off")
+            turn[name] = value
+            if session_scope and value == "off":
+                persisted.pop(name, None)
+            elif session_scope:
+                persisted[name] = value
+            _change(ctx, name, value, previous, "session" if session_scope else "turn")
+            settings.append(f"{name} {value}")
+    ctx.state[STATE_KEY] = {k: v for k, v in turn.items() if v != "off"}
+    if session_scope:
+        if settings:
+            ctx.session.set(META_KEY, persisted)
+        lines = (["Set for this session: " + ", ".join(settings) + "."] if settings else []) + notes
+        if show_status:
+            lines.append(status_text(ctx, cfg, ctx.state[STATE_KEY]))
+        ctx.state["reply"] = "\n".join(lines)
+    message.content = parsed.text
+    return parsed.text
+
+
+# --- /think --------------------------------------------------------------------------------
+
+
+def supports_reasoning(model: str, patterns: list[str]) -> bool:
+    name = model.lower()
+    short = name.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(name, p.lower()) or fnmatch.fnmatchcase(short, p.lower()) for p in patterns)
+
+
+def before_llm_call(ctx, request):
+    """Set the provider's reasoning effort for /think, where the model accepts it."""
+    level = effective(ctx.state, ctx.session).get("think")
+    if not level or level == "off":
+        return None
+    if supports_reasoning(request.model, _config(ctx).reasoning_models):
+        # "minimal" is a gpt-5 effort; older reasoning models take low/medium/high
+        request.reasoning_effort = "low" if level == "minimal" and "gpt-5" not in request.model else level
+        request.metadata["directives.think"] = level
+    return None
+
+
+class ThinkContributor(PromptContributor):
+    """The reasoning instruction for the active /think level."""
+
+    id = "directives.think"
+    priority = 60
+
+    def should_contribute(self, ctx) -> bool:
+        return effective(ctx.state, ctx.session).get("think", "off") != "off"
+
+    def contribute(self, ctx):
+        level = effective(ctx.state, ctx.session).get("think", "medium")
+        return PromptSection("Reasoning", THINK_TEXT.get(level, THINK_TEXT["medium"]))
+
+
+def register_prompt_contributor(register, agent):
+    register(ThinkContributor())
+
+
+# --- /verbose ------------------------------------------------------------------------------
+
+
+def _new_usage(ctx: Any) -> list[tuple[int, str, int, int]]:
+    """Usage rows of this run not reported yet (the kernel records one per model call)."""
+    last = ctx.state.get("directives.usage_seen", 0)
+    try:
+        rows = ctx.session.store.conn.execute(
+            "SELECT id, model, prompt_tokens, completion_tokens FROM usage WHERE session_id = ? AND run_id = ? AND id > ? ORDER BY id",
+            (ctx.session.id, ctx.run_id, last),
+        ).fetchall()
+    except Exception as exc:
+        log.warning("cannot read token usage: %r", exc)
+        return []
+    if rows:
+        ctx.state["directives.usage_seen"] = rows[-1][0]
+    return rows
+
+
+def _usage_line(rows: list[tuple[int, str, int, int]]) -> str:
+    return "; ".join(f"tokens: {p:,} in / {c:,} out ({m})" for _, m, p, c in rows)
+
+
+def message_sending(ctx, outbound):
+    """Show tool calls (and with ``full`` their results) and token usage for /verbose."""
+    level = effective(ctx.state, ctx.session).get("verbose", "off")
+    if level not in ("on", "full"):
+        return None
+    if outbound.kind == "tool_call_display":
+        call = outbound.metadata.get("call")
+        text = f"tool call: {call.name}({json.dumps(call.arguments, default=str)})" if call is not None else outbound.content
+        usage = _usage_line(_new_usage(ctx))
+        outbound.cancelled = False
+        return text + (f"\n[{usage}]" if usage else "")
+    if outbound.kind == "tool_result_display" and level == "full":
+        cap = _config(ctx).verbose_max_chars
+        text = outbound.content
+        if len(text) > cap:
+            text = text[:cap] + f"\n[... {len(text) - cap:,} more characters not shown]"
+        outbound.cancelled = False
+        result = outbound.metadata.get("result")
+        return f"tool result{' (error)' if result is not None and result.is_error else ''}:\n{text}"
+    if outbound.kind == "final_reply":
+        usage = _usage_line(_new_usage(ctx))
+        if usage:
+            return outbound.content + f"\n\n[{usage}]"
+    return None
