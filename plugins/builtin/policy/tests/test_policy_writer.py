@@ -1,0 +1,105 @@
+"""The audit writer off the gate path: when records are committed, what they contain, and the
+per-turn caches of the gate (real paths, approvals) staying correct."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sqlite3
+import time
+
+import clawkit_policy
+import clawkit_tools
+from clawkit.testing import ScriptedReply, call
+from clawkit_policy import AuditLedger, ledger_for
+from clawkit_policy.gate import prepare
+from clawkit_policy.writer import MAX_DELAY, LedgerWriter
+
+PLUGINS = (clawkit_tools, clawkit_policy)
+redact_mod = importlib.import_module("clawkit_policy.redact")
+
+
+def writer_for(path):
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    return conn, LedgerWriter(conn, str(path), prepare([]))
+
+
+def count(path):
+    with sqlite3.connect(path) as other:
+        return other.execute("SELECT count(*) FROM policy_audit").fetchone()[0]
+
+
+def test_records_are_committed_without_a_kick_within_the_max_delay(tmp_path):
+    """A long-running tool must not keep its decision record in memory: the timer writes it."""
+    conn, writer = writer_for(tmp_path / "a.db")
+    writer.submit("decision", {"tool": "shell_exec", "decision": "allow"})
+    deadline = time.monotonic() + 20 * MAX_DELAY
+    while count(tmp_path / "a.db") == 0 and time.monotonic() < deadline:
+        time.sleep(MAX_DELAY / 5)
+    assert count(tmp_path / "a.db") == 1
+
+
+def test_flush_commits_everything_before_it_in_order_and_the_chain_verifies(tmp_path):
+    conn, writer = writer_for(tmp_path / "a.db")
+    for i in range(600):  # more than one BATCH: some are written by size, the rest by the flush
+        writer.submit("event", {"decision": f"e{i}", "data": {"i": i}})
+        if i == 300:
+            writer.kick()
+    writer.flush()
+    ledger = AuditLedger(conn)
+    assert [r["decision"] for r in ledger.records()] == [f"e{i}" for i in range(600)]
+    assert ledger.verify().ok
+
+
+def test_records_are_screened_then_redacted_structurally(tmp_path, monkeypatch):
+    monkeypatch.setenv("ODD_TOKEN", 'ab"cd\\ef-123')  # JSON escapes it: the screen must still see it
+    redact_mod.refresh()
+    try:
+        conn, writer = writer_for(tmp_path / "a.db")
+        writer.submit("decision", {"arguments": {"command": 'echo ab"cd\\ef-123'}, "reason": "plain", "data": {"n": 1}})
+        writer.submit("decision", {"arguments": {"path": "notes/today.md"}, "requested": {"paths": ["/w/notes"]}})
+        writer.submit("decision", {"arguments": {"password": "hunter2", "Cookie": "c=1"}})
+        writer.submit("execution", {"content": "x" * 5000, "status": "ok"})
+        writer.flush()
+        rows = AuditLedger(conn).records()
+    finally:
+        redact_mod.refresh()
+    dump = repr(rows)
+    assert "ab\"cd" not in dump and 'ab\\"cd' not in dump and "hunter2" not in dump
+    assert rows[0]["arguments"] == {"command": "echo [REDACTED]"}
+    assert rows[1]["arguments"] == {"path": "notes/today.md"} and rows[1]["requested"] == {"paths": ["/w/notes"]}
+    assert rows[2]["arguments"] == {"password": "[REDACTED]", "Cookie": "[REDACTED]"}
+    assert rows[3]["data"]["result_chars"] == 5000 and len(rows[3]["data"]["result_sha256"]) == 64
+    stored = conn.execute("SELECT arguments FROM policy_audit WHERE seq = 2").fetchone()[0]
+    assert stored == json.dumps({"path": "notes/today.md"}, separators=(",", ":"))  # canonical text, stored once
+    assert AuditLedger(conn).verify().ok
+
+
+def test_a_symlink_made_by_a_tool_is_seen_by_the_next_gate(build_agent, workspace, tmp_path):
+    """Real paths are cached for the turn, but only until a tool that may change the disk has run."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("top secret")
+
+    class Approver:
+        def __init__(self):
+            self.asked = []
+
+        def __call__(self, call, reason, ctx):
+            self.asked.append((call.name, reason))
+            return call.name == "shell_exec"  # the shell command yes, the widened read no
+
+    approver = Approver()
+    agent = build_agent([ScriptedReply.calls(call("read_file", path="link/secret.txt")),
+                         ScriptedReply.calls(call("shell_exec", command=f"ln -s {outside} link")),
+                         ScriptedReply.calls(call("read_file", path="link/secret.txt")), "ok"],
+                        plugins=PLUGINS, tools=["*"], approver=approver)
+    res = agent.run("go")
+    results = [m.content for m in agent.store.messages(res.session_id) if m.role == "tool"]
+    assert (workspace / "link").is_symlink()
+    assert "top secret" not in results[2]
+    assert [name for name, _ in approver.asked] == ["shell_exec", "read_file"]
+    assert "beyond its scope" in approver.asked[1][1]
+    decisions = [r["decision"] for r in ledger_for(agent.store).records(tool="read_file", kind="decision")]
+    assert decisions == ["allow", "require_approval"]
