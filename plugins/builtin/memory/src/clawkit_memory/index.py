@@ -13,13 +13,15 @@ import re
 import sqlite3 as stdlib_sqlite
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
 from . import db as mdb
+from .binary import BinaryPrefilter
 from .chunking import Chunk, chunk_markdown, chunk_turn, finished_turns
 from .config import ChunkingConfig
 
@@ -77,6 +79,7 @@ class MemoryIndex:
         self._provider = provider
         self.counters = {"embedded": 0, "cached": 0, "files_indexed": 0, "files_unchanged": 0}
         self.generation = 0  # bumped on every write: search caches key on it
+        self.binary = BinaryPrefilter()  # in-memory bit vectors for the Hamming prefilter, kept in step
         self._query_cache: dict[str, np.ndarray] = {}
 
     # --- embeddings --------------------------------------------------------------------
@@ -97,8 +100,8 @@ class MemoryIndex:
         if stored == self.model and mdb.has_vectors(self.conn):
             return
         dims = int(self.provider.dimensions)
-        with self.conn:
-            self.conn.execute("BEGIN")
+        self.binary.invalidate()
+        with self.transaction():
             if mdb.has_vectors(self.conn):
                 self.conn.execute("DROP TABLE memory_vec")
             mdb.create_vectors(self.conn, dims)
@@ -108,8 +111,7 @@ class MemoryIndex:
                                  "COALESCE(heading || char(10), '') || text AS embed FROM memory_chunks)").fetchall()
         if rows:  # re-embed (or take from the cache) everything under the new model
             vecs = self.vectors_for([r[3] for r in rows], [r[2] for r in rows])
-            with self.conn:
-                self.conn.execute("BEGIN")
+            with self.transaction():
                 self._insert_vectors([(r[0], r[1]) for r in rows], vecs)
 
     def vectors_for(self, texts: list[str], hashes: list[str], report: IndexReport | None = None) -> np.ndarray:
@@ -172,11 +174,26 @@ class MemoryIndex:
 
     # --- writing chunks ----------------------------------------------------------------
 
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction under the index lock; bumps ``generation`` when it commits.
+        A rolled-back write drops the in-memory prefilter (reloaded on the next search)."""
+        with self.lock:
+            try:
+                with self.conn:
+                    self.conn.execute("BEGIN")
+                    yield
+            except BaseException:
+                self.binary.invalidate()
+                raise
+            self.generation += 1
+
     def _insert_vectors(self, ids_parts: list[tuple[int, str]], vecs: np.ndarray) -> None:
         self.conn.executemany(
             "INSERT INTO memory_vec (rowid, partition, embedding, coarse) VALUES (?, ?, ?, vec_quantize_binary(?))",
             [(i, p, v.tobytes(), v.tobytes()) for (i, p), v in zip(ids_parts, vecs)],
         )
+        self.binary.add([i for i, _ in ids_parts], [p for _, p in ids_parts], vecs)
 
     def _delete_chunks(self, where: str, args: tuple) -> int:
         ids = [r[0] for r in self.conn.execute(f"SELECT id FROM memory_chunks WHERE {where}", args)]
@@ -187,6 +204,7 @@ class MemoryIndex:
             if mdb.has_vectors(self.conn):
                 self.conn.execute(f"DELETE FROM memory_vec WHERE rowid IN ({marks})", part)
             self.conn.execute(f"DELETE FROM memory_chunks WHERE id IN ({marks})", part)
+        self.binary.remove(ids)
         return len(ids)
 
     def replace_chunks(self, partition: str, kind: str, path: str, chunks: list[Chunk], *, created: float | list[float],
@@ -200,8 +218,7 @@ class MemoryIndex:
         vecs = self.vectors_for(texts, hashes, report) if chunks else None
         with self.lock:
             self._ensure_vectors()
-            with self.conn:
-                self.conn.execute("BEGIN")
+            with self.transaction():
                 self._delete_chunks("partition = ? AND path = ?", (partition, path))
                 ids = []
                 for c, h, t in zip(chunks, hashes, times):
@@ -216,7 +233,6 @@ class MemoryIndex:
                                       (cur.lastrowid, c.text, c.heading, path))
                 if chunks:
                     self._insert_vectors([(i, partition) for i in ids], vecs)
-            self.generation += 1
         if report is not None:
             report.chunks += len(chunks)
 
@@ -300,11 +316,9 @@ class MemoryIndex:
                 st = f.stat()
             except FileNotFoundError:
                 if key in known:
-                    with self.lock, self.conn:
-                        self.conn.execute("BEGIN")
+                    with self.transaction():
                         self._delete_chunks("partition = ? AND path = ?", (partition, key))
                         self.conn.execute("DELETE FROM memory_sources WHERE partition = ? AND path = ?", (partition, key))
-                        self.generation += 1
                     report.removed += 1
                 continue
             if key in known and known[key][:2] == (st.st_mtime, st.st_size):
@@ -375,8 +389,7 @@ class MemoryIndex:
         stay forgotten when the session grows. Returns the number of chunks removed.
         """
         removed = 0
-        with self.lock, self.conn:
-            self.conn.execute("BEGIN")
+        with self.transaction():
             if path is not None:
                 key = self.rel(self.abs(path)) if not path.startswith("session:") else path
                 pattern = key if any(c in key for c in "*?[") else None
@@ -391,7 +404,6 @@ class MemoryIndex:
                                   " AND kind = 'file' AND mtime < ?", (partition, cutoff))
                 self.conn.execute("UPDATE memory_sources SET forgotten_before = MAX(COALESCE(forgotten_before, 0), ?)"
                                   " WHERE partition = ? AND kind = 'episode'", (cutoff, partition))
-            self.generation += 1
         return removed
 
     def stats(self) -> dict[str, Any]:
