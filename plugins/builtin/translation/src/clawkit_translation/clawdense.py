@@ -1,18 +1,23 @@
 """ClawDense: the compact, lossless transport encoding of CT/1 messages.
 
-A message is one head token, then its parameters, then (optionally) a newline and
-the payload, written as a dense value (objects ``{key=value key2=[a,b]}``, strings
-bare where they read back as themselves; raw JSON is accepted when reading)::
+A message is one head token, then its parameters, then (optionally) raw text blocks
+and a newline with the payload, written as a dense value (objects ``{key=value
+key2=[a,b]}``, the top-level one without braces; arrays of same-key records as
+tables ``[{k1 k2} a 1,b 2]``; strings bare where they read back as themselves; raw
+JSON is accepted when reading)::
 
-    ?web:s q="nodejs vuln" n=5          CT/1 REQ web_search q="nodejs vuln" limit=5
+    ?web:s "nodejs vuln" 5              CT/1 REQ web_search query="nodejs vuln" limit=5
     !! code=timeout t=web_search        CT/1 ERR code=timeout tool=web_search
-    >>$sub(researcher) goal="…"         CT/1 TASK subagent agent=researcher goal="…"
+    >>$sub(researcher) t42 "…"          CT/1 TASK subagent agent=researcher task=t42 goal="…"
 
 The head is a verb sigil (REQ none, RES ``<=``, TASK ``>>``, STATUS ``~``, NOOP
 ``.``, ERR ``!!``, ACK ``ok``, MULTI ``[]``) followed by an action code: an opcode
 (``?`` query, ``@`` effect, ``!`` auth/trigger), ``$sub(name)`` for a sub-agent
 hand-off, ``:action`` for an action without an opcode, or nothing. A request with
-no action is written ``:``.
+no action is written ``:``. After an opcode or hand-off head, parameters that
+follow the action's signature are written by position (values only; ``-`` ends
+them before a flag). ``0.4`` is ``.4``; a string with newlines is ``<<N``, its N
+characters raw after the head line.
 
 A :class:`Lexicon` abbreviates parameter names, flags, bare word values and path
 prefixes. Every abbreviation is checked by reading it back: a value that would
@@ -85,7 +90,7 @@ DEFAULT_SIGNATURES: dict[str, tuple[str, ...]] = {
     "web_search": ("query", "limit"), "web_fetch": ("url",), "http_request": ("url",),
     "read_file": ("path", "offset", "limit"), "write_file": ("path", "content"), "edit_file": ("path", "old", "new"),
     "delete_file": ("path",), "list_files": ("path",), "search_files": ("pattern", "path"), "grep": ("pattern", "path"),
-    "exec": ("command", "timeout"), "run_command": ("command", "timeout"), "run_tests": ("path",),
+    "exec": ("command", "cwd", "timeout"), "run_command": ("command", "cwd", "timeout"), "run_tests": ("path",),
     "memory_search": ("query", "limit"), "memory_store": ("key", "value"), "memory_get": ("key",), "memory_forget": ("key",),
     "browser_open": ("url",), "browser_click": ("selector",), "browser_type": ("selector", "text"),
     "send_message": ("agent", "message"), "schedule_task": ("command", "cron"), "cancel_task": ("task",),

@@ -2,14 +2,12 @@
 
 :data:`CORPUS` is a set of realistic inter-agent messages (an orchestrator and its
 research, coder, browser and memory sub-agents: requests, results with payloads,
-status, errors, acks, hand-offs). Encodings come from the files litellm bundles,
-so this works offline.
+status, errors, acks, hand-offs). Encodings come from the files litellm bundles
+(found by :mod:`clawkit.tokens`), so this works offline.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
@@ -98,21 +96,32 @@ def corpus() -> list[CT1Message]:
     return out
 
 
-def _tokenizer_dir() -> Path | None:
-    spec = importlib.util.find_spec("litellm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "litellm_core_utils" / "tokenizers"
-    return path if path.is_dir() else None
+def encoding(name: str = "cl100k_base") -> Any:
+    """A tiktoken encoding, loaded offline through :mod:`clawkit.tokens` (litellm's bundled files).
+
+    Raises ``LookupError`` when only a character estimate is available: a savings
+    figure must come from the real tokenizer.
+    """
+    from clawkit.tokens import get_counter
+
+    if name not in ("cl100k_base", "o200k_base"):  # the two clawkit.tokens bundles; others from litellm's folder
+        return _other_encoding(name)
+    counter = get_counter(encoding=name)
+    if not counter.exact:
+        raise LookupError(f"tiktoken encoding {name} is not available offline: {counter.reason}")
+    return counter.encoding
 
 
 @lru_cache(maxsize=4)
-def encoding(name: str = "cl100k_base") -> Any:
-    """A tiktoken encoding loaded offline from litellm's bundled files."""
-    if not os.environ.get("TIKTOKEN_CACHE_DIR"):
-        d = os.environ.get("CUSTOM_TIKTOKEN_CACHE_DIR") or _tokenizer_dir()
-        if d:
-            os.environ["TIKTOKEN_CACHE_DIR"] = str(d)
+def _other_encoding(name: str) -> Any:
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("litellm")
+    folder = Path(list(spec.submodule_search_locations)[0]) / "litellm_core_utils" / "tokenizers" if spec and spec.submodule_search_locations else None
+    if folder is None or not folder.is_dir():
+        raise LookupError(f"tiktoken encoding {name} is not available offline")
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(folder))
     import tiktoken
 
     return tiktoken.get_encoding(name)
