@@ -37,6 +37,7 @@ MAX_CHARS_PER_TOKEN = 8  # no encoding here packs more on ordinary text: prefixe
 _URLS = {
     "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
     "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+    "p50k_base": "https://openaipublic.blob.core.windows.net/encodings/p50k_base.tiktoken",
 }
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")
 _SPLIT_AT = re.compile(r"\s\S")
