@@ -6,7 +6,6 @@ Exit codes: 0 success, 2 bad input or configuration, 1 runtime failure.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Any, Callable, Sequence
 
@@ -104,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     parser = build_parser(pm)
     args = parser.parse_args(argv)
+    import logging  # after parsing: --help never pays for it
+
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(name)s: %(message)s")
     if not getattr(args, "handler", None):
         parser.print_help()

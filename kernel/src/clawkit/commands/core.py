@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -126,6 +125,8 @@ def cmd_chat(args) -> int:
     session_id = agent.session(args.session).id
     if interactive:
         print(f"clawkit chat — agent {agent.config.name}, session {session_id}. {CHAT_HELP}")
+
+    import asyncio
 
     async def loop() -> None:
         nonlocal session_id

@@ -1,31 +1,26 @@
 """clawkit-hello: the smallest useful clawkit plugin (see docs/writing-a-plugin.md).
 
 It shows the four things most plugins do: add a config section, a tool, a
-prompt section, and a touch on outgoing replies — plus a CLI command.
+prompt section, and a touch on outgoing replies — plus a CLI command. Heavier
+imports (pydantic, the config model) happen inside the hooks: ``clawkit --help``
+imports every plugin, so a plugin module should cost next to nothing to import.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
-
 from clawkit import hookimpl
 
 
-class HelloConfig(BaseModel):
-    """``plugins: {hello: {...}}`` in the agent YAML."""
+def _config(agent):
+    from .config import HelloConfig
 
-    model_config = {"extra": "forbid"}
-
-    greeting: str = Field("Hello", description="word used to greet")
-    signature: str = Field("", description="appended to every final reply when set")
-
-
-def _config(agent) -> HelloConfig:
     return agent.plugin("hello") or HelloConfig()
 
 
 @hookimpl
 def register_config(register):
+    from .config import HelloConfig
+
     register("hello", HelloConfig)
 
 
