@@ -55,6 +55,8 @@ class SearchConfig(BaseModel):
     min_should_match: float = Field(0.5, ge=0, le=1, description="in hybrid search, the fraction of the query's words "
                                     "a BM25 hit must contain to take part in the fusion (0 = any word)")
     candidates: int = Field(50, gt=0, description="candidates taken from each of BM25 and KNN before fusion")
+    bm25_max_postings: int = Field(20_000, ge=0, description="BM25 drops a query's most common words (rarest kept "
+                                   "first) once their document counts add up to more than this (0 = never)")
     quantize_above: int = Field(20_000, ge=0, description="chunk count above which KNN uses the binary prefilter")
     oversample: int = Field(10, gt=0, description="binary-prefilter candidates per wanted result")
     mmr: bool = False

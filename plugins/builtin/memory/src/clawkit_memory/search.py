@@ -117,13 +117,17 @@ def filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), args
 
 
-def fts_query(text: str) -> str | None:
-    """A safe FTS5 query: the query's words OR-ed (stop words dropped), BM25 ranks them."""
+def fts_words(text: str) -> list[str]:
+    """The query's distinct words, lower-cased, stop words dropped (all words if only stop words)."""
     words = [w.lower() for w in _WORD.findall(text)]
     keep = [w for w in words if w not in STOPWORDS] or words
-    if not keep:
-        return None
-    return " OR ".join(f'"{w}"' for w in dict.fromkeys(keep))
+    return list(dict.fromkeys(keep))
+
+
+def fts_query(text: str, words: list[str] | None = None) -> str | None:
+    """A safe FTS5 query: the query's words (or ``words``) OR-ed, each a quoted phrase."""
+    words = fts_words(text) if words is None else words
+    return " OR ".join(f'"{w}"' for w in words) if words else None
 
 
 class Searcher:
@@ -134,6 +138,7 @@ class Searcher:
         self.config = config or SearchConfig()
         self._counts: dict[tuple | None, int] = {}
         self._counts_version: tuple | None = None
+        self._vocab_ready = False
 
     def _count(self, partitions: list[str] | None) -> int:
         """Chunks in ``partitions`` (all chunks for None), cached until the database changes."""
@@ -150,6 +155,40 @@ class Searcher:
                 args = tuple(partitions)
             self._counts[key] = conn.execute(sql, args).fetchone()[0]
         return self._counts[key]
+
+    def _affordable(self, words: list[str]) -> list[str]:
+        """The query words BM25 can score within ``bm25_max_postings``: FTS5 scores every chunk
+        that contains any word, so a common word makes an OR query slow while adding little
+        (its IDF is low). Words are kept rarest first while their document counts fit the
+        budget; the rarest always stays. Words are stemmed by FTS5 itself (a scratch table
+        with the same tokenizer), their counts read from ``fts5vocab``."""
+        budget = self.config.bm25_max_postings
+        if not budget or len(words) < 2 or self._count(None) * len(words) <= budget:
+            return words
+        conn = self.index.conn
+        if not self._vocab_ready:
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_fts_vocab USING fts5vocab(main, memory_fts, row)")
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_qtok USING fts5(w, tokenize = 'porter unicode61')")
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memory_qtok_i USING fts5vocab(temp, memory_qtok, instance)")
+            self._vocab_ready = True
+        conn.executemany("INSERT INTO temp.memory_qtok (rowid, w) VALUES (?, ?)", list(enumerate(words)))
+        stems: dict[int, list[str]] = {}
+        for i, term in conn.execute("SELECT doc, term FROM temp.memory_qtok_i"):
+            stems.setdefault(i, []).append(term)
+        conn.execute("DELETE FROM temp.memory_qtok")
+        terms = sorted({t for ts in stems.values() for t in ts})
+        df = dict(conn.execute(f"SELECT term, doc FROM temp.memory_fts_vocab WHERE term IN ({','.join('?' * len(terms))})",
+                               terms).fetchall()) if terms else {}
+        cost = {i: sum(df.get(t, 0) for t in stems.get(i, [])) for i in range(len(words))}
+        if sum(cost.values()) <= budget:
+            return words
+        keep, spent = set(), 0
+        for i in sorted(cost, key=lambda i: (cost[i], i)):
+            if keep and spent + cost[i] > budget:
+                break
+            keep.add(i)
+            spent += cost[i]
+        return [w for i, w in enumerate(words) if i in keep]
 
     def _bm25_ids(self, q: str, partitions: list[str], where: str, args: list[Any], n: int) -> list[int]:
         """Top ``n`` chunk ids by BM25. When the partitions hold most of the index and there is
@@ -179,10 +218,10 @@ class Searcher:
                     min_should_match: float = 0.0) -> list[int]:
         """BM25 ranking over the query's words OR-ed; with ``min_should_match`` a chunk must
         contain at least that fraction of the words to stay in the list."""
-        q = fts_query(query)
-        if q is None:
+        words = fts_words(query)
+        if not words:
             return []
-        ids = self._bm25_ids(q, partitions, where, args, n)
+        ids = self._bm25_ids(fts_query(query, self._affordable(words)), partitions, where, args, n)
         terms = query_terms(query)
         if min_should_match <= 0 or len(terms) < 2 or not ids:
             return ids
@@ -330,4 +369,4 @@ def format_hits(hits: list[Hit], max_chars: int = 700) -> str:
     return "\n\n".join(out)
 
 
-__all__ = ["Hit", "Searcher", "FilterError", "filter_sql", "fts_query", "format_hits"]
+__all__ = ["Hit", "Searcher", "FilterError", "filter_sql", "fts_query", "fts_words", "format_hits"]
