@@ -233,7 +233,7 @@ def _approval(turn: Turn, p: Pending, data: dict[str, Any], ids: dict[str, Any],
     p.started = time.time()
     cfg = turn.cfg
     if p.asked and p.risk.value == "guarded":
-        turn.state.add_approval(ids["session_id"], approval_key(cfg, p.call), p.call.name, by, cfg.approval_ttl)
+        turn.add_approval(ids["session_id"], approval_key(cfg, p.call), p.call.name, by, cfg.approval_ttl)
     if p.step_grant and cfg.step_grant_scope != "step":
         new = Grant(tools=[p.call.name], paths=p.step_grant["paths"], hosts=p.step_grant["hosts"],
                     reason=f"approved by {by}")

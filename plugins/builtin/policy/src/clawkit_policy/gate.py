@@ -70,14 +70,19 @@ class Turn:
         self._paths.clear()
 
     def approval(self, session_id: str, key: str, now: float) -> dict[str, Any] | None:
-        """A still-valid stored approval of ``key``; one found is remembered for the turn (until it expires)."""
-        found = self._approvals.get((session_id, key))
-        if found is not None and found["expires"] > now:
-            return found
-        found = self.state.approval(session_id, key)
-        if found is not None:
-            self._approvals[(session_id, key)] = found
+        """A still-valid stored approval of ``key``. What was found is remembered for the turn (an approval
+        until it expires; its absence until :meth:`add_approval` — at worst the user is asked again)."""
+        if (session_id, key) in self._approvals:
+            found = self._approvals[(session_id, key)]
+            if found is None or found["expires"] > now:
+                return found
+        found = self._approvals[(session_id, key)] = self.state.approval(session_id, key)
         return found
+
+    def add_approval(self, session_id: str, key: str, tool: str, by: str, ttl: float) -> None:
+        """Store an approval (and forget what this turn remembered about ``key``)."""
+        self.state.add_approval(session_id, key, tool, by, ttl)
+        self._approvals.pop((session_id, key), None)
 
     def all_grants(self) -> list[Grant]:
         return self.grants + self.run_grants
