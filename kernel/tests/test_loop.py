@@ -221,3 +221,36 @@ def test_events_are_committed_with_messages_and_at_turn_end(make_agent, workspac
     other = sqlite3.connect(agent.store.path)  # another reader sees everything once the turn is over
     types = [t for (t,) in other.execute("SELECT type FROM events WHERE session_id = ?", (r.session_id,))]
     assert types[0] == "session.start" and types[-1] == "turn.end"
+
+
+def test_prompt_is_built_once_per_turn_unless_invalidated(make_agent):
+    from clawkit.prompt import PromptContributor
+
+    builds = []
+
+    class Counting(PromptContributor):
+        id = "counting"
+
+        def contribute(self, ctx):
+            builds.append(1)
+            return f"build {len(builds)}"
+
+    def refresh(ctx) -> str:
+        """Ask for a fresh prompt."""
+        ctx.invalidate_prompt()
+        return "ok"
+
+    class P:
+        @hookimpl
+        def register_prompt_contributor(self, register, agent):
+            register(Counting())
+
+        @hookimpl
+        def register_tools(self, register, agent):
+            register(refresh)
+
+    agent = make_agent([ScriptedReply.calls(call("slow", n=1)), ScriptedReply.calls(call("refresh")), "done"],
+                       plugins=(P(), plugin(Box())), tools=["slow", "refresh"])
+    agent.run("go")
+    systems = [r.system for r in agent.provider.requests]
+    assert systems == ["build 1", "build 1", "build 2"]

@@ -71,6 +71,15 @@ class TurnContext:
     def session_id(self) -> str:
         return self.session.id
 
+    def invalidate_prompt(self) -> None:
+        """Rebuild the system prompt for the next model call of this turn.
+
+        The prompt is assembled once per turn (every round sees the same text, which
+        prompt caching likes); a plugin whose tool changes what the prompt should say
+        mid-turn (e.g. loading a skill) calls this.
+        """
+        self.state.pop("_system", None)
+
     def plugin_config(self, name: str) -> Any:
         """This agent's config section for plugin ``name``."""
         return self.agent.plugin(name)

@@ -24,7 +24,7 @@ log = logging.getLogger("clawkit.loop")
 
 Deliver = Callable[[Outbound], "Awaitable[None] | None"]
 Approver = Callable[[ToolCall, str, TurnContext], "Awaitable[bool] | bool"]
-REPEAT_LIMIT = 3
+SESSION_CACHE = 64  # open sessions kept in memory; others are reloaded from SQLite
 
 
 @dataclass
@@ -123,7 +123,10 @@ class Agent:
     def session(self, session_id: str | None = None) -> Session:
         """Open (resume) ``session_id`` or start a new session."""
         if session_id and session_id in self._sessions:
+            self._sessions[session_id] = self._sessions.pop(session_id)  # most recently used last
             return self._sessions[session_id]
+        while len(self._sessions) >= SESSION_CACHE:
+            self._sessions.pop(next(iter(self._sessions)))  # the least recently used
         if session_id is None or not self.store.exists(session_id):
             sid = self.store.create(self.config.name, session_id)
             s = Session(self.store, sid, self.config)
@@ -299,8 +302,10 @@ class Agent:
         return assemble(contributors, cctx, total_chars=budget, on_error=lambda c, e: self.hooks.report("contributor", c.id, e))
 
     async def _build_request(self, ctx: TurnContext, tools_on: bool) -> LlmRequest:
-        assembled = await self.system_prompt(ctx)
-        system = assembled.text if assembled is not None else self.config.instructions
+        system = ctx.state.get("_system")
+        if system is None:  # once per turn: every round of a turn sees the same prompt (and caches)
+            assembled = await self.system_prompt(ctx)
+            system = ctx.state["_system"] = assembled.text if assembled is not None else self.config.instructions
         request = LlmRequest(
             model=self.config.model.name,
             messages=list(ctx.session.history),

@@ -39,6 +39,13 @@ CREATE TABLE IF NOT EXISTS usage (
 """
 
 
+_EVENT_SQL = "INSERT INTO events (session_id, run_id, type, data, ts) VALUES (?, ?, ?, ?, ?)"
+_USAGE_SQL = (
+    "INSERT INTO usage (session_id, run_id, model, prompt_tokens, completion_tokens, total_tokens, cost, ts)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
 class SessionNotFound(KeyError):
     pass
 
@@ -159,22 +166,26 @@ class SessionStore:
     def event(self, session_id: str | None, run_id: str | None, type: str, data: dict[str, Any], ts: float) -> None:
         """Queue an event; it is committed with the next message (one transaction) or on flush.
 
-        Events are observations, so they ride along with the writes that matter
-        instead of paying a commit each; the turn's end flushes what is left.
+        Events and usage rows are observations, so they ride along with the writes
+        that matter instead of paying a commit each; the turn's end flushes the rest.
         """
-        self._pending.append((session_id, run_id, type, _dump(data), ts))
+        self._queue(_EVENT_SQL, (session_id, run_id, type, _dump(data), ts))
+
+    def _queue(self, sql: str, row: tuple) -> None:
+        self._pending.append((sql, row))
         if len(self._pending) >= 256:
             self.flush()
 
     def flush(self) -> None:
-        """Commit queued events."""
+        """Commit queued events and usage rows."""
         if self._pending:
             with self.conn:
                 self.conn.execute("BEGIN")
                 self._write_pending()
 
     def _write_pending(self) -> None:
-        self.conn.executemany("INSERT INTO events (session_id, run_id, type, data, ts) VALUES (?, ?, ?, ?, ?)", self._pending)
+        for sql, row in self._pending:
+            self.conn.execute(sql, row)
         self._pending.clear()
 
     def events(self, session_id: str, type: str | None = None) -> list[dict[str, Any]]:
@@ -188,13 +199,14 @@ class SessionStore:
         return [{"type": t, "data": json.loads(d), "ts": ts, "run_id": r} for t, d, ts, r in rows]
 
     def record_usage(self, session_id: str, run_id: str | None, model: str | None, usage: Usage) -> None:
-        self.conn.execute(
-            "INSERT INTO usage (session_id, run_id, model, prompt_tokens, completion_tokens, total_tokens, cost, ts)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        """Queue one model call's usage (committed with the next message, like events)."""
+        self._queue(
+            _USAGE_SQL,
             (session_id, run_id, model, usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, usage.cost, time.time()),
         )
 
     def usage_totals(self, session_id: str) -> dict[str, Any]:
+        self.flush()
         r = self.conn.execute(
             "SELECT COUNT(*), COALESCE(SUM(prompt_tokens),0), COALESCE(SUM(completion_tokens),0),"
             " COALESCE(SUM(total_tokens),0), SUM(cost) FROM usage WHERE session_id = ?",

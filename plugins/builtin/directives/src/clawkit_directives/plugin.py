@@ -238,6 +238,7 @@ def _new_usage(ctx: Any) -> list[tuple[int, str, int, int]]:
     """Usage rows of this run not reported yet (the kernel records one per model call)."""
     last = ctx.state.get("directives.usage_seen", 0)
     try:
+        ctx.session.store.flush()  # usage rows are queued until the next commit
         rows = ctx.session.store.conn.execute(
             "SELECT id, model, prompt_tokens, completion_tokens FROM usage WHERE session_id = ? AND run_id = ? AND id > ? ORDER BY id",
             (ctx.session.id, ctx.run_id, last),

@@ -131,6 +131,7 @@ def load_skill(name: str, ctx: Any) -> str:
     if name not in loaded:
         ctx.session.set(LOADED_KEY, loaded + [name])
     ctx.emit("skills.loaded", skill=name, tools=[t.name for t in sk.tool_definitions])
+    ctx.invalidate_prompt()  # the next round of this turn must see the skill's section
     bump(ctx.session.store.conn, f"loaded:{name}")
     tools = ", ".join(t.name for t in sk.tool_definitions)
     return (f"Skill {name} loaded for this session: its instructions are now in your system prompt"
