@@ -129,7 +129,7 @@ class Agent:
             self._sessions.pop(next(iter(self._sessions)))  # the least recently used
         if session_id is None or not self.store.exists(session_id):
             sid = self.store.create(self.config.name, session_id)
-            s = Session(self.store, sid, self.config)
+            s = Session(self.store, sid, self.config, new=True)
             self._sessions[sid] = s
             self._session = s
             emit_event(self.hooks, s, Event(type="session.start", session_id=sid, data={"agent": self.config.name}))

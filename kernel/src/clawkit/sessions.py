@@ -254,12 +254,13 @@ def repair_interrupted(messages: list[Message]) -> list[Message]:
 class Session:
     """A handle on one session: its id, its agent's config, metadata and history."""
 
-    def __init__(self, store: SessionStore, session_id: str, agent: Any):
+    def __init__(self, store: SessionStore, session_id: str, agent: Any, *, new: bool = False):
         self.store = store
         self.id = session_id
         self.agent = agent
-        self.metadata = store.load_metadata(session_id)
-        self.classification = store.load_classification(session_id)
+        # a session just created has nothing to load
+        self.metadata = {} if new else store.load_metadata(session_id)
+        self.classification = None if new else store.load_classification(session_id)
         self.history: list[Message] = []
 
     def get(self, key: str, default: Any = None) -> Any:

@@ -7,8 +7,8 @@ they validate at the edges and serialise to JSON for sessions and exports.
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from enum import Enum
 from typing import Any, Literal
 
@@ -23,7 +23,7 @@ class Model(BaseModel):
 
 def new_id(prefix: str) -> str:
     """A short, sortable-enough unique id with a readable prefix (``run_3f2a…``)."""
-    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+    return f"{prefix}_{os.urandom(8).hex()}"
 
 
 class Risk(str, Enum):
