@@ -56,3 +56,12 @@ def test_partition_check_after_join_free_ranking(index):
     assert set(only_a) == set(both) - set(only_b)
     many_a = s.text_ranked("deployed", ["a"], "", [], 50)
     assert len(many_a) == 41
+
+
+def test_contraction_fragments_are_not_query_words():
+    from clawkit_memory.search import fts_words, query_terms
+
+    # "can't" -> can, t; "someone's" -> someone, s: a one-letter prefix would satisfy min-should-match everywhere
+    assert query_terms("what should I do if I can't handle an alert") == ["handle", "alert"]
+    assert fts_words("someone's pull request") == ["someone", "pull", "request"]
+    assert fts_words("I'd") == ["i", "d"]  # nothing else left: the words as typed

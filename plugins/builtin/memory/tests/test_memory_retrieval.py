@@ -40,27 +40,47 @@ def _rank(hits, file, heading):
     return next((i for i, h in enumerate(hits, 1) if h.path == f"memory/{file}" and h.heading.endswith(heading)), None)
 
 
+# files whose sections look alike and are told apart by identifiers and names (ticket ids,
+# alert names, people): the queries about them are where keywords matter most
+LOOKALIKE = {"ticket-log.md", "alert-runbook.md", "team.md"}
+
+
+def _metrics(ranks):
+    return {
+        "recall@5": sum(1 for r in ranks if r and r <= 5) / len(ranks),
+        "recall@1": sum(1 for r in ranks if r == 1) / len(ranks),
+        "mrr@10": sum(1 / r for r in ranks if r) / len(ranks),
+    }
+
+
 def test_labelled_queries_hybrid_beats_bm25_and_vectors(corpus_index):
-    """≥ 50 paraphrased and keyword queries: recall@5 and MRR@10 for each retriever."""
+    """≥ 50 paraphrased and keyword queries: recall@5, recall@1 and MRR@10 for each retriever,
+    over all queries and over the look-alike sections."""
     assert len(QUERIES) >= 50
     searcher = Searcher(corpus_index, SearchConfig())
-    table = {}
+    table, keyed = {}, {}
     for mode in ("text", "vector", "hybrid"):
         ranks = [_rank(searcher.search(q, partitions=["eval"], k=10, mode=mode), f, h) for q, f, h in QUERIES]
-        table[mode] = {
-            "recall@5": sum(1 for r in ranks if r and r <= 5) / len(ranks),
-            "recall@1": sum(1 for r in ranks if r == 1) / len(ranks),
-            "mrr@10": sum(1 / r for r in ranks if r) / len(ranks),
-        }
+        table[mode] = _metrics(ranks)
+        keyed[mode] = _metrics([r for r, (_, f, _) in zip(ranks, QUERIES) if f in LOOKALIKE])
+    n_keyed = sum(1 for _, f, _ in QUERIES if f in LOOKALIKE)
     print("\nmemory eval (%d queries, %d chunks):" % (len(QUERIES), corpus_index.stats()["partitions"]["eval"]["file"]["chunks"]))
     for mode, row in table.items():
         print(f"  {mode:7s} " + "  ".join(f"{k}={v:.3f}" for k, v in row.items()))
+    print(f"  look-alike sections ({n_keyed} queries):")
+    for mode, row in keyed.items():
+        print(f"  {mode:7s} " + "  ".join(f"{k}={v:.3f}" for k, v in row.items()))
     bm25, vec, hyb = table["text"], table["vector"], table["hybrid"]
-    # honest claim: hybrid is never worse than either retriever alone at recall@5, clearly better than
-    # BM25, and at least as good as vectors on ranking quality (MRR)
+    # what is true on this set: at recall@5 hybrid ties the local model (both miss the same two
+    # paraphrases) and clearly beats BM25; on ranking (MRR) it is at least as good as either
     assert hyb["recall@5"] >= max(bm25["recall@5"], vec["recall@5"])
     assert hyb["recall@5"] > bm25["recall@5"]
     assert hyb["mrr@10"] >= vec["mrr@10"] and hyb["mrr@10"] > bm25["mrr@10"]
+    # where identifiers and names tell sections apart, hybrid ranks better than either alone
+    kb, kv, kh = keyed["text"], keyed["vector"], keyed["hybrid"]
+    assert n_keyed >= 20
+    assert kh["mrr@10"] > max(kb["mrr@10"], kv["mrr@10"])
+    assert kh["recall@1"] > kv["recall@1"] and kh["recall@5"] >= max(kb["recall@5"], kv["recall@5"])
 
 
 def test_docs_folder_is_searchable_when_present(tmp_path, minilm):

@@ -29,6 +29,9 @@ STOPWORDS = frozenset(
     "of on or our should so that the their them then there these they this to was we were what when where which "
     "who why will with would you your".split()
 )
+# what \w+ leaves of contractions and possessives ("can't" -> can, t; "someone's" -> someone, s):
+# as BM25 words they match nothing useful, and as min-should-match prefixes they match everything
+FRAGMENTS = frozenset("s t d ll re ve m".split())
 
 
 def _stem(word: str) -> str:
@@ -41,7 +44,7 @@ def _stem(word: str) -> str:
 def query_terms(text: str) -> list[str]:
     """The query's distinct content words, crudely stemmed (matched as word prefixes)."""
     words = dict.fromkeys(w.lower() for w in _WORD.findall(text))
-    return [_stem(w) for w in words if w not in STOPWORDS]
+    return [_stem(w) for w in words if w not in STOPWORDS and w not in FRAGMENTS]
 
 
 class FilterError(ValueError):
@@ -120,7 +123,7 @@ def filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
 def fts_words(text: str) -> list[str]:
     """The query's distinct words, lower-cased, stop words dropped (all words if only stop words)."""
     words = [w.lower() for w in _WORD.findall(text)]
-    keep = [w for w in words if w not in STOPWORDS] or words
+    keep = [w for w in words if w not in STOPWORDS and w not in FRAGMENTS] or words
     return list(dict.fromkeys(keep))
 
 
