@@ -3,7 +3,7 @@
 How it plugs in:
 
 * ``message_received`` — finds (or creates) the agent's :class:`SkillRegistry`,
-  rescans it (stat-based, cheap), starts the watchfiles thread, emits queued
+  refreshes it (stats what the last scan saw; rescans only on a change), starts the watchfiles thread, emits queued
   reload/error events, and syncs skill tools into the agent's tool registry.
 * ``register_prompt_contributor`` — ``skills.index`` (a compact list of available
   skills: name + one line) and ``skills.active`` (the full compiled section of each
@@ -84,7 +84,7 @@ def message_received(ctx, message):
 
     reg = registry_for(ctx)
     cfg = settings(ctx.agent)
-    reg.sync()
+    reg.refresh()
     if cfg.watch:
         reg.start_watching()
     ctx.state["skills.registry"] = reg

@@ -8,15 +8,19 @@ source directory. A name found in several sources is taken from the highest one.
 
 :class:`SkillRegistry` keeps, per file, the last good compiled skill: a file that
 stops compiling keeps that version active and the error is reported (log + a
-queued event the plugin emits on the next turn). ``sync()`` is a cheap stat-based
-rescan (run at every turn start); :meth:`SkillRegistry.start_watching` subscribes the registry
-to the process's one watchfiles thread, which calls it as soon as a file changes.
+queued event the plugin emits on the next turn). ``sync()`` rescans the source
+directories; ``refresh()`` (run at every turn start) only stats the directories and
+files the last scan saw and rescans when one of them changed (a file added, removed,
+renamed or edited changes its directory's or its own mtime); :meth:`SkillRegistry.start_watching`
+subscribes the registry to the process's one watchfiles thread, which calls ``sync()``
+as soon as a file changes.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import stat as stat_mod
 import threading
 import time
 import weakref
@@ -30,6 +34,9 @@ from .claws import ClawsError
 
 log = logging.getLogger("clawkit.skills")
 ENTRY_POINT_GROUP = "clawkit.skills"
+# A directory or file modified this recently (ns) before a scan may change again within the
+# filesystem's timestamp granularity without its mtime moving: the next refresh rescans.
+RACY_NS = 2_000_000_000
 
 
 def is_skill_file(path: str | Path) -> bool:
@@ -103,31 +110,110 @@ class SkillRegistry:
         self._lock = threading.RLock()
         self._events_lock = threading.Lock()
         self._gate_cache: dict[tuple[str, str, str], list[str]] = {}
+        # what the last scan saw: directory -> mtime_ns (None: absent / not a directory),
+        # discovered files that could not be stat'ed, and whether the snapshot is racy
+        self._dirs: dict[str, int | None] | None = None
+        self._unstatable: list[Path] = []
+        self._racy = True
+        self._watch_key: tuple | None = None
+        self._available: tuple[tuple, list[CompiledSkill]] | None = None  # (version, skills, PATH) -> available()
 
     # discovery -----------------------------------------------------------------------------
 
     def _discover(self) -> list[tuple[str, int, Path]]:
+        """Every skill file under the sources (and, in ``self._dirs``, each visited directory's
+        mtime, taken before it is listed so a later change always shows as a newer mtime)."""
         found: list[tuple[str, int, Path]] = []
+        dirs: dict[str, int | None] = {}
         for rank, (label, root) in enumerate(self.sources):
-            if not root.is_dir():
-                continue
-            for dirpath, dirnames, filenames in os.walk(root):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__")) and d != "node_modules")
-                for fn in sorted(filenames):
-                    if is_skill_file(fn):
-                        found.append((label, rank, Path(dirpath) / fn))
+            self._walk(str(root), label, rank, found, dirs)
+        self._dirs = dirs
         return found
+
+    @staticmethod
+    def _walk(top: str, label: str, rank: int, found: list[tuple[str, int, Path]], dirs: dict[str, int | None]) -> None:
+        """``os.walk(top)`` order: a directory's files (sorted), then its sub-directories (sorted;
+        hidden, ``__*`` and ``node_modules`` skipped; symlinked directories not followed)."""
+        try:
+            st = os.stat(top)
+        except OSError:
+            dirs.setdefault(top, None)
+            return
+        if not stat_mod.S_ISDIR(st.st_mode):
+            dirs.setdefault(top, None)
+            return
+        dirs[top] = st.st_mtime_ns
+        try:
+            with os.scandir(top) as it:
+                entries = list(it)
+        except OSError:
+            return
+        subdirs: list[str] = []
+        files: list[str] = []
+        for e in entries:
+            try:
+                is_dir = e.is_dir()
+            except OSError:
+                is_dir = False
+            if is_dir:
+                if not e.name.startswith((".", "__")) and e.name != "node_modules" and not e.is_symlink():
+                    subdirs.append(e.name)
+            elif is_skill_file(e.name):
+                files.append(e.name)
+        for fn in sorted(files):
+            found.append((label, rank, Path(top) / fn))
+        for d in sorted(subdirs):
+            SkillRegistry._walk(os.path.join(top, d), label, rank, found, dirs)
+
+    def refresh(self) -> bool:
+        """The per-turn check: stat what the last scan saw, :meth:`sync` only if something moved.
+
+        A skill file added, removed or renamed changes its directory's mtime; an edit changes
+        the file's own (mtime, size). Right after a change (timestamps within ``RACY_NS`` of
+        the scan) the check is not trusted: every refresh rescans until things settle.
+        True when the active set changed.
+        """
+        with self._lock:
+            if self._dirs is None or self._racy:
+                return self.sync()
+            stat = os.stat
+            for d, mtime in self._dirs.items():
+                try:
+                    st = stat(d)
+                except OSError:
+                    if mtime is not None:
+                        return self.sync()
+                    continue
+                if mtime is None:
+                    if stat_mod.S_ISDIR(st.st_mode):
+                        return self.sync()
+                elif st.st_mtime_ns != mtime:
+                    return self.sync()
+            for path, state in self.files.items():
+                try:
+                    st = stat(path)
+                except OSError:
+                    return self.sync()
+                if (st.st_mtime_ns, st.st_size) != state.stamp:
+                    return self.sync()
+            for path in self._unstatable:
+                if os.path.exists(path):
+                    return self.sync()
+            return False
 
     def sync(self) -> bool:
         """Rescan the sources; recompile changed files. True when the active set changed."""
         with self._lock:
             changed = False
             seen: set[Path] = set()
+            unstatable: list[Path] = []
+            scan_start = time.time_ns()
             for label, rank, path in self._discover():
                 seen.add(path)
                 try:
                     st = path.stat()
                 except OSError:
+                    unstatable.append(path)
                     continue
                 stamp = (st.st_mtime_ns, st.st_size)
                 state = self.files.get(path)
@@ -143,6 +229,10 @@ class SkillRegistry:
                 self._event("skills.removed", path=str(path), name=state.skill.name if state.skill else None)
             if changed:
                 self._rebuild()
+            recent = scan_start - RACY_NS
+            self._unstatable = unstatable
+            self._racy = any(m is not None and m >= recent for m in (self._dirs or {}).values()) or any(
+                s.stamp[0] >= recent for s in self.files.values())
             return changed
 
     def _load(self, state: FileState, new: bool) -> bool:
@@ -224,8 +314,12 @@ class SkillRegistry:
         return self._gate_cache[key]
 
     def available(self) -> list[CompiledSkill]:
-        """Skills whose requirements are met, sorted by name."""
-        return [e.skill for n, e in sorted(self.skills.items()) if not self.unavailable_reason(n)]
+        """Skills whose requirements are met, sorted by name (a new list each call)."""
+        key = (self.version, id(self.skills), os.environ.get("PATH", ""))
+        cached = self._available
+        if cached is None or cached[0] != key:
+            cached = self._available = (key, [e.skill for n, e in sorted(self.skills.items()) if not self.unavailable_reason(n)])
+        return list(cached[1])
 
     def errors(self) -> list[ClawsError]:
         return [e for s in sorted(self.files.values(), key=lambda s: str(s.path)) for e in s.errors]
@@ -238,9 +332,16 @@ class SkillRegistry:
     def start_watching(self, step_ms: int = 50) -> None:
         """Have the shared watcher thread keep this registry current (idempotent; call again
         when source directories may have appeared, it re-watches only if the set changed)."""
+        present = None if self._dirs is None else tuple(str(p) for _, p in self.sources if self._dirs.get(str(p)) is not None)
+        thread = WATCHER.thread
+        key = (present, thread, step_ms)
+        if present is not None and key == self._watch_key and thread is not None and thread.is_alive():
+            return  # nothing appeared or vanished since the last call, and the thread still runs
         WATCHER.add(self, step_ms)
+        self._watch_key = (present, WATCHER.thread, step_ms)
 
     def stop_watching(self) -> None:
+        self._watch_key = None
         WATCHER.discard(self)
 
     @property

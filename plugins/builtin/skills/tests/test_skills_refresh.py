@@ -1,0 +1,100 @@
+"""The per-turn refresh: stats what the last scan saw and rescans only when something moved."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+import clawkit_skills
+from clawkit_skills import registry as registry_mod
+
+REPO = Path(__file__).resolve().parents[4]
+WEATHER = REPO / "skills" / "weather.claws"
+HAIKU = "---\nname: haiku\ndescription: Answer in a haiku.\n---\nThree lines: 5, 7, 5 syllables.\n"
+
+
+def age(*paths: Path, seconds: float = 60) -> None:
+    """Backdate mtimes so the snapshot is not racy (a real edit moves the mtime to now)."""
+    t = time.time_ns() - int(seconds * 1e9)
+    for p in paths:
+        os.utime(p, ns=(t, t))
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """A registry over tmp dirs whose full scans are counted."""
+    scans = []
+    real = registry_mod.SkillRegistry._discover
+
+    def discover(self):
+        scans.append(1)
+        return real(self)
+
+    monkeypatch.setattr(registry_mod.SkillRegistry, "_discover", discover)
+    return scans
+
+
+def test_refresh_rescans_only_on_change(tmp_path, counted):
+    root = tmp_path / "skills"
+    (root / "nested").mkdir(parents=True)
+    target = root / "weather.claws"
+    shutil.copy(WEATHER, target)
+    missing = tmp_path / "user-skills"  # does not exist yet
+    reg = clawkit_skills.SkillRegistry([("workspace", root), ("user", missing)])
+    age(target, root / "nested", root)
+    assert reg.refresh() is True and len(counted) == 1  # first call: a full scan
+    assert reg.refresh() is False and reg.refresh() is False and len(counted) == 1  # settled: stats only
+
+    # a file added in a sub-directory: its directory's mtime moves
+    (root / "nested" / "haiku").mkdir()
+    (root / "nested" / "haiku" / "SKILL.md").write_text(HAIKU)
+    assert reg.refresh() is True and reg.get("haiku") is not None and len(counted) == 2
+    age(root / "nested" / "haiku" / "SKILL.md", root / "nested" / "haiku", root / "nested")
+    reg.refresh()
+    scans = len(counted)
+    assert reg.refresh() is False and len(counted) == scans
+
+    # an in-place edit: the file's own (mtime, size) moves
+    target.write_text(target.read_text().replace("**Tone:** Brief", "**Tone:** REFRESHED"))
+    assert reg.refresh() is True and "REFRESHED" in reg.get("weather").system_prompt_section
+    age(target)
+    reg.refresh()
+
+    # a source directory that appears later
+    missing.mkdir()
+    (missing / "h2").mkdir()
+    (missing / "h2" / "SKILL.md").write_text(HAIKU.replace("haiku", "haiku2"))
+    assert reg.refresh() is True and reg.get("haiku2") is not None
+
+    # a removal
+    shutil.rmtree(root / "nested" / "haiku")
+    assert reg.refresh() is True and reg.get("haiku") is None
+    assert "skills.removed" in [t for t, _ in reg.drain_events()]
+
+
+def test_recent_changes_are_rescanned_until_they_settle(tmp_path, counted):
+    root = tmp_path / "skills"
+    root.mkdir()
+    shutil.copy(WEATHER, root / "weather.claws")  # written just now: within RACY_NS of the scan
+    reg = clawkit_skills.SkillRegistry([("workspace", root)])
+    reg.refresh()
+    reg.refresh()
+    assert len(counted) == 2  # not trusted yet: a same-tick change could hide behind an equal mtime
+    age(root / "weather.claws", root)
+    reg.refresh()  # settles
+    reg.refresh()
+    assert len(counted) == 3
+
+
+def test_hidden_and_node_modules_folders_are_not_scanned(tmp_path):
+    root = tmp_path / "skills"
+    for d in (".git", "__pycache__", "node_modules", "ok"):
+        (root / d).mkdir(parents=True)
+        shutil.copy(WEATHER, root / d / "weather.claws")
+    reg = clawkit_skills.SkillRegistry([("workspace", root)])
+    reg.sync()
+    assert [p.relative_to(root).as_posix() for p in reg.files] == ["ok/weather.claws"]
