@@ -163,3 +163,19 @@ def test_directory_created_after_start_is_picked_up(workspace):
     (d / "late.md").write_text("LATE SECTION\n")
     agent.run("again", session_id=sid)
     assert "LATE SECTION" in agent.provider.requests[1].system
+
+
+def test_relative_workspace_follows_the_working_directory(tmp_path, monkeypatch):
+    """The per-config cache of the prompts directory must not outlive a ``chdir``."""
+    for name in ("one", "two"):
+        d = tmp_path / name / "ws" / ".agents" / "prompts"
+        d.mkdir(parents=True)
+        (d / "where.md").write_text(f"IN {name.upper()}\n")
+    monkeypatch.chdir(tmp_path / "one")
+    agent = build("ws", ["a", "b"])
+    agent.run("hello")
+    monkeypatch.chdir(tmp_path / "two")
+    agent.run("hello")
+    assert "IN ONE" in agent.provider.requests[0].system
+    assert "IN TWO" in agent.provider.requests[1].system
+    assert clawkit_contributors.workspace_prompts(agent.config) is clawkit_contributors.workspace_prompts(agent.config)

@@ -91,13 +91,17 @@ def _config_contributors(agent: Any) -> list[PromptContributor]:
 def workspace_prompts(agent: Any) -> WorkspacePrompts:
     """The (watched) workspace sections directory of ``agent``."""
     from .settings import settings_of
-    from .workspace import prompts_for
+    from .workspace import prompts_for, prompts_for_cached
 
     cfg = settings_of(agent)
+    key = (cfg.prompts_dir, str(agent.workspace), cfg.watch)
+    wp = prompts_for_cached(key)  # two calls per turn: skip the path arithmetic
+    if wp is not None:
+        return wp
     directory = Path(cfg.prompts_dir)
     if not directory.is_absolute():
         directory = Path(agent.workspace) / directory
-    return prompts_for(directory, cfg.watch)
+    return prompts_for(directory, cfg.watch, cache_key=key)
 
 
 @hookimpl

@@ -69,11 +69,11 @@ class ProjectContext(PromptContributor):
     priority = 50
 
     def __init__(self) -> None:
-        self._cache: dict[Path, tuple[tuple[int, int], str]] = {}
+        self._cache: dict[str, tuple[tuple[int, int], str]] = {}
 
-    def _read(self, path: Path) -> str | None:
+    def _read(self, path: str) -> str | None:
         try:
-            st = path.stat()
+            st = os.stat(path)
         except OSError:
             return None
         key = (st.st_mtime_ns, st.st_size)
@@ -81,7 +81,7 @@ class ProjectContext(PromptContributor):
         if hit is not None and hit[0] == key:
             return hit[1]
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
         except OSError:
             return None
         if len(self._cache) > 256:
@@ -93,10 +93,11 @@ class ProjectContext(PromptContributor):
         cfg = settings_of(ctx.agent)
         budget = cfg.project_files_max_chars
         parts = []
+        workspace = os.fspath(ctx.workspace)
         for name in cfg.project_files:
             if budget <= 0:
                 break
-            text = self._read(Path(ctx.workspace) / name)
+            text = self._read(os.path.join(workspace, name))
             if not text or not text.strip():
                 continue
             text = text.strip()

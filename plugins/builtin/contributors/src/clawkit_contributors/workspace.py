@@ -108,6 +108,7 @@ class WorkspacePrompts:
 
     def __init__(self, directory: Path, *, watch: bool = True):
         self.directory = Path(directory)
+        self._dir_str = str(self.directory)
         self.watch = watch
         self.contributors: tuple[StaticContributor, ...] = ()
         self.errors: tuple[PromptFileError, ...] = ()
@@ -165,7 +166,7 @@ class WorkspacePrompts:
 
     def refresh(self) -> None:
         """Cheap check at prompt build: only notices the directory appearing or vanishing."""
-        exists = self.directory.is_dir()
+        exists = os.path.isdir(self._dir_str)
         if exists and not self._existed:
             self._existed = True
             self.reload()
@@ -211,17 +212,40 @@ class WorkspacePrompts:
 
 _registry: dict[tuple[Path, bool], WorkspacePrompts] = {}
 _registry_lock = threading.Lock()
+# (prompts_dir, workspace, watch) as configured -> (working directory a relative path was
+# resolved against, or None, and the registry entry)
+_by_config: dict[tuple, tuple[str | None, WorkspacePrompts]] = {}
 
 
-def prompts_for(directory: Path, watch: bool = True) -> WorkspacePrompts:
-    """The shared :class:`WorkspacePrompts` of ``directory`` (one watcher per directory per process)."""
+def prompts_for_cached(key: tuple) -> WorkspacePrompts | None:
+    """The entry :func:`prompts_for` returned for config ``key`` (refreshed), or None."""
+    hit = _by_config.get(key)
+    if hit is None or (hit[0] is not None and hit[0] != os.getcwd()):
+        return None
+    wp = hit[1]
+    wp.refresh()
+    return wp
+
+
+def prompts_for(directory: Path, watch: bool = True, *, cache_key: tuple | None = None) -> WorkspacePrompts:
+    """The shared :class:`WorkspacePrompts` of ``directory`` (one watcher per directory per process).
+
+    ``cache_key`` (``(prompts_dir, workspace, watch)`` as configured) remembers the entry for
+    :func:`prompts_for_cached`.
+    """
     key = (Path(os.path.abspath(directory)), watch)
     with _registry_lock:
         wp = _registry.get(key)
-        if wp is None:
+        created = wp is None
+        if created:
             wp = _registry[key] = WorkspacePrompts(key[0], watch=watch)
-            return wp
-    wp.refresh()
+        if cache_key is not None:
+            if len(_by_config) > 256:
+                _by_config.clear()
+            relative = not (os.path.isabs(cache_key[0]) or os.path.isabs(cache_key[1]))
+            _by_config[cache_key] = (os.getcwd() if relative else None, wp)
+    if not created:
+        wp.refresh()
     return wp
 
 
@@ -230,6 +254,7 @@ def close_all() -> None:
     with _registry_lock:
         items = list(_registry.values())
         _registry.clear()
+        _by_config.clear()
     for wp in items:
         wp.close()
 
