@@ -86,3 +86,17 @@ def test_any_chunking_gives_the_batch_result(parts, data):
         chunks.append(text[last:c])
         last = c
     assert scrub_chunks(chunks) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(pieces, st.text(max_size=6)), max_size=25))
+def test_the_cheap_precheck_never_skips_an_artifact(parts):
+    """scrub() returns texts the pre-check clears untouched: the full scrubber must agree."""
+    from clawkit_translation.scrubber import may_contain_artifacts
+
+    text = "".join(parts)
+    s = OutboundScrubber()
+    full = s.feed(text) + s.flush()
+    if not may_contain_artifacts(text):
+        assert (full, s.stripped) == (text, 0)
+    assert scrub(text) == (full, s.stripped)

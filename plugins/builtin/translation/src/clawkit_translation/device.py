@@ -8,6 +8,7 @@ module on first call, so ``clawkit --help`` loads no pydantic or regex patterns.
 from __future__ import annotations
 
 import fnmatch
+import json
 import logging
 import sys
 import time
@@ -21,7 +22,7 @@ from . import ct1, metrics
 from .clawdense import ClawDense, Lexicon
 from .ct1 import CT1Error, CT1Message
 from .router import PROFILES, IntentRouter, Route, SkillInfo
-from .scrubber import OutboundScrubber, scrub
+from .scrubber import OutboundScrubber, may_contain_artifacts, scrub
 
 __all__ = [
     "TranslationConfig", "ProfileConfig", "CT1Message", "CT1Error", "ClawDense", "Lexicon", "IntentRouter", "Route",
@@ -171,12 +172,39 @@ def message_received(ctx, message):
     route = route_message(message.content, cfg, _skill_infos(ctx, cfg), visible).as_dict()
     elapsed_us = round((time.perf_counter() - t0) * 1e6, 1)
     ctx.state["route"] = route
-    ctx.session.set(ROUTE_META_KEY, route)
+    _save_route(ctx.session, route)
     ctx.emit("translation.route", elapsed_us=elapsed_us, **route)
-    conn = ctx.session.store.conn
-    metrics.bump(conn, "routed")
-    metrics.bump(conn, f"profile:{route['profile']}")
+    store = ctx.session.store
+    metrics.bump_with_turn(store, "routed")
+    metrics.bump_with_turn(store, f"profile:{route['profile']}")
     return None
+
+
+_ROUTE_SQL = ("UPDATE sessions SET metadata = json_set(CASE WHEN json_valid(metadata) THEN metadata ELSE '{}' END, "
+              "'$.\"" + ROUTE_META_KEY + "\"', json(?)), updated = ? WHERE id = ?")
+
+
+def _save_route(session: Any, route: dict[str, Any]) -> None:
+    """``session.set(ROUTE_META_KEY, route)``, committed with the user message that follows.
+
+    The metadata in memory changes now; on disk only this key is updated (``json_set``,
+    so a full metadata write by another plugin in between loses nothing), queued on the
+    store: it lands in the same transaction as the message it routes, not a commit of
+    its own. Unchanged routes (a chat repeating itself) are not written again.
+    """
+    if session.get(ROUTE_META_KEY) == route:
+        return
+    queue = metrics.store_queue(session.store)
+    if queue is None or not isinstance(getattr(session, "metadata", None), dict):
+        session.set(ROUTE_META_KEY, route)
+        return
+    try:
+        data = json.dumps(route, default=str, separators=(",", ":"), allow_nan=False)  # json() must accept it
+    except ValueError:
+        session.set(ROUTE_META_KEY, route)
+        return
+    session.metadata[ROUTE_META_KEY] = route
+    queue(_ROUTE_SQL, (data, time.time(), session.id))
 
 
 def _restricting_profile(ctx: Any, cfg: TranslationConfig) -> ProfileConfig | None:
@@ -240,6 +268,8 @@ def message_sending(ctx, outbound):
         return encode_for_transport(ctx, message, skill=meta.get("skill"))
     if not cfg.scrub or meta.get("transport") in ("ct1", "clawdense"):
         return None
+    if outbound.kind != "stream_chunk" and not may_contain_artifacts(outbound.content):
+        return None  # what scrub() would conclude, without building the codec
     codec = _codec_for(cfg)
     if outbound.kind == "stream_chunk":
         scrubber = ctx.state.get(SCRUBBER_KEY)

@@ -3,6 +3,10 @@
 ``translation_metrics (metric TEXT PRIMARY KEY, value REAL, updated REAL)`` — the
 shape every ``<plugin>_metrics`` table shares, so ``clawkit skills stats`` shows
 it too. Metrics never break a turn: a write that fails is logged and dropped.
+
+:func:`bump` writes at once (autocommit); :func:`bump_with_turn` queues the row on the
+session store so it is committed in the same transaction as the kernel's next write
+(the message that follows, or the turn-end flush) — no commit of its own.
 """
 
 from __future__ import annotations
@@ -10,24 +14,65 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
+import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 log = logging.getLogger("clawkit.translation")
 TABLE = "translation_metrics"
+CREATE = f"CREATE TABLE IF NOT EXISTS {TABLE} (metric TEXT PRIMARY KEY, value REAL NOT NULL, updated REAL NOT NULL)"
+UPSERT = (f"INSERT INTO {TABLE} (metric, value, updated) VALUES (?, ?, ?) "
+          "ON CONFLICT(metric) DO UPDATE SET value = value + excluded.value, updated = excluded.updated")
+
+_created: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()  # store -> its conn, table ensured
 
 
 def bump(conn: Any, metric: str, by: float = 1.0) -> None:
-    """Add ``by`` to ``metric`` (created at 0)."""
+    """Add ``by`` to ``metric`` (created at 0), committed now."""
+    row = (metric, by, time.time())
     try:
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (metric TEXT PRIMARY KEY, value REAL NOT NULL, updated REAL NOT NULL)")
-        conn.execute(
-            f"INSERT INTO {TABLE} (metric, value, updated) VALUES (?, ?, ?) "
-            "ON CONFLICT(metric) DO UPDATE SET value = value + excluded.value, updated = excluded.updated",
-            (metric, by, time.time()),
-        )
+        try:
+            conn.execute(UPSERT, row)
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            conn.execute(CREATE)
+            conn.execute(UPSERT, row)
     except Exception as exc:
         log.debug("translation metrics: %r", exc)
+
+
+def store_queue(store: Any) -> Callable[[str, tuple], None] | None:
+    """The session store's queue of rows committed with its next write (None: not offered).
+
+    ``SessionStore`` queues events and usage rows this way; a public ``queue`` is used when
+    the kernel offers one.
+    """
+    q = getattr(store, "queue", None) or getattr(store, "_queue", None)
+    return q if callable(q) and hasattr(store, "flush") else None
+
+
+def ensure_table(store: Any) -> bool:
+    """Create the table on ``store``'s connection once (per store). False when that failed."""
+    conn = store.conn
+    if _created.get(store) is conn:
+        return True
+    try:
+        conn.execute(CREATE)
+        _created[store] = conn
+        return True
+    except Exception as exc:
+        log.debug("translation metrics: %r", exc)
+        return False
+
+
+def bump_with_turn(store: Any, metric: str, by: float = 1.0) -> None:
+    """Add ``by`` to ``metric``, committed with the store's next write (inside a turn: before it ends)."""
+    queue = store_queue(store)
+    if queue is None or not ensure_table(store):
+        bump(store.conn, metric, by)
+        return
+    queue(UPSERT, (metric, by, time.time()))
 
 
 def read(db: str | Path) -> dict[str, float]:

@@ -38,6 +38,9 @@ _CODE = r"(?:[?@!][a-z]+:[a-z0-9]+|\$sub\([A-Za-z0-9_.\-]+\))"
 _DENSE_OP = regex.compile(rf"[ \t]{{0,3}}(?P<sigil><=|>>|~|\.|!!|ok|\[\])?(?P<code>{_CODE})(?:[ \t][^\n]*)?")
 # D2: a symbolic sigil (optionally with :action) followed by parameters
 _DENSE_KV = regex.compile(r"[ \t]{0,3}(?:<=|>>|!!|~|\[\])(?::[A-Za-z_][\w.\-]*)?[ \t]+[^\n]*")
+# Every artifact above needs one of these (a CT/1 header, a "[", an opcode or hand-off code, a
+# symbolic sigil at a line start): text without any of them comes out of the scrubber unchanged.
+_MAYBE = regex.compile(r"CT/1|\[|\$sub\(|[?@!][a-z]+:[a-z0-9]|(?m:^[ \t]{0,3}(?:<=|>>|!!|~))")
 _SEP = regex.compile(r"[ \t\r]*---[ \t\r]*")
 _FENCE = regex.compile(r" {0,3}(```+|~~~+)")
 
@@ -218,8 +221,15 @@ def _is_flag(value: object) -> bool:
     return value is FLAG
 
 
+def may_contain_artifacts(text: str) -> bool:
+    """False when ``text`` certainly holds no transport artifact (a cheap pre-check)."""
+    return _MAYBE.search(text) is not None
+
+
 def scrub(text: str, codec: ClawDense | None = None) -> tuple[str, int]:
     """Scrub a complete text: ``(clean text, artifacts removed)``."""
+    if not may_contain_artifacts(text):
+        return text, 0
     s = OutboundScrubber(codec)
     out = s.feed(text) + s.flush()
     return out, s.stripped
