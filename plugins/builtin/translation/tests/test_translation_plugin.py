@@ -240,3 +240,30 @@ def test_route_message_is_pure_and_configurable():
     cfg = TranslationConfig(keywords={"automation": ["zapier"]})
     assert route_message("connect zapier to my inbox", cfg).profile == "automation"
     assert route_message("connect zapier to my inbox").profile != "automation"
+
+
+class Neighbour:
+    """Another plugin writing session metadata right after the router (a full metadata write)."""
+
+    @clawkit_translation.hookimpl(trylast=True)
+    def message_received(self, ctx, message):
+        ctx.session.set("neighbour", ctx.session.get("neighbour", 0) + 1)
+
+
+def test_route_is_on_disk_with_the_message_and_keeps_other_keys(build):
+    agent = build(["one", "two", "three"], extra=(Neighbour(),))
+    sid = agent.run("what's the weather in Paris?").session_id
+    stored = agent.store.load_metadata(sid)  # the database, not the session in memory
+    assert stored["translation.route"]["profile"] == "research" and stored["neighbour"] == 1
+    # another route in the same session replaces the key; the neighbour's key survives
+    agent.run("fix the bug in app.py", session_id=sid)
+    stored = agent.store.load_metadata(sid)
+    assert stored["translation.route"]["profile"] == "coder" and stored["neighbour"] == 2
+    # corrupted metadata on disk does not break the turn (the kernel reads it as {})
+    agent.store.conn.execute("UPDATE sessions SET metadata = 'not json' WHERE id = ?", (sid,))
+    agent._sessions.clear()
+    agent.run("hi there!", session_id=sid)
+    assert agent.store.load_metadata(sid)["translation.route"]["profile"] == "conversation"
+    from clawkit_translation import metrics
+
+    assert metrics.read(agent.store.path)["routed"] == 3
