@@ -121,7 +121,7 @@ def test_classification_is_not_repeated_every_turn(make):
 
 
 def test_no_model_configured_skips_with_a_warning_and_never_uses_the_main_model(make_agent, caplog):
-    agent = make_agent(["hello"], plugins=(clawkit_classifier, Sections()))
+    agent = make_agent(["hello", "again"], plugins=(clawkit_classifier, Sections()))
     with caplog.at_level(logging.WARNING, logger="clawkit.classifier"):
         r = agent.run("hi")
     assert r.reply == "hello"
@@ -130,6 +130,11 @@ def test_no_model_configured_skips_with_a_warning_and_never_uses_the_main_model(
     assert "no classifier model" in caplog.text
     skipped = events(agent, r.session_id, "classifier.skipped")
     assert len(skipped) == 1 and "plugins.classifier.model" in skipped[0]["data"]["reason"]
+    # the once-per-session flag is on disk (committed with the turn's messages), next to other keys
+    agent.session(r.session_id).set("other", 1)
+    assert agent.store.load_metadata(r.session_id) == {"classifier.warned": True, "other": 1}
+    agent.run("again", session_id=r.session_id)
+    assert len(events(agent, r.session_id, "classifier.skipped")) == 1
 
 
 def test_garbage_output_leaves_the_session_unclassified_and_the_turn_succeeds(make):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -155,6 +156,25 @@ def _provider(runtime: Any, model: ModelConfig) -> Any:
     return provider
 
 
+def _set_with_next_write(session: Any, key: str, value: bool) -> None:
+    """``session.set(key, value)`` for a flag, committed with the store's next write.
+
+    The kernel writes the user message (or flushes at turn end) right after
+    classification; the flag rides in that transaction instead of paying its own commit.
+    Only ``key`` is updated on disk (``json_set``), so full metadata writes by others in
+    between lose nothing. Falls back to ``session.set`` on a store without a queue.
+    """
+    store = getattr(session, "store", None)
+    queue = getattr(store, "queue", None) or getattr(store, "_queue", None)
+    if not callable(queue) or not hasattr(store, "flush") or not isinstance(getattr(session, "metadata", None), dict):
+        session.set(key, value)
+        return
+    session.metadata[key] = value
+    path = f'$."{key}"'  # keys here are this module's constants (no quotes)
+    queue("UPDATE sessions SET metadata = json_set(CASE WHEN json_valid(metadata) THEN metadata ELSE '{}' END, ?, json(?)),"
+          " updated = ? WHERE id = ?", (path, "true" if value else "false", time.time(), session.id))
+
+
 def _emit(ctx: Any, type: str, **data: Any) -> None:
     if ctx is not None:
         ctx.emit(type, **data)
@@ -189,7 +209,7 @@ async def classify_session(session, messages):
             log.warning("agent %s: session classification skipped: no classifier model "
                         "(set plugins.classifier.model; the main model is never used for it)", session.agent.name)
         if not session.get("classifier.warned"):
-            session.set("classifier.warned", True)
+            _set_with_next_write(session, "classifier.warned", True)
             _emit(ctx, "classifier.skipped", reason="no classifier model configured (plugins.classifier.model)")
         return None
     reclassifying = bool(session.get("reclassify"))
