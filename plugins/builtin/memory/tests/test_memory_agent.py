@@ -142,11 +142,12 @@ def test_episodes_from_past_sessions_and_read_only_partitions(make_agent, notes)
     a = make_agent(script=["Noted: we chose Postgres for the ledger.", "ok"], plugins=(clawkit_memory,), tools=TOOLS)
     first = a.run("For the ledger we decided on Postgres rather than DynamoDB.")
     mem = memory_for(a.config)
-    report = mem.sync_sessions(a.store.path)
-    assert report.files == 1 and report.chunks == 1
+    mem.wait_idle()  # the turn's end queued its episode on the memory worker
+    assert mem.last_episodes is not None and mem.last_episodes.files == 1 and mem.last_episodes.chunks == 1
     hits = mem.search("which database did we pick for the ledger", k=3, filters={"source": "episode"})
     assert hits and hits[0].path == f"session:{first.session_id}" and "Postgres" in hits[0].text
-    assert mem.sync_sessions(a.store.path).files == 0  # unchanged session skipped
+    again = mem.sync_sessions(a.store.path)
+    assert again.files == 0 and again.unchanged == 0  # above the watermark: nothing new, nothing read
 
     b = make_agent(script=["ok"], plugins=(clawkit_memory,), tools=TOOLS, name="helper")
     b.config.plugins.memory.read_partitions = ["test-agent"]

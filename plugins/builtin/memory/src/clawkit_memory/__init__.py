@@ -80,16 +80,34 @@ def register_prompt_contributor(register, agent):
         register(_recall())
 
 
+_ENDING: dict[str, tuple[Any, Any]] = {}  # session id -> (memory, state db) of a turn in progress
+
+
 @hookimpl
 def message_received(ctx, message):
     """Start retrieval for the incoming message, and the file watcher on first use."""
-    from .recall import start_recall
+    from .recall import start_recall, state_db_of
     from .service import memory_for
 
     mem = memory_for(ctx.agent, ctx.hooks)
     mem.start_watching()
+    state_db = state_db_of(ctx)
+    if state_db is not None and mem.cfg.sessions:
+        mem.note_state_db(state_db)  # first time: catch up on earlier sessions (background)
+        if len(_ENDING) >= 1024:
+            _ENDING.clear()
+        _ENDING[ctx.session.id] = (mem, state_db)
     if mem.cfg.recall.enabled and message.content.strip():
         start_recall(ctx, mem, message.content)
+
+
+@hookimpl
+def on_event(event):
+    """When a turn ends, its session's new finished turns are indexed in the background."""
+    if event.type == "turn.end":
+        ending = _ENDING.pop(event.session_id, None)
+        if ending is not None:
+            ending[0].index_sessions_later(ending[1])
 
 
 @hookimpl

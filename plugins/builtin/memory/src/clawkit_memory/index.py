@@ -9,6 +9,8 @@ embedded again. ``counters`` counts what was really embedded.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
 import sqlite3 as stdlib_sqlite
 import threading
@@ -26,6 +28,7 @@ from .chunking import Chunk, chunk_markdown, chunk_turn, finished_turns
 from .config import ChunkingConfig
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
+EPISODE_BATCH = 64  # sessions read per snapshot when indexing episodes
 _TAG = re.compile(r"(?<![\w#/&])#([A-Za-z][\w-]{1,40})")
 _TAG_LINE = re.compile(r"^\s*[-*]?\s*tags?:\s*(.+)$", re.I | re.M)
 
@@ -53,11 +56,14 @@ class IndexReport:
     embedded: int = 0
     cached: int = 0
     paths: list[str] = field(default_factory=list)
+    more: bool = False  # a bounded run stopped with work left
+
 
     def add(self, other: "IndexReport") -> "IndexReport":
         for k in ("files", "unchanged", "removed", "chunks", "embedded", "cached"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.paths += other.paths
+        self.more = self.more or other.more
         return self
 
 
@@ -81,6 +87,8 @@ class MemoryIndex:
         self.generation = 0  # bumped on every write: search caches key on it
         self.binary = BinaryPrefilter()  # in-memory bit vectors for the Hamming prefilter, kept in step
         self._query_cache: dict[str, np.ndarray] = {}
+        self._state_conns: dict[str, tuple[Any, tuple]] = {}  # session db -> (read-only connection, file id)
+        self._episodes_lock = threading.Lock()
 
     # --- embeddings --------------------------------------------------------------------
 
@@ -328,48 +336,109 @@ class MemoryIndex:
 
     # --- episodes ----------------------------------------------------------------------
 
-    def sync_sessions(self, state_db: str | Path | Any, partition: str, agent: str) -> IndexReport:
+    def _state_conn(self, state_db: str | Path) -> Any | None:
+        """One read-only connection per session database, kept open (None while it does not
+        exist; reopened when the file was replaced)."""
+        key = str(Path(state_db).resolve())
+        try:
+            st = os.stat(key)
+        except FileNotFoundError:
+            return None
+        held = self._state_conns.get(key)
+        if held is not None and held[1] == (st.st_dev, st.st_ino):
+            return held[0]
+        if held is not None:
+            held[0].close()
+        conn = stdlib_sqlite.connect(f"file:{key}?mode=ro", uri=True, timeout=5, isolation_level=None,
+                                     check_same_thread=False)
+        self._state_conns[key] = (conn, (st.st_dev, st.st_ino))
+        return conn
+
+    def sync_sessions(self, state_db: str | Path | Any, partition: str, agent: str, *,
+                      max_sessions: int | None = None) -> IndexReport:
         """Index finished turns of ``agent``'s sessions from the kernel's session database.
 
-        ``state_db`` is the file path (opened read-only) or an open sqlite3 connection.
-        A session whose last message id is unchanged is skipped.
+        ``state_db`` is the file path (one read-only connection per file, kept open) or an
+        open sqlite3 connection. Incremental: a watermark (the last message id seen, kept in
+        ``memory_meta``) limits each run to the sessions that received messages since the
+        last run, so its cost follows what is new, not the length of the history. A touched
+        session is re-read whole (its finished turns replace its episode; unfinished turns
+        wait for a later run); one whose last message id is unchanged is skipped.
+        ``max_sessions`` bounds one run (``report.more`` says whether sessions are left).
         """
         report = IndexReport()
-        if isinstance(state_db, (str, Path)):
-            if not Path(state_db).exists():
+        with self._episodes_lock:  # one indexer at a time: two would index the same session twice
+            if isinstance(state_db, (str, Path)):
+                conn = self._state_conn(state_db)
+                ident = str(Path(state_db).resolve())
+            else:
+                conn, ident = state_db, "conn"
+            if conn is None:
                 return report
-            conn = stdlib_sqlite.connect(f"file:{Path(state_db).resolve()}?mode=ro", uri=True, timeout=5)
-        else:
-            conn = state_db
+            meta_key = f"episodes:{partition}:{agent}:{ident}"
+            while True:
+                batch, done = self._read_touched(conn, meta_key, agent, EPISODE_BATCH)
+                if batch is None:
+                    return report
+                for sid, last_id, rows in batch:
+                    self._index_episode(partition, sid, last_id, rows, report)
+                with self.lock:
+                    mdb.set_meta(self.conn, meta_key, done)
+                if len(batch) < EPISODE_BATCH:
+                    return report
+                if max_sessions is not None and report.files + report.unchanged >= max_sessions:
+                    report.more = True
+                    return report
+
+    def _read_touched(self, conn: Any, meta_key: str, agent: str, limit: int) -> tuple[list | None, str]:
+        """Sessions of ``agent`` with messages above the watermark (at most ``limit``, by their
+        last message id) with their rows, read in one snapshot, and the watermark after them."""
+        with self.lock:
+            stored = mdb.get_meta(self.conn, meta_key)
+        mark = json.loads(stored) if stored else {}
+        owns = not conn.in_transaction
+        if owns:
+            conn.execute("BEGIN")
         try:
             if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages'").fetchone():
-                return report
-            sessions = conn.execute(
-                "SELECT s.id, MAX(m.id) FROM sessions s JOIN messages m ON m.session_id = s.id"
-                " WHERE s.agent = ? GROUP BY s.id", (agent,)).fetchall()
-            with self.lock:
-                known = {p: (h, fb) for p, h, fb in self.conn.execute(
-                    "SELECT path, hash, forgotten_before FROM memory_sources WHERE partition = ? AND kind = 'episode'",
-                    (partition,))}
-            for sid, last_id in sessions:
-                key = f"session:{sid}"
-                if key in known and known[key][0] == str(last_id):
-                    continue
-                floor = (known.get(key) or (None, None))[1] or 0.0
-                rows = conn.execute("SELECT id, role, content, data, created FROM messages WHERE session_id = ?"
-                                    " ORDER BY id", (sid,)).fetchall()
-                turns = [t for t in finished_turns(rows) if t.created >= floor]
-                self._replace_episode(partition, key, sid, turns, report)
-                with self.lock:
-                    self.conn.execute(
-                        "INSERT OR REPLACE INTO memory_sources (partition, path, kind, hash, indexed_at, forgotten_before)"
-                        " VALUES (?, ?, 'episode', ?, ?, ?)", (partition, key, str(last_id), time.time(), floor or None))
-                report.files += 1
-                report.paths.append(key)
+                return None, ""
+            # the first session names the database: a new state.db (ids from 1 again) starts over
+            first = (conn.execute("SELECT id FROM sessions ORDER BY rowid LIMIT 1").fetchone() or [None])[0]
+            top = conn.execute("SELECT MAX(id) FROM messages").fetchone()[0] or 0
+            since = int(mark.get("id", 0)) if mark.get("first") == first and int(mark.get("id", 0)) <= top else 0
+            if since >= top:
+                return None, ""
+            touched = conn.execute(
+                "SELECT m.session_id, MAX(m.id) AS last FROM messages m JOIN sessions s ON s.id = m.session_id"
+                " WHERE m.id > ? AND s.agent = ? GROUP BY m.session_id ORDER BY last LIMIT ?",
+                (since, agent, limit)).fetchall()
+            batch = [(sid, last, conn.execute("SELECT id, role, content, data, created FROM messages"
+                                              " WHERE session_id = ? ORDER BY id", (sid,)).fetchall())
+                     for sid, last in touched]
         finally:
-            if isinstance(state_db, (str, Path)):
-                conn.close()
-        return report
+            if owns:
+                conn.execute("COMMIT")
+        # a full batch may leave sessions whose last message is above its last one; else all is seen
+        upto = touched[-1][1] if len(touched) >= limit else top
+        return batch, json.dumps({"first": first, "id": upto})
+
+    def _index_episode(self, partition: str, sid: str, last_id: int, rows: list, report: IndexReport) -> None:
+        key = f"session:{sid}"
+        with self.lock:
+            known = self.conn.execute("SELECT hash, forgotten_before FROM memory_sources WHERE partition = ?"
+                                      " AND path = ?", (partition, key)).fetchone()
+        if known is not None and known[0] == str(last_id):
+            report.unchanged += 1
+            return
+        floor = (known[1] if known else None) or 0.0
+        turns = [t for t in finished_turns(rows) if t.created >= floor]
+        self._replace_episode(partition, key, sid, turns, report)
+        with self.lock:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO memory_sources (partition, path, kind, hash, indexed_at, forgotten_before)"
+                " VALUES (?, ?, 'episode', ?, ?, ?)", (partition, key, str(last_id), time.time(), floor or None))
+        report.files += 1
+        report.paths.append(key)
 
     def _replace_episode(self, partition: str, key: str, sid: str, turns: list, report: IndexReport) -> None:
         chunks: list[Chunk] = []
@@ -397,6 +466,9 @@ class MemoryIndex:
                 removed += self._delete_chunks(sql, (partition, pattern or key))
                 self.conn.execute(f"UPDATE memory_sources SET forgotten = 1, hash = 'forgotten' WHERE {sql}",
                                   (partition, pattern or key))
+                # a forgotten session comes back only with turns newer than now, when it grows
+                self.conn.execute(f"UPDATE memory_sources SET forgotten_before = ? WHERE kind = 'episode' AND {sql}",
+                                  (time.time(), partition, pattern or key))
             if older_than is not None:
                 cutoff = time.time() - older_than
                 removed += self._delete_chunks("partition = ? AND created < ?", (partition, cutoff))
@@ -421,6 +493,10 @@ class MemoryIndex:
                 "bytes": size, "counters": dict(self.counters)}
 
     def close(self) -> None:
+        with self._episodes_lock:
+            for conn, _ in self._state_conns.values():
+                conn.close()
+            self._state_conns.clear()
         with self.lock:
             self.conn.close()
 

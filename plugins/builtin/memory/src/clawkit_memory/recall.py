@@ -2,7 +2,11 @@
 (``message_received``) and runs in a worker thread alongside the rest of the turn's
 preparation (classification, other hooks); the prompt contributor waits for it at most
 ``recall.budget_ms`` counted from the message's arrival, then injects the few snippets
-similar enough to the message — or nothing.
+similar enough to the message — or nothing. With empty memory nothing starts at all.
+
+``ctx.state["memory.recall"]["timings"]`` tells where the time went: ``refresh_ms``
+(memory-file freshness), ``embed_ms`` (the query embedding: the model's work),
+``search_ms``; ``waited_ms`` is how long the prompt waited from the message's arrival.
 """
 
 from __future__ import annotations
@@ -21,15 +25,23 @@ from .tools import session_partitions
 STATE_KEY = "memory.recall"
 
 
+def state_db_of(ctx: Any) -> Path | None:
+    """The session database file of the turn (None for an in-memory store)."""
+    path = getattr(ctx.session.store, "path", None)
+    return Path(path) if path is not None and str(path) != ":memory:" else None
+
+
 def start_recall(ctx: Any, mem: AgentMemory, text: str) -> None:
-    """Kick off retrieval for ``text``; the contributor collects it from ``ctx.state``."""
-    store = ctx.session.store
-    state_db = store.path if str(store.path) != ":memory:" and Path(store.path).exists() else None
+    """Kick off retrieval for ``text`` on the memory worker; the contributor collects it from
+    ``ctx.state``. Nothing starts when there is surely nothing to recall (empty memory)."""
+    extra = session_partitions(ctx)
+    if not mem.maybe_has_memory(extra):
+        return
     started = time.perf_counter()
-    future = mem.executor.submit(mem.recall, text, session_id=ctx.session.id, state_db=state_db,
-                                 extra_partitions=session_partitions(ctx))
+    timings: dict[str, float] = {}
+    future = mem.executor.submit(mem.recall, text, session_id=ctx.session.id, extra_partitions=extra, timings=timings)
     ctx.state[STATE_KEY] = {"future": future, "started": started, "budget_ms": mem.cfg.recall.budget_ms,
-                            "max_chars": mem.cfg.recall.max_chars}
+                            "max_chars": mem.cfg.recall.max_chars, "timings": timings}
 
 
 class MemoryRecall(PromptContributor):

@@ -8,6 +8,7 @@ every partition stored in the same file.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,9 +24,11 @@ log = logging.getLogger("clawkit.memory")
 
 MEMORY_ROOTS = ("MEMORY.md", "memory")
 SAFETY_SYNC_SECONDS = 2.0  # with a watcher running, a stat sweep at most this often
+SESSIONS_PER_STEP = 64  # sessions indexed per background step
 
 _indexes: dict[Path, MemoryIndex] = {}
 _services: dict[tuple[Path, str], "AgentMemory"] = {}
+_by_agent: dict[int, tuple[Any, "AgentMemory"]] = {}
 _lock = threading.Lock()
 
 
@@ -49,7 +52,11 @@ def db_path(workspace: Path, cfg: MemoryConfig) -> Path:
 
 
 def memory_for(agent: Any, hooks: Any = None, *, progress: bool = False) -> "AgentMemory":
-    """The process-wide memory service for ``agent`` (an AgentConfig)."""
+    """The process-wide memory service for ``agent`` (an AgentConfig); a config object seen
+    before is answered from a cache (this runs on every message)."""
+    known = _by_agent.get(id(agent))
+    if known is not None and known[0] is agent and not progress:
+        return known[1]
     cfg = config_of(agent)
     workspace = Path(agent.workspace).resolve()
     path = db_path(workspace, cfg)
@@ -64,6 +71,9 @@ def memory_for(agent: Any, hooks: Any = None, *, progress: bool = False) -> "Age
 
                 index = _indexes[path] = MemoryIndex(path, provider, workspace=workspace, chunking=cfg.chunking)
             svc = _services[(path, partition)] = AgentMemory(index, cfg, partition, agent.name)
+        if len(_by_agent) >= 256:
+            _by_agent.clear()
+        _by_agent[id(agent)] = (agent, svc)  # the config is held, so its id is not reused
     if progress:
         svc.index.progress = True
     return svc
@@ -78,6 +88,7 @@ def close_all() -> None:
             index.close()
         _services.clear()
         _indexes.clear()
+        _by_agent.clear()
 
 
 class AgentMemory:
@@ -90,11 +101,21 @@ class AgentMemory:
         self.agent_name = agent_name
         self.searcher = Searcher(index, cfg.search)
         self.roots = [*MEMORY_ROOTS, *cfg.paths]
+        # one worker: recall and episode indexing queue in order, so a recall submitted after a
+        # turn's end searches that turn's episode
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"memory-{partition}")
         self._watch_stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self._last_sync = float("-inf")
         self._sync_lock = threading.Lock()
+        self._root_paths = [os.path.join(self.workspace, r) for r in self.roots if not any(c in r for c in "*?[")]
+        self._globbed = len(self._root_paths) < len(self.roots)
+        self._empty_seen: tuple | None = None  # (index generation, data_version, *partitions) last seen empty
+        self._state_dbs: set[str] = set()  # session databases seen (caught up once per process)
+        self._episodes_queued = False
+        self._episodes_running = 0
+        self._episodes_guard = threading.Lock()
+        self.last_episodes: IndexReport | None = None
 
     @property
     def workspace(self) -> Path:
@@ -115,10 +136,76 @@ class AgentMemory:
             self._last_sync = time.monotonic()
             return report
 
-    def sync_sessions(self, state_db: Any) -> IndexReport:
+    def sync_sessions(self, state_db: Any, *, max_sessions: int | None = None) -> IndexReport:
+        """Index new finished turns of this agent's sessions now (incremental, see
+        :meth:`MemoryIndex.sync_sessions`)."""
         if not self.cfg.sessions:
             return IndexReport()
-        return self.index.sync_sessions(state_db, self.partition, self.agent_name)
+        return self.index.sync_sessions(state_db, self.partition, self.agent_name, max_sessions=max_sessions)
+
+    def index_sessions_later(self, state_db: Any) -> None:
+        """Queue episode indexing on the worker (after a turn ends): off the turn's path, in
+        bounded steps so a recall queued meanwhile waits for one step at most."""
+        if not self.cfg.sessions:
+            return
+        with self._episodes_guard:
+            if self._episodes_queued:
+                return
+            self._episodes_queued = True
+            self._episodes_running += 1
+        try:
+            self.executor.submit(self._index_sessions_step, state_db)
+        except RuntimeError:  # shut down
+            with self._episodes_guard:
+                self._episodes_queued = False
+                self._episodes_running -= 1
+
+    def _index_sessions_step(self, state_db: Any) -> None:
+        with self._episodes_guard:
+            self._episodes_queued = False  # a turn ending from now on queues another step
+        try:
+            report = self.sync_sessions(state_db, max_sessions=SESSIONS_PER_STEP)
+            self.last_episodes = report
+            if report.more:
+                self.index_sessions_later(state_db)
+        except Exception:
+            log.exception("memory: indexing past sessions failed")
+        finally:
+            with self._episodes_guard:
+                self._episodes_running -= 1
+
+    def note_state_db(self, state_db: Any) -> None:
+        """The first message from a session database queues a catch-up of its sessions."""
+        key = str(state_db)
+        if key not in self._state_dbs:
+            self._state_dbs.add(key)
+            self.index_sessions_later(state_db)
+
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Wait for queued work (episode indexing, recall) to finish (tests, CLI)."""
+        self.executor.submit(lambda: None).result(timeout=timeout)
+
+    def maybe_has_memory(self, extra_partitions: list[str] | None = None) -> bool:
+        """Whether a recall could find anything; answers in microseconds and never blocks.
+
+        False only when the readable partitions hold no chunk, no memory file root exists
+        and no episode indexing is queued: then there is nothing to embed a query for."""
+        if self._episodes_running or self._globbed or any(os.path.exists(p) for p in self._root_paths):
+            return True
+        index = self.index
+        if not index.lock.acquire(blocking=False):  # busy writing: something is coming
+            return True
+        try:
+            parts = self.readable(extra_partitions)
+            version = (index.generation, index.conn.execute("PRAGMA data_version").fetchone()[0], *parts)
+            if version == self._empty_seen:
+                return False
+            row = index.conn.execute(f"SELECT 1 FROM memory_chunks WHERE partition IN ({','.join('?' * len(parts))})"
+                                     " LIMIT 1", parts).fetchone()
+            self._empty_seen = None if row else version
+            return row is not None
+        finally:
+            index.lock.release()
 
     @property
     def watching(self) -> bool:
@@ -153,24 +240,39 @@ class AgentMemory:
     # --- searching ---------------------------------------------------------------------
 
     def search(self, query: str, k: int = 5, filters: dict[str, Any] | None = None, *, mode: str = "hybrid",
-               extra_partitions: list[str] | None = None, exclude_session: str | None = None) -> list[Hit]:
-        self.refresh()
+               extra_partitions: list[str] | None = None, exclude_session: str | None = None,
+               refresh: bool = True) -> list[Hit]:
+        if refresh:
+            self.refresh()
         hits = self.searcher.search(query, partitions=self.readable(extra_partitions), k=k + (5 if exclude_session else 0),
                                     filters=filters, mode=mode)  # type: ignore[arg-type]
         if exclude_session:
             hits = [h for h in hits if h.session_id != exclude_session]
         return hits[:k]
 
-    def recall(self, query: str, *, session_id: str | None = None, state_db: Any = None,
-               extra_partitions: list[str] | None = None) -> list[Hit]:
-        """What the prompt contributor injects: the best hits above the similarity threshold."""
-        if state_db is not None:
-            try:
-                self.sync_sessions(state_db)
-            except Exception:
-                log.exception("memory: indexing past sessions failed")
+    def recall(self, query: str, *, session_id: str | None = None, extra_partitions: list[str] | None = None,
+               timings: dict[str, float] | None = None) -> list[Hit]:
+        """What the prompt contributor injects: the best hits above the similarity threshold.
+
+        Nothing is embedded when the readable partitions are empty. ``timings`` receives
+        ``refresh_ms``, ``embed_ms`` (the query embedding, 0 when cached) and ``search_ms``."""
+        t = timings if timings is not None else {}
+        t0 = time.perf_counter()
+        self.refresh()
+        t1 = time.perf_counter()
+        t["refresh_ms"] = (t1 - t0) * 1000
+        parts = self.readable(extra_partitions)
+        with self.index.lock:
+            empty = not self.searcher._count(parts)
+        if empty:
+            t["embed_ms"] = t["search_ms"] = 0.0
+            return []
+        self.index.query_vector(query)  # the model's work, timed on its own; search() takes it from the cache
+        t2 = time.perf_counter()
+        t["embed_ms"] = (t2 - t1) * 1000
         rc = self.cfg.recall
-        hits = self.search(query, k=rc.k, extra_partitions=extra_partitions, exclude_session=session_id)
+        hits = self.search(query, k=rc.k, extra_partitions=extra_partitions, exclude_session=session_id, refresh=False)
+        t["search_ms"] = (time.perf_counter() - t2) * 1000
         return [h for h in hits if h.similarity >= rc.min_similarity]
 
     def close(self) -> None:
