@@ -3,6 +3,7 @@ bounded steps), no embedding when memory is empty, recall timings, freshness kep
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -168,3 +169,44 @@ def test_memory_file_edit_changes_the_next_recall(make_agent, workspace):
     before, after = ([h.text for h in st["hits"] if h.path == "MEMORY.md"] for st in spy.states)
     assert before and "Helix" in before[0] and "Zed" not in before[0]
     assert after and "Zed" in after[0]
+
+
+def test_worker_runs_recalls_before_background_indexing():
+    from clawkit_memory.worker import MemoryWorker
+
+    w = MemoryWorker("test-memory")
+    order: list[str] = []
+    gate = threading.Event()
+    try:
+        w.submit(gate.wait, 5)  # hold the thread while the queue fills
+        bg = w.later(0.0, order.append, "index")
+        fg = [w.submit(order.append, f"recall{i}") for i in range(2)]
+        late = w.later(30.0, order.append, "much later")
+        gate.set()
+        bg.result(timeout=5)
+        assert [f.result(timeout=5) for f in fg] == [None, None]
+        assert order == ["recall0", "recall1", "index"]  # urgent work first, background in the gaps
+        assert not late.done()
+        w.flush(timeout=5)  # due now: runs before flush returns
+        assert order[-1] == "much later"
+        pending = w.later(30.0, order.append, "never")
+    finally:
+        w.shutdown()
+    assert pending.cancelled()
+    with pytest.raises(RuntimeError):
+        w.submit(order.append, "after shutdown")
+
+
+def test_a_new_process_recalls_the_last_processes_session_on_its_first_turn(make_agent, workspace):
+    """One-shot use (a process per message): the turn-end indexing may never run before
+    exit, so the next process catches up before its first recall."""
+    a = make_agent(script=["Noted: we go with Hetzner."], plugins=(clawkit_memory,), tools=TOOLS)
+    first = a.run("Last week we decided to host the wiki on Hetzner.")
+    mem = memory_for(a.config)
+    mem.executor.shutdown()  # the process exits: queued background indexing is lost
+    close_all()
+    spy = Spy()
+    b = make_agent(script=["ok"], plugins=(clawkit_memory, spy), tools=TOOLS)
+    b.run("where did we decide to host the wiki last week?")
+    hits = spy.states[0]["hits"]
+    assert hits and hits[0].path == f"session:{first.session_id}" and "Hetzner" in hits[0].text

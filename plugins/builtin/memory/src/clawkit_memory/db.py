@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS memory_chunks (
     start_line INTEGER, end_line INTEGER, heading TEXT, text TEXT NOT NULL, hash TEXT NOT NULL,
     tags TEXT NOT NULL DEFAULT ',', session_id TEXT, created REAL
 );
+CREATE INDEX IF NOT EXISTS memory_sources_kind ON memory_sources (partition, kind);
 CREATE INDEX IF NOT EXISTS memory_chunks_path ON memory_chunks (partition, path);
 CREATE INDEX IF NOT EXISTS memory_chunks_created ON memory_chunks (partition, created);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5 (text, heading, path, tokenize = 'porter unicode61');

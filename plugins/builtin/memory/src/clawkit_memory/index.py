@@ -29,6 +29,12 @@ from .config import ChunkingConfig
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 EPISODE_BATCH = 64  # sessions read per snapshot when indexing episodes
+# sessions of an agent with messages above a watermark: the new messages are read by rowid range
+# first (MATERIALIZED keeps SQLite from grouping over the whole messages_session index instead)
+_TOUCHED = ("WITH new AS {} (SELECT id, session_id FROM messages WHERE id > ?)"
+            " SELECT n.session_id, MAX(n.id) AS last FROM new n JOIN sessions s ON s.id = n.session_id"
+            " WHERE s.agent = ? GROUP BY n.session_id ORDER BY last LIMIT ?"
+            ).format("MATERIALIZED" if stdlib_sqlite.sqlite_version_info >= (3, 35) else "")
 _TAG = re.compile(r"(?<![\w#/&])#([A-Za-z][\w-]{1,40})")
 _TAG_LINE = re.compile(r"^\s*[-*]?\s*tags?:\s*(.+)$", re.I | re.M)
 
@@ -376,15 +382,16 @@ class MemoryIndex:
             if conn is None:
                 return report
             meta_key = f"episodes:{partition}:{agent}:{ident}"
+            size = min(EPISODE_BATCH, max_sessions) if max_sessions else EPISODE_BATCH
             while True:
-                batch, done = self._read_touched(conn, meta_key, agent, EPISODE_BATCH)
+                batch, done = self._read_touched(conn, meta_key, agent, size)
                 if batch is None:
                     return report
                 for sid, last_id, rows in batch:
                     self._index_episode(partition, sid, last_id, rows, report)
                 with self.lock:
                     mdb.set_meta(self.conn, meta_key, done)
-                if len(batch) < EPISODE_BATCH:
+                if len(batch) < size:
                     return report
                 if max_sessions is not None and report.files + report.unchanged >= max_sessions:
                     report.more = True
@@ -408,10 +415,7 @@ class MemoryIndex:
             since = int(mark.get("id", 0)) if mark.get("first") == first and int(mark.get("id", 0)) <= top else 0
             if since >= top:
                 return None, ""
-            touched = conn.execute(
-                "SELECT m.session_id, MAX(m.id) AS last FROM messages m JOIN sessions s ON s.id = m.session_id"
-                " WHERE m.id > ? AND s.agent = ? GROUP BY m.session_id ORDER BY last LIMIT ?",
-                (since, agent, limit)).fetchall()
+            touched = conn.execute(_TOUCHED, (since, agent, limit)).fetchall()
             batch = [(sid, last, conn.execute("SELECT id, role, content, data, created FROM messages"
                                               " WHERE session_id = ? ORDER BY id", (sid,)).fetchall())
                      for sid, last in touched]

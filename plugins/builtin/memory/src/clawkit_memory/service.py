@@ -11,7 +11,6 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +18,14 @@ from .config import MemoryConfig
 from .embeddings import collect_providers, resolve_provider
 from .index import IndexReport, MemoryIndex
 from .search import Hit, Searcher
+from .worker import MemoryWorker
 
 log = logging.getLogger("clawkit.memory")
 
 MEMORY_ROOTS = ("MEMORY.md", "memory")
 SAFETY_SYNC_SECONDS = 2.0  # with a watcher running, a stat sweep at most this often
-SESSIONS_PER_STEP = 64  # sessions indexed per background step
+SESSIONS_PER_STEP = 16  # sessions indexed per step of episode indexing
+EPISODE_DELAY = 0.25  # seconds after a turn's end before its episode is indexed (when the thread is free)
 
 _indexes: dict[Path, MemoryIndex] = {}
 _services: dict[tuple[Path, str], "AgentMemory"] = {}
@@ -101,9 +102,8 @@ class AgentMemory:
         self.agent_name = agent_name
         self.searcher = Searcher(index, cfg.search)
         self.roots = [*MEMORY_ROOTS, *cfg.paths]
-        # one worker: recall and episode indexing queue in order, so a recall submitted after a
-        # turn's end searches that turn's episode
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"memory-{partition}")
+        # one thread: recalls first; episode indexing in the gaps (see MemoryWorker)
+        self.executor = MemoryWorker(f"memory-{partition}")
         self._watch_stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self._last_sync = float("-inf")
@@ -143,9 +143,13 @@ class AgentMemory:
             return IndexReport()
         return self.index.sync_sessions(state_db, self.partition, self.agent_name, max_sessions=max_sessions)
 
-    def index_sessions_later(self, state_db: Any) -> None:
-        """Queue episode indexing on the worker (after a turn ends): off the turn's path, in
-        bounded steps so a recall queued meanwhile waits for one step at most."""
+    def index_sessions_later(self, state_db: Any, *, delay: float = EPISODE_DELAY) -> None:
+        """Queue episode indexing as background work on the memory thread (after a turn ends):
+        it runs ``delay`` seconds later when no recall waits, in bounded steps, so it never
+        sits on a turn's path. At most one step is queued at a time."""
+        self._queue_sessions(state_db, delay)
+
+    def _queue_sessions(self, state_db: Any, delay: float | None) -> None:
         if not self.cfg.sessions:
             return
         with self._episodes_guard:
@@ -154,7 +158,10 @@ class AgentMemory:
             self._episodes_queued = True
             self._episodes_running += 1
         try:
-            self.executor.submit(self._index_sessions_step, state_db)
+            if delay is None:  # urgent: ahead of the recall submitted next
+                self.executor.submit(self._index_sessions_step, state_db)
+            else:
+                self.executor.later(delay, self._index_sessions_step, state_db)
         except RuntimeError:  # shut down
             with self._episodes_guard:
                 self._episodes_queued = False
@@ -167,7 +174,7 @@ class AgentMemory:
             report = self.sync_sessions(state_db, max_sessions=SESSIONS_PER_STEP)
             self.last_episodes = report
             if report.more:
-                self.index_sessions_later(state_db)
+                self._queue_sessions(state_db, 0.0)
         except Exception:
             log.exception("memory: indexing past sessions failed")
         finally:
@@ -175,15 +182,17 @@ class AgentMemory:
                 self._episodes_running -= 1
 
     def note_state_db(self, state_db: Any) -> None:
-        """The first message from a session database queues a catch-up of its sessions."""
+        """The first message from a session database in this process catches up on its
+        sessions first (one bounded step ahead of the recall; the rest in the background):
+        a process that ran one turn and exited left its episode for the next one."""
         key = str(state_db)
         if key not in self._state_dbs:
             self._state_dbs.add(key)
-            self.index_sessions_later(state_db)
+            self._queue_sessions(state_db, None)
 
     def wait_idle(self, timeout: float = 10.0) -> None:
-        """Wait for queued work (episode indexing, recall) to finish (tests, CLI)."""
-        self.executor.submit(lambda: None).result(timeout=timeout)
+        """Run queued background work now and wait for everything queued (tests, CLI)."""
+        self.executor.flush(timeout=timeout)
 
     def maybe_has_memory(self, extra_partitions: list[str] | None = None) -> bool:
         """Whether a recall could find anything; answers in microseconds and never blocks.
@@ -279,4 +288,4 @@ class AgentMemory:
         self._watch_stop.set()
         if self._watcher is not None:
             self._watcher.join(timeout=2)
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.executor.shutdown()
