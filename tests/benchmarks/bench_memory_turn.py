@@ -6,6 +6,7 @@ The workload is bench_turn.py's (user -> add(2, 3) -> answer, every turn checked
 session per turn, a real SQLite file), driven by its harness. Rows:
 
 * kernel only — the baseline of this run;
+* + memory, empty, episodes off — nothing to recall at all (``sessions: false``);
 * + memory, empty workspace — no memory file; episodes of earlier sessions accumulate;
 * + memory, small MEMORY.md — a 6-line MEMORY.md (two sections) plus the episodes;
 * + memory, MEMORY.md, fresh query — the message differs every turn, so the query
@@ -60,14 +61,15 @@ class Spy:
 
 
 class MemoryVariant(bt.ClawkitVariant):
-    def __init__(self, name: str, *, memory_md: bool, fresh: bool = False):
+    def __init__(self, name: str, *, memory_md: bool, fresh: bool = False, sessions: bool = True):
         super().__init__(name, plugins=["memory"], persist=True, group="memory")
-        self.memory_md, self.fresh, self.n = memory_md, fresh, 0
+        self.memory_md, self.fresh, self.sessions, self.n = memory_md, fresh, sessions, 0
         self.spy = Spy()
         self.per_turn: list[dict | None] = []  # each turn's recall state (None: no recall started)
 
     def setup(self) -> None:
         super().setup()
+        self.agent.config.plugins.memory.sessions = self.sessions
         if self.memory_md:
             (self.tmp / "workspace" / "MEMORY.md").write_text(MEMORY_MD)
         self.agent.pm.register(self.spy)
@@ -129,7 +131,8 @@ async def main_async(args: argparse.Namespace) -> int:
 
     logging.getLogger("clawkit.hooks").addHandler(bt.HOOK_ERRORS)
     kernel = bt.ClawkitVariant("kernel only", plugins="none", persist=True)
-    rows: list[bt.Variant] = [kernel, MemoryVariant("+ memory, empty workspace", memory_md=False),
+    rows: list[bt.Variant] = [kernel, MemoryVariant("+ memory, empty, episodes off", memory_md=False, sessions=False),
+                              MemoryVariant("+ memory, empty workspace", memory_md=False),
                               MemoryVariant("+ memory, small MEMORY.md", memory_md=True)]
     if args.fresh:
         rows.append(MemoryVariant("+ memory, MEMORY.md, fresh query", memory_md=True, fresh=True))

@@ -28,7 +28,10 @@ STATE_KEY = "memory.recall"
 def state_db_of(ctx: Any) -> Path | None:
     """The session database file of the turn (None for an in-memory store)."""
     path = getattr(ctx.session.store, "path", None)
-    return Path(path) if path is not None and str(path) != ":memory:" else None
+    if path is None:
+        return None
+    path = path if isinstance(path, Path) else Path(path)
+    return path if path.name != ":memory:" else None
 
 
 def start_recall(ctx: Any, mem: AgentMemory, text: str) -> None:

@@ -224,7 +224,7 @@ class AgentMemory:
         """Re-index memory files as they change, in a daemon thread (watchfiles)."""
         if not self.cfg.watch or self.watching:
             return
-        targets = [self.workspace / r for r in self.roots if (self.workspace / r).exists()]
+        targets = [Path(p) for p in self._root_paths if os.path.exists(p)]  # runs every message: no pathlib
         if not targets:
             return
         self._watch_stop.clear()
