@@ -133,3 +133,25 @@ def test_repair_interrupted_closes_dangling_calls_in_place():
     assert [m.role for m in fixed] == ["user", "assistant", "tool", "tool", "user"]
     assert fixed[3].tool_result.call_id == "b" and fixed[3].tool_result.is_error
     assert repair_interrupted(fixed) == fixed
+
+
+def test_metadata_writes_coalesce_and_commit_with_the_turn(make_agent):
+    import sqlite3
+
+    from clawkit import hookimpl
+
+    class Marks:
+        @hookimpl
+        def message_received(self, ctx, message):
+            ctx.session.set("a", 1)
+            ctx.session.set("a", 2)
+            items = ctx.session.get("items", [])
+            items.append(message.content)  # changed in place, then set again
+            ctx.session.set("items", items)
+
+    agent = make_agent(["ok", "ok"], plugins=(Marks(),))
+    r = agent.run("one")
+    agent.run("two", session_id=r.session_id)
+    other = sqlite3.connect(agent.store.path)
+    (raw,) = other.execute("SELECT metadata FROM sessions WHERE id = ?", (r.session_id,)).fetchone()
+    assert json.loads(raw) == {"a": 2, "items": ["one", "two"]}

@@ -67,6 +67,7 @@ class SessionStore:
         self.conn.execute("PRAGMA busy_timeout=5000")
         self.conn.executescript(SCHEMA)
         self._pending: list[tuple] = []
+        self._pending_meta: dict[str, str] = {}
 
     def close(self) -> None:
         self.flush()
@@ -86,6 +87,8 @@ class SessionStore:
         return self.conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
 
     def row(self, session_id: str) -> dict[str, Any]:
+        if session_id in self._pending_meta:
+            self.flush()
         cur = self.conn.execute(
             "SELECT id, agent, created, updated, metadata, classification FROM sessions WHERE id = ?", (session_id,)
         )
@@ -104,6 +107,7 @@ class SessionStore:
 
     def load_metadata(self, session_id: str) -> dict[str, Any]:
         """The session's metadata; corrupted JSON yields ``{}`` (callers use safe defaults)."""
+        self.flush()
         raw = self.row(session_id)["metadata"]
         try:
             data = json.loads(raw)
@@ -111,10 +115,19 @@ class SessionStore:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def save_metadata(self, session_id: str, metadata: dict[str, Any]) -> None:
-        self.conn.execute(
-            "UPDATE sessions SET metadata = ?, updated = ? WHERE id = ?", (_dump(metadata), time.time(), session_id)
-        )
+    def save_metadata(self, session_id: str, metadata: dict[str, Any], *, now: bool = True) -> None:
+        """Write a session's metadata: at once, or (``now=False``) with the next commit.
+
+        Deferred writes coalesce: several ``Session.set`` calls in one turn cost one
+        UPDATE, committed with the next message or at the turn's end.
+        """
+        if now:
+            self._pending_meta.pop(session_id, None)
+            self.conn.execute(
+                "UPDATE sessions SET metadata = ?, updated = ? WHERE id = ?", (_dump(metadata), time.time(), session_id)
+            )
+        else:
+            self._pending_meta[session_id] = _dump(metadata)
 
     def save_classification(self, session_id: str, c: SessionClassification | None) -> None:
         self.conn.execute(
@@ -138,7 +151,7 @@ class SessionStore:
             data = message.model_dump_json(include={"tool_calls", "tool_result", "blocks", "metadata"}, exclude_defaults=True)
         row = (session_id, run_id, message.role, message.content, data, time.time())
         sql = "INSERT INTO messages (session_id, run_id, role, content, data, created) VALUES (?, ?, ?, ?, ?, ?)"
-        if not self._pending or self.conn.in_transaction:
+        if not (self._pending or self._pending_meta) or self.conn.in_transaction:
             return int(self.conn.execute(sql, row).lastrowid or 0)
         with self.conn:  # queued events and the message: one commit
             self.conn.execute("BEGIN")
@@ -169,16 +182,24 @@ class SessionStore:
         Events and usage rows are observations, so they ride along with the writes
         that matter instead of paying a commit each; the turn's end flushes the rest.
         """
-        self._queue(_EVENT_SQL, (session_id, run_id, type, _dump(data), ts))
+        self.queue(_EVENT_SQL, (session_id, run_id, type, _dump(data), ts))
 
-    def _queue(self, sql: str, row: tuple) -> None:
-        self._pending.append((sql, row))
+    def queue(self, sql: str, params: tuple = ()) -> None:
+        """Queue a write to commit with the next message (or at the turn's end).
+
+        For plugins' bookkeeping (metrics, routing notes) that need not cost a commit
+        of its own. Keep such statements simple: a failing one fails the commit it
+        rides with.
+        """
+        self._pending.append((sql, params))
         if len(self._pending) >= 256:
             self.flush()
 
+    _queue = queue  # the name plugins used before it was public
+
     def flush(self) -> None:
-        """Commit queued events and usage rows."""
-        if self._pending:
+        """Commit queued writes (events, usage rows, deferred metadata, plugins' queue)."""
+        if self._pending or self._pending_meta:
             with self.conn:
                 self.conn.execute("BEGIN")
                 self._write_pending()
@@ -187,6 +208,13 @@ class SessionStore:
         for sql, row in self._pending:
             self.conn.execute(sql, row)
         self._pending.clear()
+        if self._pending_meta:
+            now = time.time()
+            self.conn.executemany(
+                "UPDATE sessions SET metadata = ?, updated = ? WHERE id = ?",
+                [(meta, now, sid) for sid, meta in self._pending_meta.items()],
+            )
+            self._pending_meta.clear()
 
     def events(self, session_id: str, type: str | None = None) -> list[dict[str, Any]]:
         self.flush()
@@ -200,7 +228,7 @@ class SessionStore:
 
     def record_usage(self, session_id: str, run_id: str | None, model: str | None, usage: Usage) -> None:
         """Queue one model call's usage (committed with the next message, like events)."""
-        self._queue(
+        self.queue(
             _USAGE_SQL,
             (session_id, run_id, model, usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, usage.cost, time.time()),
         )
@@ -266,10 +294,16 @@ class Session:
     def get(self, key: str, default: Any = None) -> Any:
         return self.metadata.get(key, default)
 
-    def set(self, key: str, value: Any) -> None:
-        """Set and persist one metadata key."""
+    def set(self, key: str, value: Any, *, now: bool = False) -> None:
+        """Set one metadata key; persisted with the turn's next commit (or at once with ``now``).
+
+        Setting a key to the scalar it already holds writes nothing (containers are
+        always written: they may have been changed in place).
+        """
+        if not now and isinstance(value, (str, int, float, bool, type(None))) and key in self.metadata and self.metadata[key] == value:
+            return
         self.metadata[key] = value
-        self.store.save_metadata(self.id, self.metadata)
+        self.store.save_metadata(self.id, self.metadata, now=now)
 
     def replace_history(self, messages: list[Message]) -> None:
         """Swap the conversation for ``messages`` (compaction), in memory and on disk."""
