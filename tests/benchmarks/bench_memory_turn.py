@@ -118,7 +118,8 @@ async def growth(memory_md: bool) -> None:
         # indexing, which waits for gaps; a real agent's turns are seconds apart)
         mem = memory_for(v.agent.config)
         mem.sync_sessions(v.agent.store.path)
-        mem.wait_idle()
+        if hasattr(mem, "wait_idle"):  # (absent in versions that indexed episodes inside the recall)
+            mem.wait_idle()
         s = await bt.run_batch(v, 50)
         done += 50
         print(f"  after {done:5d} sessions: median {statistics.median(s) * 1e6:6.0f} us  p90 {bt.pct(s, 0.9) * 1e6:6.0f} us"
