@@ -52,7 +52,7 @@ class SearchConfig(BaseModel):
     rrf_k: int = Field(60, gt=0)
     vector_weight: float = Field(1.0, ge=0)
     text_weight: float = Field(1.0, ge=0)
-    min_should_match: float = Field(0.5, ge=0, le=1, description="in hybrid search, the fraction of the query's words "
+    min_should_match: float = Field(0.0, ge=0, le=1, description="in hybrid search, the fraction of the query's words "
                                     "a BM25 hit must contain to take part in the fusion (0 = any word)")
     candidates: int = Field(50, gt=0, description="candidates taken from each of BM25 and KNN before fusion")
     bm25_max_postings: int = Field(20_000, ge=0, description="BM25 drops a query's most common words (rarest kept "
