@@ -9,9 +9,9 @@ See docs/plugins/classifier.md.
 
 from __future__ import annotations
 
-from typing import Any
 
 from clawkit import hookimpl
+from clawkit.lazy import lazy_exports
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic and json_repair
 # load (with :mod:`clawkit_classifier.classifier`) only when a hook first runs.
@@ -23,16 +23,7 @@ _EXPORTS = {
 __all__ = ["ClassifierConfig", "ClassifierOutput", "SYSTEM_PROMPT", "classify", "parse_classification"]
 
 
-def __getattr__(name: str) -> Any:
-    """The public names, imported on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 @hookimpl

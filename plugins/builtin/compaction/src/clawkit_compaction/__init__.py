@@ -13,9 +13,9 @@ dropped instead, and the history says so.
 
 from __future__ import annotations
 
-from typing import Any
 
 from clawkit import hookimpl
+from clawkit.lazy import lazy_exports
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic and the kernel
 # types load (with :mod:`clawkit_compaction.plugin`) only when a hook first runs.
@@ -23,16 +23,7 @@ _EXPORTS = {"CompactionConfig": "plugin", "compact": "plugin", "SUMMARY_FLAG": "
 __all__ = ["CompactionConfig", "compact", "SUMMARY_FLAG"]
 
 
-def __getattr__(name: str) -> Any:
-    """The public names, imported on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 @hookimpl

@@ -10,9 +10,9 @@ only when the agent's config permits it. Every change emits ``directive.change``
 
 from __future__ import annotations
 
-from typing import Any
 
 from clawkit import hookimpl
+from clawkit.lazy import lazy_exports
 
 from .parse import VALUES, Parsed, parse
 
@@ -26,16 +26,7 @@ _EXPORTS = dict.fromkeys(
 )
 
 
-def __getattr__(name: str) -> Any:
-    """The public names, imported on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 @hookimpl

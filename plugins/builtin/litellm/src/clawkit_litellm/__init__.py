@@ -9,9 +9,8 @@ token counting helpers :func:`count_tokens`, :func:`encoding_for` and
 
 from __future__ import annotations
 
-from typing import Any
-
 from clawkit.hookspecs import hookimpl
+from clawkit.lazy import lazy_exports
 
 __all__ = ["LitellmProvider", "count_tokens", "encoding_for", "encoding_name_for", "truncate_to_tokens",
            "register_providers"]
@@ -23,16 +22,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The public names, imported on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 @hookimpl

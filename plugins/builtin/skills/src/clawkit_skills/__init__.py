@@ -21,9 +21,9 @@ arguments with the skill's plan and guardrails as JSON for the model to follow.
 
 from __future__ import annotations
 
-from typing import Any
 
 from clawkit import hookimpl
+from clawkit.lazy import lazy_exports
 
 __all__ = [
     "SkillsConfig", "SkillRegistry", "SkillEntry", "CompiledSkill", "SkillCompileError", "ClawsError",
@@ -46,16 +46,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The public names, imported on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 # --- hooks -------------------------------------------------------------------------------------------

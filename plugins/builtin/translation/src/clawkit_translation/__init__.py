@@ -25,9 +25,9 @@ skill's lexicon and count messages in the ``translation_metrics`` table.
 
 from __future__ import annotations
 
-from typing import Any
 
 from clawkit import hookimpl
+from clawkit.lazy import lazy_exports
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic, the router's and
 # scrubber's patterns and the codec load (with :mod:`clawkit_translation.device`) only
@@ -47,16 +47,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """The public names, imported on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 @hookimpl

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from clawkit import hookimpl
+from clawkit.lazy import lazy_exports
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic, the kernel types and
 # the output store (sqlite3) load (with :mod:`clawkit_truncator.plugin`) only when a hook runs.
@@ -27,16 +28,7 @@ _EXPORTS = dict.fromkeys(
 __all__ = ["TruncatorConfig", "read_tool_output", "marker_text", "budget_tokens", "message_tokens"]
 
 
-def __getattr__(name: str) -> Any:
-    """The public names, imported on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 @hookimpl

@@ -1,0 +1,31 @@
+"""Lazy public names for plugin packages.
+
+``clawkit --help`` imports every plugin's entry-point module, so a plugin keeps that
+module thin and loads its real modules on first use::
+
+    from clawkit.lazy import lazy_exports
+
+    __getattr__ = lazy_exports(__name__, {"TruncatorConfig": "plugin", "cut": "cut"})
+
+``pkg.TruncatorConfig`` then imports ``pkg.plugin`` the first time it is asked for.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib import import_module
+from typing import Any, Callable
+
+
+def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that imports ``package.<exports[name]>`` and caches ``name``."""
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(import_module(f".{module}", package), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    return __getattr__
