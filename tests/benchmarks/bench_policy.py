@@ -5,8 +5,8 @@ Run: .venv/bin/python tests/benchmarks/bench_policy.py
 * gate: ``before_tool_call`` (scope check, grants, approval lookup, one audit record
   queued for the writer thread) — goal <= 100 us added per call. Measured back to back
   (2000 gates in a row: the writer commits batches of 256 meanwhile, so its cost is
-  included) and with the writer idle (flushed untimed every 50 calls, as in a turn where
-  records are committed while the tool runs and the model is called again) (all four gates together are
+  included) and with the writer idle (flushed untimed every 50 calls, as in turns whose
+  records are committed by the flush at the turn's end) (all four gates together are
   measured by tests/benchmarks/bench_gates.py, which includes this plugin when installed).
 * whole call: gate + execution + ``after_tool_call`` (execution record, result redaction).
 * redaction of a 100 KB result (the secret scan the policy runs on every result).
@@ -90,8 +90,8 @@ async def time_gate(agent, ctx, call, n):
 
 
 async def time_gate_idle(agent, ctx, call, n):
-    """Gate latency with the audit writer idle, as in a real turn (the writer commits while the
-    tool runs and the model is called again): the queue is flushed, untimed, every 50 calls."""
+    """Gate latency with the audit writer idle, as in a real turn (the turn's end commits its
+    records on the turn's thread): the queue is flushed, untimed, every 50 calls."""
     turn = clawkit_policy._turn(ctx)
     spent = 0.0
     for i in range(n):

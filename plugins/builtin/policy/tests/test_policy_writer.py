@@ -25,6 +25,17 @@ def writer_for(path):
     return conn, LedgerWriter(conn, str(path), prepare([]))
 
 
+def writer_in_vanished_dir(tmp_path):
+    """A writer whose database directory has been deleted (a test's temporary directory, at exit)."""
+    (tmp_path / "gone").mkdir()
+    conn, writer = writer_for(tmp_path / "gone" / "a.db")
+    conn.close()
+    for name in ("a.db", "a.db-wal", "a.db-shm"):
+        (tmp_path / "gone" / name).unlink(missing_ok=True)
+    (tmp_path / "gone").rmdir()
+    return conn, writer
+
+
 def count(path):
     with sqlite3.connect(path) as other:
         return other.execute("SELECT count(*) FROM policy_audit").fetchone()[0]
@@ -103,3 +114,72 @@ def test_a_symlink_made_by_a_tool_is_seen_by_the_next_gate(build_agent, workspac
     assert "beyond its scope" in approver.asked[1][1]
     decisions = [r["decision"] for r in ledger_for(agent.store).records(tool="read_file", kind="decision")]
     assert decisions == ["allow", "require_approval"]
+
+
+def test_flush_writes_on_the_calling_thread_and_a_later_flush_with_nothing_queued_does_nothing(tmp_path):
+    """The turn's end commits its records itself (no hand-off to the thread and wait)."""
+    import threading
+
+    seen = []
+    conn, writer = writer_for(tmp_path / "a.db")
+    inner = writer.prepare
+    writer.prepare = lambda fields: (seen.append(threading.get_ident()), inner(fields))[1]
+    writer.submit("decision", {"tool": "read_file", "decision": "allow"})
+    writer.submit("execution", {"tool": "read_file", "content": "hello"})
+    writer.flush()
+    assert seen == [threading.get_ident()] * 2
+    assert count(tmp_path / "a.db") == 2 and writer.pending == 0
+    writer.flush()  # nothing queued: nothing prepared, nothing written
+    assert len(seen) == 2 and count(tmp_path / "a.db") == 2
+    assert AuditLedger(conn).verify().ok
+
+
+def test_a_flush_with_nothing_queued_starts_no_thread_and_opens_no_database(tmp_path):
+    """Also at interpreter exit: a writer whose directory is gone, with nothing queued, is left alone."""
+    from clawkit_policy import writer as writer_mod
+
+    conn, writer = writer_in_vanished_dir(tmp_path)
+    writer.flush()
+    writer_mod._flush_all()
+    assert writer._thread is None and writer._ledger is None and writer.error is None
+
+
+def test_a_database_that_cannot_be_opened_fails_closed_without_a_traceback(tmp_path, capfd, caplog):
+    """Queued records whose directory disappeared: the flush logs one warning (no thread traceback,
+    no 10 s wait) and the next gate call is refused."""
+    conn, writer = writer_in_vanished_dir(tmp_path)
+    writer.submit("decision", {"tool": "shell_exec", "decision": "allow"})
+    started = time.monotonic()
+    writer.flush()
+    assert time.monotonic() - started < 2
+    assert writer.error is not None
+    assert "could not be written" in caplog.text
+    try:
+        writer.submit("decision", {"tool": "shell_exec", "decision": "allow"})
+    except RuntimeError as exc:
+        assert "cannot be written" in str(exc)
+    else:
+        raise AssertionError("a writer that cannot write must refuse new records (fail closed)")
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_the_timer_thread_also_fails_closed_when_the_database_cannot_be_opened(tmp_path):
+    conn, writer = writer_in_vanished_dir(tmp_path)
+    writer.submit("decision", {"tool": "shell_exec", "decision": "allow"})
+    deadline = time.monotonic() + 20 * MAX_DELAY
+    while writer.error is None and time.monotonic() < deadline:
+        time.sleep(MAX_DELAY / 5)
+    assert writer.error is not None
+
+
+def test_a_turns_records_are_committed_when_the_turn_ends(build_agent, workspace):
+    """Durable before the reply goes out: another connection sees them right after the turn,
+    without ledger_for (which flushes first)."""
+    (workspace / "a.txt").write_text("hello")
+    agent = build_agent([ScriptedReply.calls(call("read_file", path="a.txt")), "done"], plugins=PLUGINS, tools=["*"])
+    res = agent.run("go")
+    assert res.reply == "done"
+    with sqlite3.connect(agent.store.path) as other:
+        kinds = [k for (k,) in other.execute("SELECT kind FROM policy_audit ORDER BY seq")]
+    assert "decision" in kinds and "execution" in kinds
+    assert AuditLedger(agent.store.conn).verify().ok

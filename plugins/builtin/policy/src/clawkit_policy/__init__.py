@@ -175,7 +175,7 @@ def after_tool_call(ctx, call, result):
         from .scope import call_hash
 
         digest = call_hash(call.name, call.arguments)
-    # the result's length and SHA-256 are computed by the writer thread (``content``)
+    # the result's length and SHA-256 are computed when the record is written (``content``)
     record(
         turn, "execution", ids, call_hash=digest,
         decision="executed", started=(p.started or p.decided) if p else None, ended=now,
@@ -187,8 +187,8 @@ def after_tool_call(ctx, call, result):
         clean = redact_text(content, turn.cfg.secret_env)
         if clean is not content and clean != content:
             out = result.model_copy(update={"content": clean, "metadata": {**result.metadata, "redacted": True}})
-    if turn.writer is not None:
-        turn.writer.kick()  # the tool has run: write its records while the model is called again
+    # no kick: the turn's end commits these records on this thread (waking the writer thread here made
+    # it compete for the GIL and the lock with that flush); the thread writes them only if the turn lasts
     return out
 
 

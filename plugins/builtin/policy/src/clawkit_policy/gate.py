@@ -151,7 +151,7 @@ _TEXT_FIELDS = ("reason", "error")
 
 
 def prepare(extra: list[str]):
-    """Turn queued fields into a ledger record, in the writer thread (off the gate's path).
+    """Turn queued fields into a ledger record, when it is written (off the gate's path).
 
     The JSON columns are serialised once; a single screening pass over them and the text columns
     (:func:`~clawkit_policy.redact.may_hold_secrets`) decides whether the structural redaction

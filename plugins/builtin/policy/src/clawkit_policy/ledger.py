@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
+from json.encoder import c_encode_basestring, c_make_encoder  # type: ignore[attr-defined]
 from typing import Any
 
 GENESIS = "0" * 64
@@ -36,6 +38,7 @@ COLUMNS = (
 )
 JSON_COLUMNS = frozenset({"arguments", "requested", "granted", "data"})
 _FIELDS = frozenset(COLUMNS) - {"seq", "prev_hash"}
+_ROW = operator.itemgetter(*COLUMNS)  # a record's column values, in order (one C call)
 _INSERT = f"INSERT INTO policy_audit ({', '.join(COLUMNS)}, hash) VALUES ({', '.join('?' for _ in COLUMNS)}, ?)"
 
 
@@ -61,8 +64,20 @@ CREATE TABLE IF NOT EXISTS policy_audit_head (
 """
 
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+def _encoder(sort_keys: bool, default: Any) -> Any:
+    """``json.JSONEncoder(..., ensure_ascii=False, separators=(",", ":")).encode``, the C encoder built once
+    (``encode`` builds one per call: ~0.6 us of a ~1 us call). The output is the same text."""
+    py = json.JSONEncoder(sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, default=default)
+    if c_make_encoder is None or c_encode_basestring is None:  # pragma: no cover - CPython always has _json
+        return py.encode
+    # markers=None: no circular-reference bookkeeping (a cycle raises RecursionError instead of ValueError)
+    enc = c_make_encoder(None, py.default, c_encode_basestring, None, ":", ",", sort_keys, False, True)
+    join = "".join
+    return lambda value: join(enc(value, 0))
+
+
+_CANONICAL = _encoder(True, str)
+_COMPACT = _encoder(False, None)
 
 
 def canonical(value: Any) -> str:
@@ -78,7 +93,11 @@ def _json(value: Any) -> str | None:
 
 def record_hash(values: dict[str, Any]) -> str:
     """The hash of one record from its stored column values (``prev_hash`` included)."""
-    payload = _COMPACT([values.get(c) for c in COLUMNS])
+    try:
+        row = _ROW(values)
+    except KeyError:
+        row = [values.get(c) for c in COLUMNS]
+    payload = _COMPACT(row)  # a tuple is encoded as the same JSON array as a list
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -125,7 +144,7 @@ class AuditLedger:
                     seq += 1
                     values["seq"], values["prev_hash"] = seq, prev
                     values["hash"] = prev = record_hash(values)
-                    params.append([values[c] for c in COLUMNS] + [prev])
+                    params.append(_ROW(values) + (prev,))
                 self.conn.executemany(_INSERT, params)
                 if rows:
                     self.conn.execute(
@@ -146,7 +165,7 @@ class AuditLedger:
         unknown = fields.keys() - _FIELDS
         if unknown:
             raise TypeError(f"unknown audit fields: {', '.join(sorted(unknown))}")
-        values: dict[str, Any] = {c: None for c in COLUMNS}
+        values: dict[str, Any] = dict.fromkeys(COLUMNS)
         for k, v in fields.items():
             if k in JSON_COLUMNS:
                 v = _json(v)
