@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import types
-from importlib import metadata
 
 import pytest
 

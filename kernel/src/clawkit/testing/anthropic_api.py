@@ -23,7 +23,7 @@ def error_body(fault: Fault) -> dict[str, Any]:
     message = fault.message
     if (fault.body or {}).get("error", {}).get("code") == "context_length_exceeded":
         message = "prompt is too long: 200000 tokens > 128000 maximum"
-    return {"type": "error", "error": {"type": ERROR_TYPES.get(fault.status, "api_error"), "message": message}}
+    return {"type": "error", "error": {"type": ERROR_TYPES.get(fault.code, "api_error"), "message": message}}
 
 
 def _tool_input(arguments: str) -> Any:

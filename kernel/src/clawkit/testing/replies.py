@@ -97,7 +97,7 @@ class Fault:
     """A failure the server produces instead of (or while) answering."""
 
     kind: str
-    status: int = 500
+    code: int = 500  # the HTTP status (a field named like the ``status`` constructor would shadow it)
     retry_after: float | None = None
     seconds: float = 0.0
     after_chunks: int = 0
@@ -108,12 +108,12 @@ class Fault:
     @classmethod
     def rate_limit(cls, retry_after: float | None = 0.1, message: str = "Rate limit reached for requests") -> "Fault":
         """429 with an OpenAI-style error body and a ``Retry-After`` header (seconds)."""
-        return cls("http", status=429, retry_after=retry_after, message=message)
+        return cls("http", code=429, retry_after=retry_after, message=message)
 
     @classmethod
     def status(cls, code: int = 500, message: str | None = None, retry_after: float | None = None) -> "Fault":
         """Any HTTP error status (500, 503, 401…) with an OpenAI-style error body."""
-        return cls("http", status=code, retry_after=retry_after, message=message or f"scripted HTTP {code}")
+        return cls("http", code=code, retry_after=retry_after, message=message or f"scripted HTTP {code}")
 
     @classmethod
     def delay(cls, seconds: float, then: "Reply | str | None" = None) -> "Fault":
@@ -136,13 +136,13 @@ class Fault:
         )
         body = {"error": {"message": message, "type": "invalid_request_error", "param": "messages",
                           "code": "context_length_exceeded"}}
-        return cls("http", status=400, message=message, body=body)
+        return cls("http", code=400, message=message, body=body)
 
     def error_body(self) -> dict[str, Any]:
         if self.body is not None:
             return self.body
-        kind = {429: "requests", 400: "invalid_request_error", 401: "authentication_error"}.get(self.status, "server_error")
-        code = {429: "rate_limit_exceeded"}.get(self.status)
+        kind = {429: "requests", 400: "invalid_request_error", 401: "authentication_error"}.get(self.code, "server_error")
+        code = {429: "rate_limit_exceeded"}.get(self.code)
         return {"error": {"message": self.message, "type": kind, "param": None, "code": code}}
 
 

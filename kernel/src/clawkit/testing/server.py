@@ -236,7 +236,7 @@ class _Handler(BaseHTTPRequestHandler):
         anthropic_style = path in ANTHROPIC_PATHS
         if isinstance(item, Fault):
             extra = {"Retry-After": _fmt_seconds(item.retry_after)} if item.retry_after is not None else {}
-            self._send_json(item.status, anthropic.error_body(item) if anthropic_style else item.error_body(), extra)
+            self._send_json(item.code, anthropic.error_body(item) if anthropic_style else item.error_body(), extra)
             return
         body = body if isinstance(body, dict) else {}
         if anthropic_style:

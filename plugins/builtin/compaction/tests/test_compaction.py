@@ -11,7 +11,7 @@ from clawkit import hookimpl
 from clawkit.providers import ProviderError
 from clawkit.testing import ScriptedProvider, ScriptedReply, call
 from clawkit_compaction import SUMMARY_FLAG
-from clawkit_compaction.compactor import request_tokens, split_point, message_tokens
+from clawkit_compaction.compactor import request_tokens, split_point
 from clawkit.tokens import get_counter
 
 WINDOW = 3000

@@ -14,7 +14,6 @@ import pytest
 
 import clawkit_memory
 from clawkit.testing import ScriptedReply, call
-from clawkit_memory import cli as memory_cli
 from clawkit_memory.chunking import chunk_markdown, finished_turns
 from clawkit_memory.config import EmbeddingConfig
 from clawkit_memory.embeddings import EmbeddingError, LiteLLMEmbeddings, LocalMiniLM, resolve_provider

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import time
 
-import pytest
 
 import clawkit_policy
 import clawkit_tools
 from clawkit import hookimpl
 from clawkit.testing import ScriptedReply, call
-from clawkit_policy import ApprovalTimeout, callback_approver, ledger_for
+from clawkit_policy import callback_approver, ledger_for
 
 PLUGINS = (clawkit_tools, clawkit_policy)
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 from typing import Any

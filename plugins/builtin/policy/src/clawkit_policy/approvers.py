@@ -73,7 +73,7 @@ async def _readline(stream: TextIO, timeout: float) -> str:
         try:
             line = stream.readline()
         except Exception as exc:  # closed terminal
-            settle(lambda: fut.done() or fut.set_exception(exc))
+            settle(lambda err=exc: fut.done() or fut.set_exception(err))  # exc is unbound after except
             return
         settle(lambda: fut.done() or fut.set_result(line))
 

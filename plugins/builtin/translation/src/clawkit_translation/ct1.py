@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 VERBS = ("REQ", "RES", "TASK", "STATUS", "NOOP", "ERR", "ACK", "MULTI")

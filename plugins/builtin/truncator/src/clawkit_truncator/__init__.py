@@ -14,7 +14,6 @@ tokenized. Any failure falls back to a character budget and says so.
 
 from __future__ import annotations
 
-from typing import Any
 
 from clawkit import hookimpl
 from clawkit.lazy import lazy_exports
