@@ -111,6 +111,9 @@ def test_agent_answers_with_two_concurrent_tool_calls(agent_dir, model_server):
     assert kinds.count("message") == 5
     shown = clawkit(agent_dir, "sessions", "show", result["session_id"])
     assert "get_weather" in shown.stdout and "usage" in shown.stdout
+    # from anywhere, through the agent file (its workspace holds the database)
+    elsewhere = clawkit(agent_dir / "site", "sessions", "list", "--json", "--agent", str(agent_dir / "agent.yaml"))
+    assert json.loads(elsewhere.stdout)[0]["id"] == result["session_id"]
 
 
 def test_streamed_reply_on_stdout_and_resume_session(agent_dir, model_server):
