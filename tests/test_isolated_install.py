@@ -72,3 +72,6 @@ def test_kernel_plus_one_plugin_alone(plugin_dir: Path, kernel_wheel: Path, tmp_
     listed = json.loads(run(str(venv / "bin" / "clawkit"), "plugins", "--json", cwd=ws).stdout)
     assert [p["name"] for p in listed] == [plugin_dir.name]
     run(str(venv / "bin" / "clawkit"), "--help", cwd=ws)
+    if plugin_dir.name == "skills":  # the shipped example skills travel inside the wheel
+        listed = run(str(venv / "bin" / "clawkit"), "skills", "list", cwd=ws).stdout
+        assert "weather" in listed and "code-review" in listed

@@ -62,7 +62,11 @@ def shipped_dirs() -> list[tuple[str, Path]]:
                 out.append((f"plugin:{ep.name}", Path(p)))
         except Exception as exc:
             log.warning("skills entry point %s failed: %r", ep.name, exc)
-    # the repository's shipped examples (editable/workspace installs)
+    # the shipped example skills: inside the wheel, or the repository's skills/ (editable installs)
+    packaged = Path(__file__).resolve().parent / "shipped"
+    if packaged.is_dir():
+        out.append(("plugin:clawkit", packaged))
+        return out
     here = Path(__file__).resolve()
     for parent in here.parents:
         if (parent / "skills").is_dir() and (parent / "plugins").is_dir():
