@@ -267,3 +267,13 @@ def test_route_is_on_disk_with_the_message_and_keeps_other_keys(build):
     from clawkit_translation import metrics
 
     assert metrics.read(agent.store.path)["routed"] == 3
+
+
+@pytest.mark.parametrize("text", ["Is it raining in Paris?", "Has it snowed in Oslo?", "what's the weather in Paris?"])
+def test_skill_keywords_match_their_inflections(text):
+    from clawkit_translation.router import SkillInfo
+
+    weather = SkillInfo(name="weather", description="Current weather and short forecasts for any place.",
+                        keywords=("weather", "forecast", "rain", "snow", "umbrella"))
+    other = SkillInfo(name="code-review", description="Review a change for bugs.", keywords=("review", "diff"))
+    assert IntentRouter().match_skills(text, [other, weather]) == ["weather"]

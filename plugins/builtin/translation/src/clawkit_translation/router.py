@@ -109,12 +109,23 @@ class SkillInfo:
 
 
 def words(text: str) -> set[str]:
-    """Lower-cased words with naive plural folding (``issues`` → ``issue``)."""
+    """Lower-cased words with naive folding of plurals and verb endings.
+
+    ``issues`` → ``issue``, ``raining`` → ``rain``, ``rained`` → ``rain``, ``running`` →
+    ``run``: the folded forms are added next to the word itself, so a keyword matches
+    its inflections without losing exact matches.
+    """
     out = set()
     for w in _WORD.findall(text.lower()):
         out.add(w)
         if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
             out.add(w[:-1])
+        for suffix in ("ing", "ed"):
+            if len(w) > len(suffix) + 3 and w.endswith(suffix):
+                stem = w[: -len(suffix)]
+                out.add(stem)
+                if len(stem) > 3 and stem[-1] == stem[-2]:  # running → runn → run
+                    out.add(stem[:-1])
     return out
 
 
