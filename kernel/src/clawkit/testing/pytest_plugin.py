@@ -28,7 +28,8 @@ def make_agent(workspace: Path):
     """``make_agent(script=[...], tools=[...], plugins=[...], plugin_config={...}, **config)`` → an Agent.
 
     ``plugins`` are plugin objects/modules to load; ``plugin_config`` is the agent
-    YAML's ``plugins:`` mapping (per-plugin sections). Entry-point plugins are not loaded unless ``load_entry_points=True``; pass plugin
+    YAML's ``plugins:`` mapping (per-plugin sections); ``provider="config"`` uses the
+    provider the config's ``model`` names instead of a scripted one. Entry-point plugins are not loaded unless ``load_entry_points=True``; pass plugin
     objects in ``plugins`` (e.g. your plugin module). ``script`` feeds a
     :class:`ScriptedProvider` available as ``agent.provider``.
     """
@@ -48,6 +49,8 @@ def make_agent(workspace: Path):
         cfg = validate_agent(data, "<test>", {}, sections)
         if provider is None:
             provider = ScriptedProvider(script)
+        elif provider == "config":
+            provider = None  # the provider the config names, from the plugins' registry
         agent = Agent(cfg, pm=pm, provider=provider, approver=approver)
         agents.append(agent)
         return agent
@@ -55,3 +58,22 @@ def make_agent(workspace: Path):
     yield factory
     for a in agents:
         a.store.close()
+
+
+@pytest.fixture
+def http_agent(make_agent, model_server):
+    """``http_agent(*script, plugins=..., plugin_config=..., **config)`` → an Agent whose model is
+    the loopback ``model_server`` (scripted with ``script``), reached over real HTTP through the
+    provider plugin ``clawkit-litellm`` (the test is skipped when it is not installed)."""
+    litellm_plugin = pytest.importorskip("clawkit_litellm")
+
+    def factory(*script: Any, plugins: tuple = (), **config: Any):
+        if script:
+            model_server.script(*script)
+        config.setdefault(
+            "model",
+            {"name": "openai/test-model", "api_base": model_server.url, "api_key": "sk-test", "timeout": 10, "max_retries": 0},
+        )
+        return make_agent(plugins=(litellm_plugin, *plugins), provider="config", **config)
+
+    return factory

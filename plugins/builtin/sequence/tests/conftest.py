@@ -4,7 +4,6 @@ and a helper for agents driven by the loopback ``model_server`` through litellm.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -85,33 +84,13 @@ def files() -> FileTools:
 
 
 @pytest.fixture
-def live_agent(workspace):
-    """``live_agent(model_server, plugins=..., plugin_config=..., **config)`` → an Agent whose model is the
-    loopback server, reached through the real clawkit-litellm provider."""
-    clawkit_litellm = pytest.importorskip("clawkit_litellm")
-    from clawkit.config import collect_sections, validate_agent
-    from clawkit.hooks import HookRunner
-    from clawkit.loop import Agent
-    from clawkit.plugins import get_plugin_manager
-
-    made: list[Any] = []
+def live_agent(http_agent):
+    """``live_agent(model_server, plugins=..., plugin_config=..., approver=None, **config)``: the kit's
+    ``http_agent`` — the loopback server, reached through the real clawkit-litellm provider."""
 
     def factory(server, *, plugins=(), plugin_config=None, approver=None, **config):
-        data = {
-            "name": "live-agent",
-            "model": {"name": "openai/test-model", "api_base": server.url, "api_key": "sk-test", "max_retries": 0},
-            "workspace": str(workspace),
-            "tools": TOOLS,
-            **config,
-        }
-        if plugin_config:
-            data["plugins"] = plugin_config
-        pm = get_plugin_manager(extra=(clawkit_litellm, *plugins), load_entry_points=False)
-        cfg = validate_agent(data, "<live-test>", {}, collect_sections(HookRunner(pm)))
-        agent = Agent(cfg, pm=pm, approver=approver)
-        made.append(agent)
-        return agent
+        config.setdefault("tools", TOOLS)
+        config.setdefault("model", {"name": "openai/test-model", "api_base": server.url, "api_key": "sk-test", "max_retries": 0})
+        return http_agent(plugins=plugins, plugin_config=plugin_config, approver=approver, **config)
 
-    yield factory
-    for a in made:
-        a.store.close()
+    return factory

@@ -151,32 +151,12 @@ def web():
 
 
 @pytest.fixture
-def live_agent(workspace):
-    """``live_agent(model_server, plugins=..., plugin_config=..., approver=None, tools=[...])``: an Agent whose
-    model is the loopback ``model_server``, reached through the real clawkit-litellm provider."""
-    clawkit_litellm = pytest.importorskip("clawkit_litellm")
-    from clawkit.config import collect_sections, validate_agent
-    from clawkit.hooks import HookRunner
-    from clawkit.loop import Agent
-    from clawkit.plugins import get_plugin_manager
-
-    made: list[Agent] = []
+def live_agent(http_agent):
+    """``live_agent(model_server, plugins=..., plugin_config=..., approver=None, **config)``: the kit's
+    ``http_agent`` — the loopback server, reached through the real clawkit-litellm provider."""
 
     def factory(server, *, plugins=(), plugin_config=None, approver=None, **config):
-        data = {
-            "name": "live-agent",
-            "model": {"name": "openai/test-model", "api_base": server.url, "api_key": "sk-test", "max_retries": 0},
-            "workspace": str(workspace),
-            **config,
-        }
-        if plugin_config:
-            data["plugins"] = plugin_config
-        pm = get_plugin_manager(extra=(clawkit_litellm, *plugins), load_entry_points=False)
-        cfg = validate_agent(data, "<live-test>", {}, collect_sections(HookRunner(pm)))
-        agent = Agent(cfg, pm=pm, approver=approver)
-        made.append(agent)
-        return agent
+        config.setdefault("model", {"name": "openai/test-model", "api_base": server.url, "api_key": "sk-test", "max_retries": 0})
+        return http_agent(plugins=plugins, plugin_config=plugin_config, approver=approver, **config)
 
-    yield factory
-    for a in made:
-        a.store.close()
+    return factory
