@@ -6,6 +6,8 @@ import asyncio
 import threading
 import time
 
+import pytest
+
 from clawkit import hookimpl
 from clawkit.testing import ScriptedReply, call
 from clawkit.tools import ToolError, tool
@@ -254,3 +256,20 @@ def test_prompt_is_built_once_per_turn_unless_invalidated(make_agent):
     agent.run("go")
     systems = [r.system for r in agent.provider.requests]
     assert systems == ["build 1", "build 1", "build 2"]
+
+
+def test_close_tells_plugins_and_closes_the_store(make_agent):
+    seen = []
+
+    class Watch:
+        @hookimpl
+        def on_event(self, event):
+            seen.append(event.type)
+
+    with make_agent(["ok"], plugins=(Watch(),)) as agent:
+        agent.run("hi")
+    assert seen[-1] == "agent.close"
+    import sqlite3
+
+    with pytest.raises(sqlite3.ProgrammingError):
+        agent.store.conn.execute("SELECT 1")

@@ -88,6 +88,21 @@ class Agent:
         self.executor = ToolExecutor(self)
         self._sessions: dict[str, Session] = {}
         self._background: set[asyncio.Future] = set()
+        self._closed = False
+
+    def close(self) -> None:
+        """Emit ``agent.close`` (plugins release watchers and threads) and close the store (once)."""
+        if self._closed:
+            return
+        self._closed = True
+        emit_event(self.hooks, None, Event(type="agent.close", data={"agent": self.config.name}))
+        self.store.close()
+
+    def __enter__(self) -> "Agent":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _tool_register(self, plugin: str):
         def register(obj: Any, name: str | None = None, risk: Any = None) -> None:

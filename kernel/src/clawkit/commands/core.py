@@ -88,7 +88,7 @@ def cmd_run(args) -> int:
         deliver = None if args.json else _stdout_deliver
         result = agent.run(args.message, session_id=args.session, deliver=deliver)
     finally:
-        agent.store.close()
+        agent.close()
     if args.json:
         print(json.dumps(result.as_json(), default=str))
     else:
@@ -159,7 +159,7 @@ def cmd_chat(args) -> int:
     try:
         asyncio.run(loop())
     finally:
-        agent.store.close()
+        agent.close()
     print(f"[session {session_id}]", file=sys.stderr)
     return EXIT_OK
 

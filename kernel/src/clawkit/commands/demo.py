@@ -63,7 +63,7 @@ def cmd_demo(args) -> int:
         try:
             result = agent.run(args.message, deliver=None if args.json else _stdout_deliver)
         finally:
-            agent.store.close()
+            agent.close()
     if args.json:
         print(json.dumps(result.as_json(), default=str))
     else:

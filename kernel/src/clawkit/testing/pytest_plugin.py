@@ -57,7 +57,7 @@ def make_agent(workspace: Path):
 
     yield factory
     for a in agents:
-        a.store.close()
+        a.close()
 
 
 @pytest.fixture
