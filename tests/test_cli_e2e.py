@@ -238,3 +238,14 @@ def test_provider_retries_are_session_events(agent_dir, model_server, monkeypatc
     assert result.reply == "ok after a retry"
     retries = agent.store.events(result.session_id, "llm.retry")
     assert retries and retries[0]["data"]["by"] == "provider" and "503" in retries[0]["data"]["error"]
+
+
+def test_demo_runs_a_full_turn_offline(tmp_path):
+    (tmp_path / "notes.txt").write_text("hi")
+    env = {k: v for k, v in os.environ.items() if k != "CLAWKIT_LOAD_PLUGINS"}
+    out = subprocess.run([sys.executable, "-m", "clawkit", "demo", "--json"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert [c["name"] for c in result["tool_calls"]] == ["list_dir"] and "notes.txt" in result["reply"]
+    assert (tmp_path / ".clawkit" / "state.db").is_file()

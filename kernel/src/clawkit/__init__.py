@@ -6,9 +6,10 @@ Plugins import what they need from here: ``hookimpl``, the types (``Message``,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .hookspecs import hookimpl
+from .lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -35,12 +36,4 @@ if TYPE_CHECKING:  # pragma: no cover
                         SessionClassification, ToolCall, ToolDef, ToolResult, Usage)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'clawkit' has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)

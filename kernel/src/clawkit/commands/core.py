@@ -82,18 +82,21 @@ def _stdout_deliver(outbound) -> None:
         sys.stdout.flush()
 
 
-def cmd_run(args) -> int:
-    agent = _open(args)
+def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None = None, trailer=None) -> int:
+    """One turn: stream the reply (or print the JSON result), then close the agent."""
     try:
-        deliver = None if args.json else _stdout_deliver
-        result = agent.run(args.message, session_id=args.session, deliver=deliver)
+        result = agent.run(message, session_id=session_id, deliver=None if as_json else _stdout_deliver)
     finally:
         agent.close()
-    if args.json:
+    if as_json:
         print(json.dumps(result.as_json(), default=str))
     else:
-        print(f"[session {result.session_id}]", file=sys.stderr)
+        print(f"[session {result.session_id}{trailer(result) if trailer else ''}]", file=sys.stderr)
     return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    return run_and_report(_open(args), args.message, as_json=args.json, session_id=args.session)
 
 
 def terminal_approver(call, reason: str, ctx) -> bool:

@@ -9,12 +9,9 @@ real model (``clawkit run agent.yaml "…"``) for that.
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import EXIT_OK
 
 
 def register(cli) -> None:
@@ -46,7 +43,7 @@ def cmd_demo(args) -> int:
     from ..hooks import HookRunner
     from ..loop import Agent
     from ..testing.server import ModelServer
-    from .core import _stdout_deliver
+    from .core import run_and_report
 
     with ModelServer() as server:
         server.script(demo_model)
@@ -60,12 +57,7 @@ def cmd_demo(args) -> int:
         }
         cfg = validate_agent(data, "<demo>", {}, collect_sections(HookRunner(pm)))
         agent = Agent(cfg, pm=pm)
-        try:
-            result = agent.run(args.message, deliver=None if args.json else _stdout_deliver)
-        finally:
-            agent.close()
-    if args.json:
-        print(json.dumps(result.as_json(), default=str))
-    else:
-        print(f"[session {result.session_id} · {len(result.tool_calls)} tool call(s) · saved in {agent.store.path}]", file=sys.stderr)
-    return EXIT_OK
+        def trailer(result) -> str:
+            return f" · {len(result.tool_calls)} tool call(s) · saved in {agent.store.path}"
+
+        return run_and_report(agent, args.message, as_json=args.json, trailer=trailer)

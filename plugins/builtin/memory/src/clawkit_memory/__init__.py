@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from clawkit.hookspecs import hookimpl
+from clawkit.lazy import lazy_exports
 
 # The entry-point module stays a thin set of hookimpls: ``clawkit --help`` imports every
 # plugin, and numpy / sqlite-vec / onnxruntime load only when a hook body first runs.
@@ -23,16 +24,7 @@ __all__ = ["MemoryConfig", "AgentMemory", "Hit", "LocalMiniLM", "LiteLLMEmbeddin
 _RECALL: Any = None
 
 
-def __getattr__(name: str) -> Any:
-    """The public names of :data:`__all__`, imported on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 def _recall() -> Any:

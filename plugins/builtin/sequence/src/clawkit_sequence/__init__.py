@@ -24,9 +24,9 @@ blocked too, so the turn ends instead of spinning.
 
 from __future__ import annotations
 
-from typing import Any
 
 from clawkit import hookimpl
+from clawkit.lazy import lazy_exports
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic loads (with
 # :mod:`clawkit_sequence.rules`) only when a hook first runs.
@@ -35,16 +35,7 @@ _EXPORTS = dict.fromkeys(
 )
 
 
-def __getattr__(name: str) -> Any:
-    """The implementation's public names, imported on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 @hookimpl
