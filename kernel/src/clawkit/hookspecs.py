@@ -46,10 +46,12 @@ def register_config(register):
 def register_providers(register):
     """Register model providers.
 
-    ``register(name, factory)``: ``factory(model_config)`` returns an object with
-    ``async complete(request, on_text=None) -> LlmResponse`` (see
+    ``register(name, factory, serves=None)``: ``factory(model_config)`` returns an
+    object with ``async complete(request, on_text=None) -> LlmResponse`` (see
     :class:`clawkit.providers.Provider`). An agent's ``model.provider`` picks one by
-    name; the default is ``litellm``. Results: ignored. Failure: isolated.
+    name; the default ``auto`` takes the first provider whose ``serves(model_config)``
+    is true, else a catch-all (registered without ``serves``; ``litellm`` first).
+    Results: ignored. Failure: isolated.
     """
 
 

@@ -131,7 +131,7 @@ class Agent:
 
     def provider_for(self, model_config: Any) -> Provider:
         """A provider for another model (classifier, summariser): same registry."""
-        return self._observe(self.providers.create(getattr(model_config, "provider", "litellm"), model_config))
+        return self._observe(self.providers.create(getattr(model_config, "provider", "auto"), model_config))
 
     # sessions -----------------------------------------------------------------------------
 
