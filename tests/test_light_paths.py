@@ -22,7 +22,7 @@ PROBE = textwrap.dedent(
         code = main(sys.argv[1:])
     except SystemExit as exc:
         code = exc.code
-    heavy = ("litellm", "openai", "onnxruntime", "tokenizers")
+    heavy = ("litellm", "openai", "onnxruntime", "tokenizers", "tiktoken", "numpy", "sqlite_vec", "jsonschema")
     print(json.dumps({"code": code, "imported": [m for m in heavy if m in sys.modules]}), file=sys.stderr)
     """
 )

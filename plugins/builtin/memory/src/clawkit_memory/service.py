@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .config import MemoryConfig
+from .config import EPISODE_DELAY, MEMORY_ROOTS, MemoryConfig, config_of, db_path  # noqa: F401  (re-exported)
 from .embeddings import collect_providers, resolve_provider
 from .index import IndexReport, MemoryIndex
 from .search import Hit, Searcher
@@ -22,34 +22,13 @@ from .worker import MemoryWorker
 
 log = logging.getLogger("clawkit.memory")
 
-MEMORY_ROOTS = ("MEMORY.md", "memory")
 SAFETY_SYNC_SECONDS = 2.0  # with a watcher running, a stat sweep at most this often
 SESSIONS_PER_STEP = 16  # sessions indexed per step of episode indexing
-EPISODE_DELAY = 0.25  # seconds after a turn's end before its episode is indexed (when the thread is free)
 
 _indexes: dict[Path, MemoryIndex] = {}
 _services: dict[tuple[Path, str], "AgentMemory"] = {}
 _by_agent: dict[int, tuple[Any, "AgentMemory"]] = {}
 _lock = threading.Lock()
-
-
-def config_of(agent: Any) -> MemoryConfig:
-    """The agent's ``plugins.memory`` section as a :class:`MemoryConfig` (defaults when absent)."""
-    section = agent.plugin("memory") if hasattr(agent, "plugin") else None
-    if section is None:
-        return MemoryConfig()
-    if isinstance(section, MemoryConfig):
-        return section
-    data = section.model_dump() if hasattr(section, "model_dump") else dict(section)
-    data.pop("enabled", None)
-    return MemoryConfig.model_validate(data)
-
-
-def db_path(workspace: Path, cfg: MemoryConfig) -> Path:
-    if cfg.db:
-        p = Path(cfg.db)
-        return (p if p.is_absolute() else workspace / p).resolve()
-    return (workspace / ".clawkit" / "memory.db").resolve()
 
 
 def memory_for(agent: Any, hooks: Any = None, *, progress: bool = False) -> "AgentMemory":
@@ -77,6 +56,10 @@ def memory_for(agent: Any, hooks: Any = None, *, progress: bool = False) -> "Age
         _by_agent[id(agent)] = (agent, svc)  # the config is held, so its id is not reused
     if progress:
         svc.index.progress = True
+    from . import take_pending
+
+    for state_db in take_pending(agent):  # turns finished while memory was idle
+        svc.index_sessions_later(state_db)
     return svc
 
 
