@@ -231,3 +231,24 @@ def test_idle_memory_loads_no_index_and_indexes_the_first_turn_later(make_agent,
     assert any("Miso" in h.text for h in hits)
     agent.run("what is my cat called?")  # memory is no longer idle: the full path, recall included
     assert clawkit_memory.service_loaded(agent.config)
+
+
+def test_identical_recall_with_nothing_new_skips_the_search(make_agent, workspace, monkeypatch):
+    (workspace / "MEMORY.md").write_text("# Pets\n\nThe user's dog is called Pixel.\n")
+    agent = make_agent(script=[], plugins=(clawkit_memory,), tools=TOOLS, plugin_config={"memory": {"watch": False}})
+    mem = memory_for(agent.config)
+    first: dict = {}
+    hits = mem.recall("what is the dog called?", timings=first)
+    searches = []
+    original = mem.searcher.search
+    monkeypatch.setattr(mem.searcher, "search", lambda *a, **k: searches.append(a) or original(*a, **k))
+    again: dict = {}
+    assert [h.text for h in mem.recall("what is the dog called?", timings=again)] == [h.text for h in hits]
+    assert again.get("cached") == 1.0 and searches == [] and "Pixel" in hits[0].text
+    mem.recall("and the cat?")  # another query searches
+    assert len(searches) == 1
+    (workspace / "MEMORY.md").write_text("# Pets\n\nThe user's dog is now called Byte.\n")
+    mem.refresh(force=True)
+    fresh: dict = {}
+    changed = mem.recall("what is the dog called?", timings=fresh)
+    assert "cached" not in fresh and len(searches) == 2 and "Byte" in changed[0].text
