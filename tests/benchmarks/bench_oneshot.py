@@ -78,8 +78,8 @@ def run_measured(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes |
 
 
 class Setup:
-    def __init__(self, server: ModelServer, llm: str, root: Path):
-        self.server, self.llm, self.root = server, llm, root
+    def __init__(self, server: ModelServer, llm: str, root: Path, reuse: bool = False):
+        self.server, self.llm, self.root, self.reuse = server, llm, root, reuse
         self.llm_home = root / "llm-home"
         self.llm_home.mkdir()
         (self.llm_home / "extra-openai-models.yaml").write_text(textwrap.dedent(f"""
@@ -97,9 +97,12 @@ class Setup:
         self.n = 0
 
     def workspace(self) -> Path:
-        """A fresh clawkit workspace per run: a first run, as a new user's would be."""
+        """A fresh clawkit workspace per run (a first run, as a new user's would be), or with
+        ``--reuse-workspace`` one workspace for every run (memory then has sessions to index)."""
         self.n += 1
-        ws = self.root / f"ws{self.n}"
+        ws = self.root / ("ws" if self.reuse else f"ws{self.n}")
+        if ws.exists():
+            return ws
         ws.mkdir()
         (ws / "agent.yaml").write_text(textwrap.dedent(f"""
             name: bench
@@ -151,6 +154,8 @@ def main() -> int:
     ap.add_argument("--llm", default=os.environ.get("LLM_ALONE", "/tmp/llm-alone/bin/llm"),
                     help="the llm executable, installed alone in its own venv")
     ap.add_argument("--no-chat", action="store_true")
+    ap.add_argument("--reuse-workspace", action="store_true",
+                    help="every clawkit run in one workspace (past sessions to index and recall)")
     args = ap.parse_args()
     if not shutil.which(args.llm):
         print(f"llm not found at {args.llm}: see tests/benchmarks/README.md (llm alone in its own venv)")
@@ -159,7 +164,7 @@ def main() -> int:
     try:
         with ModelServer() as server:
             server.script(lambda request: Reply.text(ANSWER))
-            s = Setup(server, args.llm, root)
+            s = Setup(server, args.llm, root, args.reuse_workspace)
             pairs = [("one-shot", s.clawkit_run, s.llm_run)]
             if not args.no_chat:
                 pairs.append(("chat", s.clawkit_chat, s.llm_chat))
@@ -178,6 +183,8 @@ def main() -> int:
         shutil.rmtree(root, ignore_errors=True)
     print(f"load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, "
           f"after {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}; {os.cpu_count()} CPUs")
+    where = "one workspace for every run" if args.reuse_workspace else "a fresh workspace per run"
+    print(f"clawkit: every builtin plugin, persistence on, {where}")
     met = report("one-shot: clawkit run agent.yaml hi  vs  llm -m scripted hi", *results["one-shot"],
                  [("cpu", "CPU (user+sys)", "ms"), ("wall", "wall", "ms"), ("rss", "peak RSS", "MiB")])
     if not args.no_chat:
