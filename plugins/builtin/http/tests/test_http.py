@@ -137,7 +137,7 @@ def test_429_honours_retry_after_then_succeeds(model_server, fmt):
     model_server.script(Fault.rate_limit(retry_after=2), "after the wait")
     prov, sleeps = provider(model_server, fmt)
     retries: list[tuple] = []
-    prov.on_retry = lambda attempt, delay, failure: retries.append((attempt, failure.kind))
+    prov.on_retry = lambda notice: retries.append((notice.attempt, notice.error.kind))
     assert call(prov, request()).content == "after the wait"
     assert sleeps.delays and sleeps.delays[0] >= 2.0
     assert retries == [(1, "rate_limit")] and len(model_server.requests) == 2
@@ -147,7 +147,7 @@ def test_429_honours_retry_after_then_succeeds(model_server, fmt):
 def test_retry_after_beyond_the_limit_fails_at_once(model_server, fmt):
     model_server.script(Fault.rate_limit(retry_after=600), "never")
     prov, sleeps = provider(model_server, fmt, max_retry_after=5)
-    with pytest.raises(ProviderError, match="retry after 600s") as info:
+    with pytest.raises(ProviderError, match="wait 600s, more than max_retry_after") as info:
         call(prov, request())
     assert info.value.kind == "rate_limit" and info.value.retry_after == 600 and sleeps.delays == []
 

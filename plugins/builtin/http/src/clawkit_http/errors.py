@@ -8,7 +8,6 @@ The kinds are those of :class:`clawkit.errors.ProviderError` (``connection``, ``
 from __future__ import annotations
 
 import email.utils
-import random
 import ssl
 import time
 from dataclasses import dataclass
@@ -91,10 +90,3 @@ def from_exception(exc: BaseException, *, streaming: bool) -> Failure:
     if streaming or names & {"RemoteProtocolError", "ReadError"}:
         return Failure("stream_cut", message, True)
     return Failure("connection", message, True)
-
-
-def backoff_delay(attempt: int, base: float, cap: float, retry_after: float | None = None) -> float:
-    """Exponential backoff with jitter (half to all of ``base * 2**(attempt-1)``, capped);
-    a server's ``Retry-After`` is a floor."""
-    delay = min(cap, base * (2 ** (attempt - 1))) * random.uniform(0.5, 1.0)
-    return max(delay, retry_after) if retry_after is not None else delay

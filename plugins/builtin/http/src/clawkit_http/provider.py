@@ -1,10 +1,13 @@
 """The native provider: one ``complete`` call = one model answer over httpx, retried as needed.
 
+Retries are the kernel's (:func:`clawkit.retry.call_with_retries`, from the model
+config's ``max_retries``, ``retry_base_delay``, ``retry_max_delay``,
+``max_retry_after``, ``retry_timeout``): every failure is classified here into a
+:class:`~clawkit.errors.ProviderError` kind first.
+
 Provider-only settings, read from the model config's extra keys (not sent to the
 model): ``api_format`` (``openai`` | ``anthropic``), ``headers`` (extra HTTP
-headers), ``retry_base_delay`` (seconds, 0.5), ``retry_max_delay`` (30),
-``max_retry_after`` (the longest ``Retry-After`` worth waiting for, 120),
-``max_connections`` (per event loop, 1000), ``input_cost_per_token`` /
+headers), ``max_connections`` (per event loop, 1000), ``input_cost_per_token`` /
 ``output_cost_per_token`` (prices for models the bundled table does not know).
 Every other extra key goes into the request body.
 
@@ -18,21 +21,20 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import logging
 import os
 from typing import Any, Awaitable, Callable
 
 from clawkit.providers import OnText, ProviderError
+from clawkit.retry import OnRetry, RetryPolicy, call_with_retries
 from clawkit.types import LlmRequest, LlmResponse
 
 from . import anthropic_format, openai_format, wire_format
-from .errors import Failure, backoff_delay, from_exception, from_status
+from .errors import Failure, from_exception, from_status
 from .prices import price_per_token
 
-log = logging.getLogger("clawkit.http")
 
-PROVIDER_ONLY = ("api_format", "headers", "retry_base_delay", "retry_max_delay", "max_retry_after",
-                 "max_connections", "input_cost_per_token", "output_cost_per_token")
+PROVIDER_ONLY = ("api_format", "headers", "max_connections", "input_cost_per_token", "output_cost_per_token")
+RETRY_SETTINGS = ("retry_base_delay", "retry_max_delay", "max_retry_after", "retry_timeout")
 LOCAL_API_KEY = "sk-clawkit-no-key"
 DEFAULTS = {
     "openai": ("OPENAI_BASE_URL", "https://api.openai.com/v1", "OPENAI_API_KEY"),
@@ -57,20 +59,21 @@ class _Failed(Exception):
 class HttpProvider:
     """A :class:`clawkit.providers.Provider` speaking OpenAI chat completions or Anthropic Messages.
 
-    ``config`` is a :class:`clawkit.config.ModelConfig`; ``on_retry(attempt, delay,
-    failure)`` is told about each retry before its wait; ``sleep`` is injectable.
+    ``config`` is a :class:`clawkit.config.ModelConfig`; ``on_retry(notice)`` (a
+    :class:`clawkit.retry.RetryNotice`) is told about each retry before its wait (the
+    agent emits ``llm.retry``); ``sleep`` is injectable.
     """
 
-    def __init__(self, config: Any, *, on_retry: Callable[..., Any] | None = None,
+    def __init__(self, config: Any, *, on_retry: OnRetry | None = None,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
         self.config = config
         extras = dict(config.settings()) if hasattr(config, "settings") else {}
         self.format = wire_format(config) or "openai"
         self.wire = anthropic_format if self.format == "anthropic" else openai_format
         self.headers = {str(k): str(v) for k, v in (extras.pop("headers", None) or {}).items()}
-        self.retry_base_delay = float(extras.pop("retry_base_delay", 0.5))
-        self.retry_max_delay = float(extras.pop("retry_max_delay", 30.0))
-        self.max_retry_after = float(extras.pop("max_retry_after", 120.0))
+        for key in RETRY_SETTINGS:  # ModelConfig fields (older configs carry them as extras): never sent
+            extras.pop(key, None)
+        self.policy = RetryPolicy.from_model_config(config)
         self.max_connections = int(extras.pop("max_connections", 1000))
         self.prices = (extras.pop("input_cost_per_token", None), extras.pop("output_cost_per_token", None))
         extras.pop("api_format", None)
@@ -129,33 +132,31 @@ class HttpProvider:
         """One model answer; retries transient failures; raises :class:`ProviderError`."""
         if not self.api_key:
             raise self._error(request, Failure("config", f"no API key: set model.api_key or "
-                                               f"${DEFAULTS[self.format][2]}", False), 0)
+                                               f"${DEFAULTS[self.format][2]}", False))
         body = self.wire.build_body(request, self.model_id(request), self.config, self.extra_body)
-        attempts = max(0, int(self.config.max_retries)) + 1
-        for attempt in range(1, attempts + 1):
+
+        async def attempt(n: int) -> LlmResponse:
             delivered: list[str] = []
             try:
                 if body["stream"]:
-                    response = await self._stream(body, on_text, delivered)
-                else:
-                    response = await self._whole(body)
-            except _CallbackError as exc:
-                raise exc.error from None
+                    return await self._stream(body, on_text, delivered)
+                return await self._whole(body)
             except _Failed as exc:
-                failure = exc.failure
-                too_long = failure.retry_after is not None and failure.retry_after > self.max_retry_after
-                if delivered or not failure.retryable or attempt == attempts or too_long:
-                    raise self._error(request, failure, attempt, partial="".join(delivered)) from None
-                delay = backoff_delay(attempt, self.retry_base_delay, self.retry_max_delay, failure.retry_after)
-                log.info("model %s: attempt %d failed (%s); retrying in %.2fs", body["model"], attempt,
-                         failure.message[:120], delay)
-                await self._notify_retry(attempt, delay, failure)
-                await self.sleep(delay)
-                continue
-            response.usage.cost = self._cost(body["model"], response)
-            response.model = response.model or body["model"]
-            return response
-        raise AssertionError("unreachable: the retry loop returns or raises")
+                raise self._error(request, exc.failure, partial="".join(delivered)) from exc.__cause__
+
+        def classify(exc: BaseException) -> ProviderError:
+            if isinstance(exc, _CallbackError):
+                raise exc  # a display failure is the caller's, not the model's
+            return self._error(request, from_exception(exc, streaming=bool(body["stream"])))
+
+        try:
+            response = await call_with_retries(attempt, policy=self.policy, classify=classify,
+                                               on_retry=self.on_retry, sleep=self.sleep)
+        except _CallbackError as exc:
+            raise exc.error from None
+        response.usage.cost = self._cost(body["model"], response)
+        response.model = response.model or body["model"]
+        return response
 
     async def _post_failed(self, response: Any) -> _Failed:
         raw = await response.aread()
@@ -225,47 +226,25 @@ class HttpProvider:
         except Exception as exc:
             raise _CallbackError(exc) from exc
 
-    async def _notify_retry(self, attempt: int, delay: float, failure: Failure) -> None:
-        if self.on_retry is None:
-            return
-        try:
-            result = self.on_retry(attempt, delay, failure)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # an observer must not turn a retry into a failure
-            log.exception("on_retry callback failed")
-
     # --- reporting ----------------------------------------------------------------------
 
-    def _error(self, request: LlmRequest, failure: Failure, attempt: int, *, partial: str = "") -> ProviderError:
+    def _error(self, request: LlmRequest, failure: Failure, *, partial: str = "") -> ProviderError:
         model = request.model or self.config.name
         where = f"model {model} at {self.endpoint}"
-        tries = f"{attempt} attempt{'s' if attempt != 1 else ''}"
         if failure.kind == "context_overflow":
             head = f"{where}: the request exceeds the model's context window"
         elif partial:
             head = (f"{where}: the stream broke after {len(partial)} characters had been delivered "
                     f"(not retried, the text would repeat)")
-        elif failure.retry_after is not None and failure.retry_after > self.max_retry_after:
-            head = (f"{where}: the server asks to retry after {failure.retry_after:g}s "
-                    f"(more than max_retry_after={self.max_retry_after:g}s)")
         elif failure.kind == "timeout":
-            head = f"{where}: timed out after {self.config.timeout:g}s ({tries})"
-        elif failure.retryable:
-            head = f"{where}: gave up after {tries}"
-        elif attempt:
-            head = f"{where}: {failure.kind.replace('_', ' ')} ({tries}, not retryable)"
+            head = f"{where}: no answer within {self.config.timeout:g}s"
         else:
-            head = f"{where}: configuration"
-        kind = "stream_cut" if partial else failure.kind
-        err = ProviderError(f"{head}; last error: {failure.message}", retryable=failure.retryable,
-                            context_overflow=failure.kind == "context_overflow", status=failure.status)
-        # the fields of the agreed ProviderError interface, set whether or not the kernel's
-        # constructor takes them yet
-        for name, value in (("kind", kind), ("endpoint", self.endpoint), ("retry_after", failure.retry_after),
-                            ("partial_text", partial)):
-            setattr(err, name, value)
-        return err
+            head = where
+        reason = f"HTTP {failure.status}" if failure.status else failure.kind.replace("_", " ")
+        return ProviderError(f"{head}: {failure.message}", kind="stream_cut" if partial else failure.kind,
+                             endpoint=self.endpoint, status=failure.status,
+                             retryable=False if partial else failure.retryable, retry_after=failure.retry_after,
+                             partial_text=partial or None, model=model, reason=reason)
 
     def _cost(self, model: str, response: LlmResponse) -> float | None:
         usage = response.usage
