@@ -208,7 +208,7 @@ def test_connection_refused_and_missing_key(model_server):
     prov.api_key = None
     with pytest.raises(ProviderError, match="OPENAI_API_KEY") as info:
         call(prov, request())
-    assert info.value.kind == "config"
+    assert info.value.kind == "auth" and not info.value.retryable
 
 
 def _table_price(model: str) -> tuple[float, float]:

@@ -8,6 +8,8 @@ The kinds are those of :class:`clawkit.errors.ProviderError` (``connection``, ``
 from __future__ import annotations
 
 import email.utils
+import errno
+import socket
 import ssl
 import time
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ class Failure:
     retryable: bool
     status: int | None = None
     retry_after: float | None = None
+    reason: str | None = None
 
 
 def parse_retry_after(headers: Any, now: float | None = None) -> float | None:
@@ -67,26 +70,33 @@ def from_status(status: int, message: str, headers: Any) -> Failure:
     return Failure(kind, message, retryable, status, parse_retry_after(headers) if retryable else None)
 
 
-def from_exception(exc: BaseException, *, streaming: bool) -> Failure:
-    """A transport failure (httpx's exception classes, read by name so httpx loads lazily)."""
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    message = f"{type(exc).__name__}: {text}"
-    if "TimeoutException" in names:
-        return Failure("timeout", message, True)
+def _chain(exc: BaseException) -> list[BaseException]:
     chain: list[BaseException] = []
     e: BaseException | None = exc
     while e is not None and len(chain) < 8:
         chain.append(e)
         e = e.__cause__ or e.__context__
-    if any(isinstance(c, ssl.SSLError) for c in chain) or "certificate" in text.lower():
-        return Failure("tls", message, False)
+    return chain
+
+
+def from_exception(exc: BaseException, *, streaming: bool) -> Failure:
+    """A transport failure (httpx's exception classes, read by name so httpx loads lazily);
+    ``reason`` says it in a few words for the one-line retry notices."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    message = f"{type(exc).__name__}: {text}"
+    chain = _chain(exc)
+    if "TimeoutException" in names or any(isinstance(e, (TimeoutError, socket.timeout)) for e in chain):
+        return Failure("timeout", message, True, reason="timed out")
+    if any(isinstance(e, ssl.SSLError) for e in chain) or "certificate" in text.lower():
+        return Failure("tls", message, False, reason="TLS failure")
+    if any(isinstance(e, socket.gaierror) for e in chain):
+        temporary = any(isinstance(e, socket.gaierror) and e.errno == socket.EAI_AGAIN for e in chain)
+        return Failure("dns", message, temporary, reason="the host name does not resolve")
+    if any(isinstance(e, ConnectionRefusedError) or getattr(e, "errno", None) == errno.ECONNREFUSED for e in chain):
+        return Failure("connection", message, True, reason="connection refused")
     if "ConnectError" in names:
-        lowered = text.lower()
-        if any(s in lowered for s in ("name or service not known", "nodename nor servname", "name resolution",
-                                      "getaddrinfo")):
-            return Failure("dns", message, False)
-        return Failure("connection", message, True)
+        return Failure("connection", message, True, reason="the connection failed")
     if streaming or names & {"RemoteProtocolError", "ReadError"}:
-        return Failure("stream_cut", message, True)
-    return Failure("connection", message, True)
+        return Failure("stream_cut", message, True, reason="the answer was cut off")
+    return Failure("connection", message, True, reason="the connection failed")

@@ -130,12 +130,12 @@ class HttpProvider:
 
     async def complete(self, request: LlmRequest, on_text: OnText | None = None) -> LlmResponse:
         """One model answer; retries transient failures; raises :class:`ProviderError`."""
-        if not self.api_key:
-            raise self._error(request, Failure("config", f"no API key: set model.api_key or "
-                                               f"${DEFAULTS[self.format][2]}", False))
         body = self.wire.build_body(request, self.model_id(request), self.config, self.extra_body)
 
         async def attempt(n: int) -> LlmResponse:
+            if not self.api_key:  # through the retry helper, so the error says it is not retried
+                raise self._error(request, Failure("auth", f"no API key: set model.api_key or "
+                                                   f"${DEFAULTS[self.format][2]}", False, reason="no API key"))
             delivered: list[str] = []
             try:
                 if body["stream"]:
@@ -240,7 +240,7 @@ class HttpProvider:
             head = f"{where}: no answer within {self.config.timeout:g}s"
         else:
             head = where
-        reason = f"HTTP {failure.status}" if failure.status else failure.kind.replace("_", " ")
+        reason = failure.reason if not partial else "the stream broke mid-answer"
         return ProviderError(f"{head}: {failure.message}", kind="stream_cut" if partial else failure.kind,
                              endpoint=self.endpoint, status=failure.status,
                              retryable=False if partial else failure.retryable, retry_after=failure.retry_after,

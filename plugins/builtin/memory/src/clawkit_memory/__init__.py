@@ -81,8 +81,8 @@ def service_loaded(agent: Any) -> bool:
     """Whether this process already has a memory service for ``agent`` (without loading one)."""
     import sys
 
-    service = sys.modules.get(__name__ + ".service")
-    return service is not None and id(agent) in service._by_agent
+    service = sys.modules.get(__name__ + ".service")  # may be mid-import in another thread
+    return id(agent) in getattr(service, "_by_agent", ())
 
 
 def _idle(ctx: Any, state_db: Any) -> bool:
