@@ -50,3 +50,18 @@ def test_one_shot_run_on_an_openai_endpoint_stays_light(tmp_path, model_server):
     first = probe(tmp_path, "run", "agent.yaml", "hi")
     assert first["code"] == 0 and first["stdout"] == "Hello from the loopback model.\n", first["stderr"]
     assert first["imported"] == [], f"a one-shot run with nothing in memory imported {first['imported']}"
+
+
+def test_repeated_one_shot_runs_in_one_workspace_exit_cleanly(tmp_path, model_server):
+    """From the second run on, memory has a finished turn to index (the embedding runtime
+    loads in its worker thread): the process still exits 0, never by a signal."""
+    model_server.script(lambda request: "Pong.")
+    (tmp_path / "agent.yaml").write_text(textwrap.dedent(f"""
+        name: again
+        model: {{name: openai/test-model, api_base: "{model_server.url}", api_key: sk-test}}
+    """))
+    env = {k: v for k, v in os.environ.items() if k not in ("CLAWKIT_LOAD_PLUGINS", "CLAWKIT_TRACE_PLUGINS")}
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-m", "clawkit", "run", "agent.yaml", "hi"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0 and out.stdout == "Pong.\n", out.stderr

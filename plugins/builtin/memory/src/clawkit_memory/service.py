@@ -7,6 +7,7 @@ every partition stored in the same file.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -61,6 +62,26 @@ def memory_for(agent: Any, hooks: Any = None, *, progress: bool = False) -> "Age
     for state_db in take_pending(agent):  # turns finished while memory was idle
         svc.index_sessions_later(state_db)
     return svc
+
+
+EXIT_WAIT = 30.0  # seconds the process may wait at exit for a memory job already running
+
+
+def _at_exit() -> None:
+    """Queued background work is dropped (the next process catches up), but a job already
+    running (embedding in onnxruntime) is waited for: a native thread still inside the
+    runtime when the interpreter tears down aborts the process (SIGABRT)."""
+    with _lock:
+        services = list(_services.values())
+    for svc in services:
+        svc._watch_stop.set()
+        svc.executor.shutdown()
+    deadline = time.monotonic() + EXIT_WAIT
+    for svc in services:
+        svc.executor.join(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_at_exit)
 
 
 def close_all() -> None:
