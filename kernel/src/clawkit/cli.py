@@ -13,6 +13,7 @@ from . import __version__
 from .errors import UsageError
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
+EXIT_BUDGET = 5  # a hard budget (tokens, cost, calls, wall time) stopped the run; the session can continue
 
 
 class Cli:

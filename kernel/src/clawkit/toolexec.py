@@ -39,8 +39,7 @@ class ToolExecutor:
             repeats["last"] = sig
             if repeats["count"] >= REPEAT_LIMIT:
                 stop = (
-                    f"Stopped: the call {call.name} with the same arguments was repeated {REPEAT_LIMIT} times in a row. "
-                    "Do not call it again; answer with what you have."
+                    f"Stopped: the call {call.name} with the same arguments was repeated {REPEAT_LIMIT} times in a row."
                 )
                 result.stop_reason = "repeated_call"
             runnable.append(call)
@@ -57,11 +56,12 @@ class ToolExecutor:
             results = [await self.one(ctx, runnable[0], deliver, False)]
         else:
             results = list(await asyncio.gather(*(self.one(ctx, c, deliver, in_thread) for c in runnable)))
+        ctx.tool_calls += len(runnable)
         halt = ctx.state.get("stop_turn")
         if stop is None and halt:
-            # a plugin (e.g. a sequence rule blocked the same call again and again) ends the turn
-            stop = halt if isinstance(halt, str) else "Stopped by a plugin: answer with what you have."
-            result.stop_reason = "stopped_by_plugin"
+            # a plugin (a sequence rule blocking the same call again and again, a budget) ends the turn
+            stop = halt if isinstance(halt, str) else "Stopped by a plugin."
+            result.stop_reason = ctx.state.get("stop_reason", "stopped_by_plugin")
         for call, res in zip(runnable, results):
             self.agent._append(ctx.session, Message(role="tool", content=res.content, tool_result=res), ctx)
             result.tool_calls.append(
