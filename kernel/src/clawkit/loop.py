@@ -217,7 +217,8 @@ class Agent:
         if ctx.state.get("reply") is not None:
             # a plugin answered the message itself (a directive-only message, /status)
             result.reply = await self._deliver_final(ctx, str(ctx.state["reply"]), deliver, streamed=False, persist=True)
-            result.stop_reason = "handled"
+            result.stop_reason = ctx.state.get("stop_reason") or "handled"  # e.g. a spent budget refused the turn
+            result.stop_detail = ctx.state.get("stop_detail", "")
             session.store.flush()
             return result
         try:
@@ -237,6 +238,11 @@ class Agent:
                 result.stop_reason = ctx.state.get("stop_reason", "stopped_by_plugin")
                 tools_on = self._stop(ctx, result, _note(ctx.state["stop_turn"]))
             request = await self._build_request(ctx, tools_on)
+            if tools_on and ctx.state.get("stop_turn"):
+                # a before_llm_call plugin stopped the turn: this call becomes the wrap-up round
+                result.stop_reason = ctx.state.get("stop_reason", "stopped_by_plugin")
+                tools_on = self._stop(ctx, result, _note(ctx.state["stop_turn"]))
+                request = await self._build_request(ctx, tools_on)
             response = await self._call_model(ctx, request, deliver)
             _add_usage(result.usage, response.usage)
             _add_usage(ctx.usage, response.usage)
