@@ -83,6 +83,14 @@ class TurnContext:
         return Path(self.agent.workspace)
 
     @property
+    def budget(self) -> Any:
+        """The :class:`clawkit.budget.ContextBudget` of this agent's window: ask it, keep no thresholds of your own."""
+        from .budget import ContextBudget
+
+        window = self.agent.model.context_window or self.agent.limits.context_window
+        return ContextBudget(window, self.agent.context)
+
+    @property
     def session_id(self) -> str:
         return self.session.id
 

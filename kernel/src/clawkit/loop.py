@@ -366,19 +366,26 @@ class Agent:
             for c, out in zip(preparing, outcomes):
                 if isinstance(out, Exception):
                     self.hooks.report("contributor.prepare", c.id, out)
-        budget = self.config.limits.context_window  # chars: ~a quarter of the window at ~4 chars per token
-        return assemble(contributors, cctx, total_chars=budget, on_error=lambda c, e: self.hooks.report("contributor", c.id, e))
+        budgets = ctx.budget.prompt_chars()
+        assembled = assemble(contributors, cctx, total_chars=sum(budgets.values()), budgets=budgets,
+                             on_error=lambda c, e: self.hooks.report("contributor", c.id, e))
+        for inc in assembled.cut + assembled.trimmed:  # nothing is dropped silently
+            ctx.emit("context.cut", source=inc.source, section=inc.id, action="dropped" if not inc.included else "trimmed",
+                     tokens_before=inc.chars_before // 4, tokens_after=inc.chars // 4 if inc.included else 0,
+                     tools=list(inc.tools))
+        return assembled
 
     async def _build_request(self, ctx: TurnContext, tools_on: bool) -> LlmRequest:
         system = ctx.state.get("_system")
         if system is None:  # once per turn: every round of a turn sees the same prompt (and caches)
             assembled = await self.system_prompt(ctx)
             system = ctx.state["_system"] = assembled.text if assembled is not None else self.config.instructions
+            ctx.state["_dropped_tools"] = assembled.dropped_tools if assembled is not None else set()
         request = LlmRequest(
             model=self.config.model.name,
             messages=list(ctx.session.history),
             system=system,
-            tools=[t.definition for t in self.tools.visible()] if tools_on else [],
+            tools=[t.definition for t in self.tools.visible() if t.name not in ctx.state.get("_dropped_tools", ())] if tools_on else [],
             metadata={"context_window": self.config.model.context_window or self.config.limits.context_window},
         )
         if self.hooks.has("before_llm_call"):

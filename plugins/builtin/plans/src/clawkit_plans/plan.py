@@ -93,6 +93,7 @@ class PlanContributor(PromptContributor):
 
     id = "plans.plan"
     priority = 30
+    source = "plan"
 
     def should_contribute(self, ctx: Any) -> bool:
         return ctx.session is not None and ("update_plan" in ctx.tools or bool(ctx.session.get(KEY)))
