@@ -35,7 +35,7 @@ def agent_dir(tmp_path, model_server):
     return tmp_path
 
 
-def clawkit(cwd: Path, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
+def clawkit(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWKIT_")}
     return subprocess.run([sys.executable, "-m", "clawkit", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -135,3 +135,29 @@ def test_each_budget_kind_stops_the_run(agent_dir, model_server, cap):
     result = json.loads(out.stdout)
     assert result["stop_reason"] == "budget" and cap.split("=")[0].replace("_", " ") in result["stop_detail"]
     assert result["reply"] and model_server.requests[-1].tools == []
+
+
+def test_8k_window_keeps_skill_instructions_with_their_tool_and_records_every_cut(tmp_path, model_server):
+    (tmp_path / "README.md").write_text("# Project\n" + "This project forecasts weather for travellers. " * 170)
+    (tmp_path / "agent.yaml").write_text(textwrap.dedent(f"""
+        name: ctx8k
+        model: {{name: openai/test-model, api_base: "{model_server.url}", api_key: sk-test, context_window: 8000, max_retries: 0}}
+        instructions: You help travellers.
+        tools: [read_file, skills]
+        """))
+    model_server.script("It is dry in Paris.")
+    out = clawkit(tmp_path, "run", "agent.yaml", "Is it raining in Paris?", "--json")
+    assert out.returncode == 0, out.stderr
+    request = model_server.requests[0]
+    system = _system(request)
+    tools = {t["function"]["name"] for t in request.tools}
+    skill_tools = {t for t in tools if t.startswith("skill_")}
+    assert skill_tools, f"the weather question should activate a skill: {sorted(tools)}"
+    assert "## Active skills" in system  # its instructions are there whenever its tool is offered
+    assert "You help travellers." in system and "Is it raining in Paris?" in [m["content"] for m in request.messages]
+    assert len(system) < 8000 * 4 * 0.6
+    sid = json.loads(out.stdout)["session_id"]
+    with sqlite3.connect(tmp_path / ".clawkit" / "state.db") as db:
+        cuts = [json.loads(d) for (d,) in db.execute("SELECT data FROM events WHERE session_id = ? AND type = 'context.cut'", (sid,))]
+    readme = [c for c in cuts if c["section"] == "project-context"]
+    assert readme and readme[0]["action"] == "trimmed" and readme[0]["tokens_before"] > readme[0]["tokens_after"] > 0

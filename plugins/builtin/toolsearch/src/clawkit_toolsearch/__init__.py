@@ -34,9 +34,10 @@ def register_tools(register, agent):
     register(find_tools)
 
 
-@hookimpl(trylast=True)
+@hookimpl(tryfirst=True)
 def before_llm_call(ctx, request):
-    """Send only the relevant tool definitions when there are too many (after other plugins add theirs)."""
+    """Send only the relevant tool definitions when there are too many (first, so that the plugins
+    measuring the request — compaction — see the definitions actually sent)."""
     from .select import select_tools
 
     select_tools(ctx, request)

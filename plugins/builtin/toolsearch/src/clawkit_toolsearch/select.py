@@ -37,9 +37,23 @@ def _key(defs: list[Any]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
     return tuple((d.name, d.description, tuple((d.parameters or {}).get("properties", {}))) for d in defs)
 
 
+_sizes: dict[int, tuple[Any, int]] = {}  # id(ToolDef) -> (the def, its JSON size): definitions rarely change
+
+
+def _size(d: Any) -> int:
+    hit = _sizes.get(id(d))
+    if hit is not None and hit[0] is d:
+        return hit[1]
+    n = len(json.dumps(d.openai_schema(), separators=(",", ":")))
+    if len(_sizes) > 20_000:
+        _sizes.clear()
+    _sizes[id(d)] = (d, n)
+    return n
+
+
 def def_tokens(defs: list[Any]) -> int:
     """≈ tokens of the definitions as sent (JSON, ~4 characters a token)."""
-    return sum(len(json.dumps(d.openai_schema(), separators=(",", ":"))) for d in defs) // 4
+    return sum(_size(d) for d in defs) // 4
 
 
 def _query(request: Any) -> str:
