@@ -161,3 +161,82 @@ def test_8k_window_keeps_skill_instructions_with_their_tool_and_records_every_cu
         cuts = [json.loads(d) for (d,) in db.execute("SELECT data FROM events WHERE session_id = ? AND type = 'context.cut'", (sid,))]
     readme = [c for c in cuts if c["section"] == "project-context"]
     assert readme and readme[0]["action"] == "trimmed" and readme[0]["tokens_before"] > readme[0]["tokens_after"] > 0
+
+
+def test_stagnation_alert_through_the_cli(agent_dir, model_server):
+    n = iter(range(100))
+
+    def looping(request):  # alternates two calls: never identical twice in a row, never new after the first two
+        if not request.tools or "Stagnation alert" in _system(request):
+            return "I am going in circles; stopping."
+        return Reply.tool_calls([("list_dir", {"path": "." if next(n) % 2 else ".."})])
+
+    model_server.script(looping)
+    out = clawkit(agent_dir, "run", "agent.yaml", "survey", "--json", "--set", "plugins.healing.stagnation_steps=4")
+    assert out.returncode == 0, out.stderr
+    alerted = [i for i, r in enumerate(model_server.requests) if "Stagnation alert" in _system(r)]
+    assert alerted == [6], alerted  # two new calls, then four repeats without progress
+    assert json.loads(out.stdout)["reply"] == "I am going in circles; stopping."
+
+
+def test_cost_budget_uses_the_price_table(agent_dir, model_server):
+    model_server.script(worker)
+    out = clawkit(agent_dir, "run", "agent.yaml", "survey", "--json", "--model", "openai/gpt-4o-mini",
+                  "--set", "plugins.budgets.run.cost=0.000001")
+    assert out.returncode == EXIT_BUDGET, out.stderr
+    result = json.loads(out.stdout)
+    assert "run cost" in result["stop_detail"] and result["usage"]["cost"] > 0
+
+
+CATALOG_PLUGIN = '''
+import sys
+sys.path.insert(0, {data!r})
+from catalog import TOOLS
+from clawkit import hookimpl
+from clawkit.tools import tool_from_function
+
+def _tool(name, description, args):
+    def run(**kwargs):
+        return name + " done"
+    t = tool_from_function(lambda query="": None, name=name)
+    t.definition.description = description
+    t.fn = lambda **kw: name + " done"
+    return t
+
+@hookimpl
+def register_tools(register, agent):
+    for name, description, args in TOOLS:
+        register(_tool(name, description, args))
+'''
+
+
+def test_300_tools_each_request_carries_at_most_k_and_find_tools_brings_another(agent_dir, model_server):
+    data = Path(__file__).resolve().parents[1] / "plugins/builtin/toolsearch/tests/data"
+    site = agent_dir / "site"
+    (site / "catalog_tools-0.1.dist-info").mkdir(parents=True)
+    (site / "catalog_tools-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: catalog-tools\nVersion: 0.1\n")
+    (site / "catalog_tools-0.1.dist-info" / "entry_points.txt").write_text("[clawkit]\ncatalog = catalog_tools\n")
+    (site / "catalog_tools.py").write_text(CATALOG_PLUGIN.format(data=str(data)))
+    (agent_dir / "agent.yaml").write_text((agent_dir / "agent.yaml").read_text().replace(
+        "tools: [read_file, list_dir, update_plan]", 'tools: ["*_*", find_tools]'))
+    model_server.script(
+        Reply.tool_calls([("weather_forecast", {"query": "Rome"})]),
+        Reply.tool_calls([("find_tools", {"query": "send an sms text message to a phone"})]),
+        Reply.tool_calls([("twilio_send_sms", {"query": "ready"})]),
+        "Forecast checked and the customer texted.",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWKIT_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-m", "clawkit", "run", "agent.yaml", "What is the weather forecast for Rome this weekend?",
+                          "--json"], cwd=agent_dir, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    sent = [{t["function"]["name"] for t in r.tools} for r in model_server.requests]
+    k = 8
+    for names in sent:
+        extra = {"find_tools", "weather_forecast", "twilio_send_sms"}  # find_tools, and tools used or found stay
+        assert len(names - extra) <= k, names
+    assert "weather_forecast" in sent[0] and "find_tools" in sent[0]
+    assert "twilio_send_sms" not in sent[1] and "twilio_send_sms" in sent[2]
+    result = json.loads(out.stdout)
+    assert [c["name"] for c in result["tool_calls"]] == ["weather_forecast", "find_tools", "twilio_send_sms"]
+    assert not any(c["is_error"] for c in result["tool_calls"])

@@ -70,3 +70,17 @@ def test_counters_survive_across_turns(make_agent):
     agent.run("two", session_id=r.session_id)
     assert "STOP and THINK" in agent.provider.requests[-1].system
     assert agent.store.load_metadata(r.session_id)["healing"]["failures"] == 3
+
+
+def test_blocked_calls_count_as_failures(make_agent):
+    from clawkit import Decision
+
+    class Gate:
+        @hookimpl
+        def before_tool_call(self, ctx, call):
+            return Decision(action="block", reason="not here")
+
+    script = [ScriptedReply.calls(call("fine", n=i)) for i in range(3)] + ["blocked thrice"]
+    agent = make_agent(script, plugins=(clawkit_healing, Tools(), Gate()), tools=["fine"])
+    agent.run("go")
+    assert "STOP and THINK" in agent.provider.requests[3].system

@@ -28,16 +28,8 @@ def register_config(register):
 
 
 @hookimpl
-def after_tool_call(ctx, call, result):
-    """Count consecutive failures and steps without progress."""
-    from .plugin import observe
-
-    observe(ctx, call, result)
-
-
-@hookimpl
 async def before_llm_call(ctx, request):
-    """Add the notes the counters call for to this request."""
+    """Count the tool results since the last request (blocked ones too) and add the notes they call for."""
     from .plugin import intervene
 
     await intervene(ctx, request)

@@ -52,22 +52,33 @@ def _sig(call: Any) -> str:
     return hashlib.sha1(call.signature().encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def observe(ctx: Any, call: Any, result: Any) -> None:
-    st = _state(ctx.session)
-    st["failures"] = st["failures"] + 1 if result.is_error else 0
-    if not result.is_error:
-        st["noted_failures"] = 0
-    sig = _sig(call)
+def observe(ctx: Any, st: dict[str, Any]) -> None:
+    """Count the tool results that arrived since the last request (blocked and denied calls too)."""
+    history = ctx.session.history
+    seen = ctx.state.get("healing.seen")
+    if seen is None or seen > len(history):
+        seen = len(history)  # the first request of a turn: nothing new yet
+    new = history[seen:]
+    ctx.state["healing.seen"] = len(history)
+    calls = {c.id: c for m in new if m.role == "assistant" for c in m.tool_calls}
     plan = ctx.session.get("plan") or {}  # the plan (clawkit-plans), if any, is session metadata
     done = sum(1 for s in plan.get("steps", []) if isinstance(s, dict) and s.get("status") == "done")
-    if sig not in st["seen"] or done > st.get("plan_done", 0):
-        st["since_progress"] = 0
-    else:
-        st["since_progress"] += 1
-    if sig not in st["seen"]:
-        st["seen"] = (st["seen"] + [sig])[-SEEN_MAX:]
-    st["plan_done"] = done
-    ctx.session.set(KEY, st)
+    for m in new:
+        if m.role != "tool" or m.tool_result is None:
+            continue
+        failed = m.tool_result.is_error
+        st["failures"] = st["failures"] + 1 if failed else 0
+        if not failed:
+            st["noted_failures"] = 0
+        call = calls.get(m.tool_result.call_id)
+        sig = _sig(call) if call is not None else m.tool_result.call_id
+        if sig not in st["seen"] or done > st.get("plan_done", 0):
+            st["since_progress"] = 0
+        else:
+            st["since_progress"] += 1
+        if sig not in st["seen"]:
+            st["seen"] = (st["seen"] + [sig])[-SEEN_MAX:]
+        st["plan_done"] = done
 
 
 def _history_tokens(request: Any) -> int:
@@ -79,6 +90,7 @@ async def intervene(ctx: Any, request: Any) -> None:
     if not cfg.enabled:
         return
     st = _state(ctx.session)
+    observe(ctx, st)
     notes: list[str] = []
     if st["failures"] >= cfg.consecutive_failures and st["failures"] > st["noted_failures"]:
         notes.append(STOP_AND_THINK.format(n=st["failures"]))
@@ -95,9 +107,9 @@ async def intervene(ctx: Any, request: Any) -> None:
             quote = last if len(last) <= cfg.focus_quote_chars else last[: cfg.focus_quote_chars] + "\u2026"
             notes.append(FOCUS.format(text=quote))
             ctx.emit("healing.focus", history_tokens=_history_tokens(request), window=window)
+    ctx.session.set(KEY, st)
     if not notes:
         return
-    ctx.session.set(KEY, st)
     request.system = (request.system + "\n\n" if request.system else "") + "\n\n".join(notes)
     for note in notes:
         await ctx.notice(note.split(".")[0] + ".", source="healing")
