@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -157,3 +158,18 @@ def test_confine_without_hooks_is_the_spec(workspace):
     spec = ProcessSpec("t", ["true"], str(workspace), {"PATH": "/usr/bin"}, 1.0)
     launch = asyncio.run(confine(object(), spec))
     assert launch.argv == ["true"] and launch.sandbox == {}
+
+
+def test_doctor_reports_whether_the_sandbox_works(capsys):
+    from clawkit.cli import main
+
+    code = main(["doctor", "--json"])
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)}
+    assert {"bubblewrap", "process limit", "wasmtime"} <= set(checks)
+    works = problem(SandboxConfig()) is None
+    assert checks["bubblewrap"]["ok"] is works and (code == 0) is works
+    if works:
+        assert checks["jail runs"]["ok"] and checks["home hidden"]["ok"] and checks["system read-only"]["ok"]
+    assert main(["doctor", "--bwrap", "/nonexistent/bwrap"]) == 1
+    err = capsys.readouterr().err
+    assert "plugins.sandbox.mode: off" in err
