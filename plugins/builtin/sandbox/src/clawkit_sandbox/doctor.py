@@ -8,9 +8,10 @@ import os
 import sys
 import tempfile
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .config import SandboxConfig
+if TYPE_CHECKING:  # the CLI registers this command without loading pydantic
+    from .config import SandboxConfig
 
 
 def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
@@ -37,6 +38,7 @@ async def _jailed(cfg: SandboxConfig, workspace: str, command: str) -> tuple[int
 
 def doctor_report(cfg: SandboxConfig | None = None) -> list[dict[str, Any]]:
     """Checks (name, ok, detail) of the process jail and the WebAssembly runtime."""
+    from .config import SandboxConfig
     from .jail import JAIL_UID, pids_cgroup_available, problem
 
     cfg = cfg or SandboxConfig()
@@ -73,6 +75,8 @@ def doctor_report(cfg: SandboxConfig | None = None) -> list[dict[str, Any]]:
 
 
 def run(args: Any) -> int:
+    from .config import SandboxConfig
+
     cfg = SandboxConfig(mode="bwrap", bwrap=args.bwrap) if args.bwrap else SandboxConfig()
     checks = doctor_report(cfg)
     if args.json:

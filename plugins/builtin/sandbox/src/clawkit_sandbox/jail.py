@@ -6,8 +6,9 @@ read-only or read-write as granted, a private size-limited ``/tmp``, a minimal
 ``/dev``, a ``/proc`` of its own; nothing else exists. New user, pid, ipc, uts,
 cgroup and (unless a grant names hosts) network namespaces; the jail's user is
 ``nobody`` without capabilities, ``no_new_privs`` is set (bwrap always does), and
-``--die-with-parent`` ties the jail to the clawkit process. ``prlimit`` inside sets
-CPU time, address space, file size and open files; the process count is a cgroup
+``--die-with-parent`` ties the jail to the clawkit process. A shell in front of bwrap
+sets hard rlimits the whole jail inherits — CPU time, address space, file size, open
+files; the process count is a cgroup
 ``pids.max`` where one can be created (a root caller is exempt from RLIMIT_NPROC),
 ``RLIMIT_NPROC`` otherwise. Killing bwrap (the tool kills its process group at the
 timeout) kills the jail's init and so every process in its pid namespace.
@@ -18,7 +19,10 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import signal
 import subprocess
+import threading
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -59,8 +63,6 @@ def problem(cfg: SandboxConfig) -> str | None:
                 f"{out.stderr.strip() or 'no message'}; are unprivileged user namespaces disabled?)")
         except (OSError, subprocess.TimeoutExpired) as exc:
             found = f"bubblewrap failed to start ({type(exc).__name__}: {exc})"
-        if found is None and shutil.which("prlimit") is None:
-            found = "prlimit (util-linux) is missing, so the jail's resource limits cannot be set"
     _probed[key] = found
     return found
 
@@ -91,7 +93,9 @@ class PidsCgroup:
         root = _pids_root()
         if root is None:
             return None
-        path = os.path.join(root, "clawkit-sandbox", uuid.uuid4().hex[:12])
+        parent = os.path.join(root, "clawkit-sandbox")
+        _sweep(parent)
+        path = os.path.join(parent, uuid.uuid4().hex[:12])
         try:
             os.makedirs(path)
             with open(os.path.join(path, "pids.max"), "w") as fh:
@@ -104,26 +108,58 @@ class PidsCgroup:
             return None
         return cls(path)
 
-    def close(self) -> None:
-        import signal
-        import time
+    def refused(self) -> int:
+        """How many forks ``pids.max`` refused."""
+        try:
+            with open(os.path.join(self.path, "pids.events")) as fh:
+                return int(fh.read().split()[-1])
+        except (OSError, ValueError, IndexError):
+            return 0
 
-        for _ in range(50):
+    def close(self) -> None:
+        """Remove the cgroup; if processes of the killed jail are still exiting, finish in a thread."""
+        if not self._remove():
+            threading.Thread(target=self._reap, name="clawkit-sandbox-cgroup", daemon=True).start()
+
+    def _remove(self) -> bool:
+        try:
+            os.rmdir(self.path)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+
+    def _reap(self) -> None:
+        for _ in range(200):
             try:
                 with open(os.path.join(self.path, "cgroup.procs")) as fh:
                     pids = [int(p) for p in fh.read().split()]
             except OSError:
                 return
-            for pid in pids:  # stragglers of a killed jail: the pid namespace is going down anyway
+            for pid in pids:  # stragglers of a killed jail: its pid namespace is going down anyway
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
-            try:
-                os.rmdir(self.path)
+            if self._remove():
                 return
-            except OSError:
-                time.sleep(0.01)
+            time.sleep(0.02)
+
+
+def _sweep(parent: str) -> None:
+    """Remove cgroups a process that exited early left behind (empty, and not just created)."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    old = time.time() - 60
+    for entry in entries:
+        try:
+            if entry.is_dir() and entry.stat().st_mtime < old:
+                os.rmdir(entry.path)  # refused while processes are in it
+        except OSError:
+            pass
 
 
 def pids_cgroup_available() -> bool:
@@ -198,24 +234,27 @@ def build(ctx: Any, spec: ProcessSpec, cfg: SandboxConfig, granted: dict[str, li
     args += ["--remount-ro", "/", "--chdir", spec.cwd, "--"]
     limits = {"cpu_seconds": cfg.cpu_seconds, "memory_mb": cfg.memory_mb, "processes": cfg.processes,
               "file_size_mb": cfg.file_size_mb, "open_files": cfg.open_files, "tmp_mb": cfg.tmp_size_mb}
-    prlimit = ["prlimit", f"--cpu={cfg.cpu_seconds}", f"--as={cfg.memory_mb << 20}", f"--fsize={cfg.file_size_mb << 20}",
-               f"--nofile={cfg.open_files}", f"--core=0"]
     cgroup = PidsCgroup.create(cfg.processes)
+    ulimits = [("t", cfg.cpu_seconds), ("v", cfg.memory_mb << 10), ("f", (cfg.file_size_mb << 20) // 512),
+               ("n", cfg.open_files), ("c", 0)]
     if cgroup is None:
-        prlimit.append(f"--nproc={cfg.processes}")
+        ulimits.append(("p", cfg.processes))
         limits["processes_by"] = "rlimit" if os.geteuid() != 0 else "none (root is exempt from RLIMIT_NPROC and no pids cgroup)"
     else:
         limits["processes_by"] = "cgroup"
-    argv = args + prlimit + ["--", *spec.argv]
-    if cgroup is not None:  # join the cgroup before bwrap forks anything
-        argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', os.path.join(cgroup.path, "cgroup.procs"), *argv]
+    # one shell in front of bwrap joins the cgroup and sets hard+soft rlimits that every process in
+    # the jail inherits and none can raise (cheaper than a prlimit exec inside the jail)
+    script = ('[ -z "$1" ] || echo $$ > "$1" || exit 125; shift; '
+              + " && ".join(f"ulimit -{flag} {value}" for flag, value in ulimits) + ' && exec "$@"')
+    argv = ["/bin/sh", "-c", script, "sh", os.path.join(cgroup.path, "cgroup.procs") if cgroup else "",
+            *args, *spec.argv]
     roots = system + [m["path"] for m in mounts if m["access"] in ("ro", "rw")] + ["/tmp"]
     env = _env(spec, roots)
     sandbox = {"mode": "bwrap", "mounts": mounts, "limits": limits,
                "network": f"host network (grant names {', '.join(hosts)})" if network else "none",
                "user": f"uid {JAIL_UID}, no capabilities, no_new_privs"}
     return ProcessLaunch(argv=argv, cwd=workspace if os.path.isdir(workspace) else "/", env=env, sandbox=sandbox,
-                         note=_explainer(cfg, sandbox, network), cleanup=cgroup.close if cgroup else None)
+                         note=_explainer(cfg, sandbox, network, cgroup), cleanup=cgroup.close if cgroup else None)
 
 
 def _state_dir(ctx: Any) -> str | None:
@@ -233,7 +272,7 @@ def _env(spec: ProcessSpec, roots: list[str]) -> dict[str, str]:
     return env
 
 
-def _explainer(cfg: SandboxConfig, sandbox: dict[str, Any], network: bool):
+def _explainer(cfg: SandboxConfig, sandbox: dict[str, Any], network: bool, cgroup: PidsCgroup | None):
     granted = [m["path"] for m in sandbox["mounts"] if m.get("why") == "grant"]
     seen = "the workspace (read-write), system directories (read-only)" + (
         f", granted {', '.join(granted)}" if granted else "")
@@ -242,8 +281,12 @@ def _explainer(cfg: SandboxConfig, sandbox: dict[str, Any], network: bool):
     def note(returncode: int | None, timed_out: bool) -> str | None:
         if timed_out:
             return "sandbox: the timeout killed the jail, and with it every process inside it"
-        if not returncode:
+        forks_refused = cgroup.refused() if cgroup is not None else 0
+        if not returncode and not forks_refused:
             return None
+        if forks_refused:
+            return (f"sandboxed (bubblewrap): the process limit ({cfg.processes}) refused {forks_refused} fork(s); "
+                    f"only {seen} exist inside; {net}")
         hit = {-24: "its CPU time limit", 152: "its CPU time limit", -25: "its file size limit",
                153: "its file size limit", -9: "a kill (a limit)", 137: "a kill (a limit)"}.get(returncode)
         why = f"the process hit {hit}; " if hit else ""
