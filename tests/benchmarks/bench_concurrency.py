@@ -87,7 +87,7 @@ class Pinger:
         self.register_tools = register_tools
 
 
-def make_agent(url: str, workspace: Path, pinger: Pinger):
+def make_agent(url: str, workspace: Path, pinger: Pinger, disable: list[str] = ()):
     from clawkit.config import collect_sections, validate_agent
     from clawkit.hooks import HookRunner
     from clawkit.loop import Agent
@@ -97,6 +97,8 @@ def make_agent(url: str, workspace: Path, pinger: Pinger):
     data = {"name": "bench", "workspace": str(workspace), "tools": ["ping"], "instructions": "Use the ping tool.",
             "model": {"name": "openai/scripted", "api_base": url, "api_key": "sk-loopback", "timeout": 120,
                       "max_retries": 0}}
+    if disable:  # where the time goes: the same run without these plugins
+        data["plugins"] = {name: {"enabled": False} for name in disable}
     cfg = validate_agent(data, "<bench>", {}, collect_sections(HookRunner(pm)))
     return Agent(cfg, pm=pm)
 
@@ -130,6 +132,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--latency", type=float, default=0.1)
+    ap.add_argument("--disable", type=lambda s: s.split(","), default=[], metavar="PLUGINS",
+                    help="turn these plugins off (to see what they cost), e.g. policy,memory")
     args = ap.parse_args()
     resource.setrlimit(resource.RLIMIT_NOFILE, (8192, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     root = Path(tempfile.mkdtemp(prefix="bench-concurrency-"))
@@ -140,7 +144,7 @@ def main() -> int:
     try:
         url = server.stdout.readline().strip()
         pinger = Pinger()
-        agent = make_agent(url, root, pinger)
+        agent = make_agent(url, root, pinger, args.disable)
 
         async def scenario():
             await run_sessions(agent, 20)  # warm-up: imports, first connections, SQLite pages
@@ -162,7 +166,8 @@ def main() -> int:
     print(f"load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, "
           f"after {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}; {os.cpu_count()} CPUs")
     print(f"{args.sessions} concurrent sessions, one tool call each, model latency {args.latency * 1000:.0f} ms "
-          f"(two model calls per session), every builtin plugin, persistence on")
+          f"(two model calls per session), every builtin plugin{' but ' + ','.join(args.disable) if args.disable else ''}, "
+          "persistence on")
     print(f"  one session alone        {alone[0] * 1000:8.0f} ms wall, {alone[2] * 1000:6.0f} ms CPU")
     print(f"  all sessions             {wall * 1000:8.0f} ms wall, {cpu * 1000:6.0f} ms CPU "
           f"({cpu / args.sessions * 1000:.2f} ms CPU per session)")
