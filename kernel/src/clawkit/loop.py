@@ -219,10 +219,43 @@ class Agent:
             session.store.flush()
         return result
 
-    async def _loop(self, ctx: TurnContext, result: TurnResult, deliver: Deliver | None) -> None:
+    async def resume(self, session_id: str, deliver: Deliver | None = None, *, trace_id: str | None = None) -> TurnResult:
+        """Finish a turn that stopped while its last tool calls had no results — a server
+        restarted while a call waited for approval (the approval is durable; the turn is not).
+
+        The unanswered calls go through the gates again (so an approver answers from its
+        durable record, bound to the call's id and arguments), then the loop continues as
+        the turn would have. With nothing unanswered, returns at once (``stop_reason``
+        ``"nothing_to_resume"``).
+        """
+        stored = self.store.messages(session_id)
+        answered = {m.tool_result.call_id for m in stored if m.role == "tool" and m.tool_result is not None}
+        last = next((m for m in reversed(stored) if m.role == "assistant"), None)
+        pending = [c for c in (last.tool_calls if last else []) if c.id not in answered]
+        result = TurnResult(session_id=session_id, reply="")
+        if not pending or stored[-1].role not in ("assistant", "tool"):
+            result.stop_reason = "nothing_to_resume"
+            return result
+        session = Session(self.store, session_id, self.config)
+        session.history = stored
+        self._sessions[session_id] = session
+        self._session = session
+        ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id)
+        result.run_id = ctx.run_id
+        ctx.emit("turn.resumed", calls=[c.id for c in pending])
+        try:
+            stop_note = await self.executor.run_calls(ctx, pending, result, deliver)
+            if stop_note is not None:
+                self._append(session, Message(role="user", content=stop_note, metadata={"kernel_note": True}), ctx)
+            await self._loop(ctx, result, deliver, tools_on=stop_note is None)
+            ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump())
+        finally:
+            session.store.flush()
+        return result
+
+    async def _loop(self, ctx: TurnContext, result: TurnResult, deliver: Deliver | None, *, tools_on: bool = True) -> None:
         session = ctx.session
         rounds = 0
-        tools_on = True
         while True:
             request = await self._build_request(ctx, tools_on)
             response = await self._call_model(ctx, request, deliver)
