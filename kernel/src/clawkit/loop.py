@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -187,6 +188,7 @@ class Agent:
             await asyncio.wait(pending, timeout=timeout)
 
     async def turn(self, text: str, session_id: str | None = None, deliver: Deliver | None = None, *, trace_id: str | None = None) -> TurnResult:
+        started = time.time()
         session = self.session(session_id)
         self._session = session
         ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id)
@@ -214,7 +216,12 @@ class Agent:
             return result
         try:
             await self._loop(ctx, result, deliver)
-            ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump())
+            ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump(),
+                     duration=time.time() - started, agent=self.config.name)
+        except BaseException as exc:
+            ctx.emit("turn.failed", error=type(exc).__name__, message=str(exc)[:500], usage=result.usage.model_dump(),
+                     duration=time.time() - started, agent=self.config.name)
+            raise
         finally:
             session.store.flush()
         return result
@@ -373,6 +380,7 @@ class Agent:
                 await self._send(ctx, Outbound(kind="stream_chunk", content=delta), deliver)
 
         retried = False
+        started = time.time()
         while True:
             try:
                 response = await self.provider.complete(request, on_text)
@@ -388,6 +396,10 @@ class Agent:
         if on_text is not None:
             await self._send(ctx, Outbound(kind="stream_chunk", content="", metadata={"final": True}), deliver)
         ctx.session.store.record_usage(ctx.session.id, ctx.run_id, response.model or request.model, response.usage)
+        # observers (telemetry, logs) see each model call with its timing; content stays out of events
+        ctx.emit("llm.call", model=request.model, response_model=response.model, started=started,
+                 duration=time.time() - started, usage=response.usage.model_dump(), finish_reason=response.finish_reason,
+                 tool_calls=len(response.tool_calls), stream=request.stream)
         return response
 
     # delivery -----------------------------------------------------------------------------

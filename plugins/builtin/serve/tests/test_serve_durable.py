@@ -70,11 +70,11 @@ def test_an_approval_answered_after_a_server_restart_resumes_the_turn(model, tmp
 
 
 def test_an_unanswered_approval_expires_and_the_model_is_told_why(model, tmp_path):
-    agent = write_agent(tmp_path, model, "helper")
+    agent = write_agent(tmp_path, model, "helper", plugins={"serve": {"approval_timeout": 0.5}})  # the agent's own
     db = tmp_path / "server.db"
     key = make_key(db, "ops")
     auth = {"Authorization": f"Bearer {key}"}
-    served = serve([agent], db, approval_timeout=0.5)
+    served = serve([agent], db)
     try:
         sid = httpx.post(served.url + "/api/sessions", json={"agent": "helper"}, headers=auth).json()["session_id"]
         r = httpx.post(f"{served.url}/api/sessions/{sid}/messages", json={"message": "run: echo late"}, headers=auth, timeout=60)

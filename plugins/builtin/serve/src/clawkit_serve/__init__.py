@@ -13,6 +13,13 @@ from clawkit import hookimpl
 
 
 @hookimpl
+def register_config(register):
+    from .config import ServeConfig
+
+    register("serve", ServeConfig)
+
+
+@hookimpl
 def register_commands(cli):
     from .cli import register
 

@@ -107,15 +107,15 @@ class ApprovalBroker:
 
     # the approver ---------------------------------------------------------------------------
 
-    def approver(self, agent_name: str) -> Callable[..., Any]:
+    def approver(self, agent_name: str, timeout: float | None = None) -> Callable[..., Any]:
         """The approver for ``agent_name``'s turns: ``async (call, reason, ctx) -> bool``."""
 
         async def approve(call: Any, reason: str, ctx: Any) -> bool:
-            return await self.request(agent_name, call, reason, ctx)
+            return await self.request(agent_name, call, reason, ctx, timeout=timeout)
 
         return approve
 
-    async def request(self, agent_name: str, call: Any, reason: str, ctx: Any) -> bool:
+    async def request(self, agent_name: str, call: Any, reason: str, ctx: Any, *, timeout: float | None = None) -> bool:
         digest = call_hash(call.name, call.arguments)
         now = time.time()
         found = self._rows("WHERE session_id = ? AND call_id = ? AND consumed IS NULL ORDER BY created DESC LIMIT 1",
@@ -124,7 +124,7 @@ class ApprovalBroker:
         if row is not None and row["status"] != "pending":
             return self._consume(row, digest)
         if row is None:
-            row = self._create(agent_name, call, digest, reason, ctx, now)
+            row = self._create(agent_name, call, digest, reason, ctx, now, timeout or self.timeout)
         loop = asyncio.get_running_loop()
         fut = self._waiting.get(row["id"])
         if fut is None:
@@ -135,13 +135,14 @@ class ApprovalBroker:
         except asyncio.TimeoutError:
             self._set(row["id"], status="expired", answered=time.time(), note="no answer before expiry", consumed=time.time())
             self.publish(row["session_id"], {"type": "approval.expired", "approval": row["id"]})
-            raise ApprovalTimedOut(f"no answer within {self.timeout:g} s (approval {row['id']} expired)") from None
+            waited = row["expires"] - row["created"]
+            raise ApprovalTimedOut(f"no answer within {waited:g} s (approval {row['id']} expired)") from None
         finally:
             self._waiting.pop(row["id"], None)
             self._waiting_session.pop(row["id"], None)
         return self._consume(self.get(row["id"]) or row, digest)
 
-    def _create(self, agent_name: str, call: Any, digest: str, reason: str, ctx: Any, now: float) -> dict[str, Any]:
+    def _create(self, agent_name: str, call: Any, digest: str, reason: str, ctx: Any, now: float, timeout: float) -> dict[str, Any]:
         risk = None
         try:
             tool = ctx.tools.get(call.name)
@@ -150,7 +151,7 @@ class ApprovalBroker:
             pass
         row = {"id": new_id("apr"), "agent": agent_name, "session_id": ctx.session.id, "run_id": ctx.run_id,
                "call_id": call.id, "tool": call.name, "arguments": call.arguments, "call_hash": digest,
-               "reason": reason, "risk": risk, "status": "pending", "created": now, "expires": now + self.timeout,
+               "reason": reason, "risk": risk, "status": "pending", "created": now, "expires": now + timeout,
                "answered": None, "answered_by": None, "note": None, "consumed": None}
         values = [json.dumps(v, default=str) if k == "arguments" else v for k, v in row.items()]
         with self._lock:

@@ -108,7 +108,9 @@ class InProcessRunner:
             if cfg.name in self.agents:
                 raise ValueError(f"{path}: an agent named {cfg.name!r} is served already (names pick agents: make them unique)")
             pm = get_plugin_manager(disabled=cfg.disabled_plugins(), extra=(HubPlugin(self.hub),))
-            self.agents[cfg.name] = Agent(cfg, pm=pm, approver=approver_for(cfg.name), channel="http")
+            section = cfg.plugin("serve")
+            approver = approver_for(cfg.name, getattr(section, "approval_timeout", None))
+            self.agents[cfg.name] = Agent(cfg, pm=pm, approver=approver, channel="http")
         self.stopping = False
         self._owner: dict[str, str] = {}  # session id -> agent name
         self._locks: dict[str, asyncio.Lock] = {}
