@@ -105,7 +105,15 @@ class Telemetry:
     # runs -------------------------------------------------------------------------------------
 
     def run_start(self, ctx: Any, message: Any) -> None:
-        parent = _tool_span.get()
+        # a sub-agent's run names the step (tool call) that spawned it; else the tool span of this task
+        parent = None
+        step = (getattr(ctx, "parent_run_id", None), getattr(ctx, "parent_step_id", None))
+        if step[0] and step[1]:
+            with self._lock:
+                found = self._tools.get(step)
+            parent = found[0] if found else None
+        if parent is None:
+            parent = _tool_span.get()
         attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": ctx.agent.name,
                  "gen_ai.conversation.id": ctx.session.id, "gen_ai.request.model": ctx.agent.model.name,
                  "clawkit.run.id": ctx.run_id, "clawkit.trace.id": ctx.trace_id, "clawkit.channel": ctx.channel,
