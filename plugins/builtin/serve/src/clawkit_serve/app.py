@@ -137,6 +137,7 @@ def create_app(server: Server) -> Starlette:
         server.runner.hub.bind(loop)
         server.broker.on_orphan_answer = lambda row: server.runner.resume_later(row["agent"], row["session_id"])
         server.runner.waiting_sessions = server.broker.waiting_sessions
+        server.runner.before_turn = server.broker.supersede
         await server.runner.warm()
         sweeper = asyncio.ensure_future(_sweep(server))
         try:

@@ -198,6 +198,15 @@ class ApprovalBroker:
         elif fut is None:
             self.on_orphan_answer(row)
 
+    def supersede(self, session_id: str) -> None:
+        """A new turn starts on ``session_id``: requests no turn here waits on (left by a restart)
+        can no longer resume theirs — the new turn closes the unanswered call as interrupted."""
+        now = time.time()
+        for r in self._rows("WHERE session_id = ? AND status = 'pending'", (session_id,)):
+            if r["id"] not in self._waiting:
+                self._set(r["id"], status="expired", answered=now, note="superseded by a new turn", consumed=now)
+                self.publish(session_id, {"type": "approval.expired", "approval": r["id"]})
+
     def sweep(self) -> list[dict[str, Any]]:
         """Expire pending requests past their expiry that no turn here waits on; returns them."""
         now = time.time()

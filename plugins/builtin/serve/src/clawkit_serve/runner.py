@@ -8,6 +8,7 @@ turns from PostgreSQL) implements the same four calls and the :class:`EventHub`.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
 from pathlib import Path
@@ -116,23 +117,23 @@ class InProcessRunner:
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: dict[asyncio.Task, str] = {}
         self.waiting_sessions: Callable[[], set[str]] = set  # sessions whose turn waits for a person
+        self.before_turn: Callable[[str], None] = lambda session_id: None  # (the broker supersedes stale requests)
 
     def agent_names(self) -> list[str]:
         return list(self.agents)
 
     async def warm(self) -> None:
-        """Create each agent's provider and let it load its SDK, in a thread (see ``Provider.warm``)."""
-
-        def warm_all() -> None:
-            for a in self.agents.values():
-                try:
-                    warm = getattr(a.provider, "warm", None)
-                    if callable(warm):
-                        warm()
-                except Exception as exc:  # the first turn reports it properly
-                    log.warning("agent %s: warming its model provider failed: %s", a.config.name, exc)
-
-        await asyncio.to_thread(warm_all)
+        """Let each agent's provider load its SDK before the first request (``Provider.warm``:
+        sync ones run in a thread, async ones are awaited), so no request stalls the loop."""
+        for a in self.agents.values():
+            try:
+                warm = getattr(await asyncio.to_thread(lambda: a.provider), "warm", None)
+                if inspect.iscoroutinefunction(warm):
+                    await warm()
+                elif callable(warm):
+                    await asyncio.to_thread(warm)
+            except Exception as exc:  # the first turn reports it properly
+                log.warning("agent %s: warming its model provider failed: %s", a.config.name, exc)
 
     def agent_of(self, session_id: str) -> str:
         found = self._owner.get(session_id)
@@ -174,7 +175,12 @@ class InProcessRunner:
         does not cut it short, and shutdown can wait for it.
         """
         a = self.agents[agent]
-        return await self._locked(session_id, wait, lambda: a.turn(text, session_id=session_id, deliver=deliver))
+
+        def start() -> Awaitable[Any]:
+            self.before_turn(session_id)
+            return a.turn(text, session_id=session_id, deliver=deliver)
+
+        return await self._locked(session_id, wait, start)
 
     async def _locked(self, session_id: str, wait: bool, make: Callable[[], Awaitable[Any]]) -> Any:
         if self.stopping:
