@@ -205,7 +205,7 @@ def test_clawkit_logs_lists_runs_across_workspaces(model_server, tmp_path):
         assert r.returncode == 0, r.stderr
     failing = subprocess.run([sys.executable, "-m", "clawkit", "run", str(tmp_path / "alpha.yaml"), "one more"],
                              cwd=tmp_path / "ws-alpha", env=env, capture_output=True, text=True, timeout=120)
-    assert failing.returncode == 1  # the script is exhausted: the model answers 400
+    assert failing.returncode != 0  # the script is exhausted: the model answers 400
     out = subprocess.run([sys.executable, "-m", "clawkit", "logs", "--json"], env=env, capture_output=True, text=True, timeout=60)
     runs = [json.loads(line) for line in out.stdout.splitlines()]
     assert [r["agent"] for r in runs] == ["alpha", "beta", "alpha"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -50,6 +49,8 @@ def remember_workspace(ctx: Any) -> None:
 
 
 def _runs(db: str, limit: int, agent: str | None) -> list[dict[str, Any]]:
+    import sqlite3  # not at import: `clawkit --help` loads this module
+
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         conn.execute("PRAGMA busy_timeout=2000")
@@ -92,6 +93,8 @@ def recent_runs(limit: int = 20, agent: str | None = None) -> tuple[list[dict[st
             index.write_text("".join(d + "\n" for d in alive), encoding="utf-8")
         except OSError:
             pass
+    import sqlite3
+
     runs, problems = [], []
     for db in alive:
         try:
