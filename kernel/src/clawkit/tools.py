@@ -176,6 +176,12 @@ class ToolRegistry:
             self.tools[t.name] = t
         self._visible = None
 
+    def unregister(self, name: str) -> bool:
+        """Remove a tool registered at runtime (e.g. an MCP server's tool list changed between rounds)."""
+        found = self.tools.pop(name, None) is not None
+        self._visible = None
+        return found
+
     def allowed(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pat) for pat in self.allow)
 
