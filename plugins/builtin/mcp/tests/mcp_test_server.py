@@ -7,13 +7,18 @@ this process's pid), ``MCP_TEST_HANG_ON_START`` (never answer: a hung server).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 import time
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
+if os.environ.get("MCP_TEST_HANG_ON_START"):  # before the slow imports, so the message is out at once
+    print("hanging on purpose", file=sys.stderr, flush=True)
+    time.sleep(3600)
+
+import asyncio  # noqa: E402
+
+from mcp.server.mcpserver import Context, MCPServer  # noqa: E402
+from mcp.types import ToolAnnotations  # noqa: E402
 
 server = MCPServer("clawkit-test", instructions="A test server.")
 calls: list[str] = []
@@ -83,9 +88,6 @@ if __name__ == "__main__":
     if os.environ.get("MCP_TEST_PID_FILE"):
         with open(os.environ["MCP_TEST_PID_FILE"], "a") as f:
             f.write(f"{os.getpid()}\n")
-    if os.environ.get("MCP_TEST_HANG_ON_START"):
-        print("hanging on purpose", file=sys.stderr, flush=True)
-        time.sleep(3600)
     if len(sys.argv) > 2 and sys.argv[1] == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

@@ -116,7 +116,7 @@ def test_hanging_call_and_hanging_start_become_tool_errors(mcp_agent, model_serv
         "Gave up.",
         servers={
             "slow": stdio_server(risk="safe", call_timeout=1),
-            "stuck": stdio_server(risk="safe", startup_timeout=1, env={"MCP_TEST_HANG_ON_START": "1"}),
+            "stuck": stdio_server(risk="safe", startup_timeout=2, env={"MCP_TEST_HANG_ON_START": "1"}),
         },
         tools=["mcp__slow__hang", "mcp__stuck__add"],
     )
@@ -124,7 +124,7 @@ def test_hanging_call_and_hanging_start_become_tool_errors(mcp_agent, model_serv
     assert result.reply == "Gave up."
     hung, stuck = tool_results(model_server.requests[1])
     assert "did not answer within 1 s" in hung
-    assert "did not start within 1 s" in stuck and "hanging on purpose" in stuck
+    assert "did not start within 2 s" in stuck and "hanging on purpose" in stuck
     events = {e["type"] for e in agent.store.events(result.session_id)}
     assert "mcp.server_error" in events
 
