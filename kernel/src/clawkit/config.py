@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import yaml
 from .errors import ConfigError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
 
 
 class ModelConfig(BaseModel):
@@ -43,6 +43,8 @@ class Limits(BaseModel):
 
     context_window: int = Field(128_000, gt=0, description="tokens the model accepts")
     max_tool_rounds: int = Field(20, gt=0, description="model calls with tool use allowed in one turn")
+    max_depth: int = Field(2, ge=0, description="sub-agent nesting allowed below this agent (an agent at the limit gets no agent tools)")
+    max_parallel_subagents: int = Field(4, gt=0, description="sub-agents one model response may run at once")
 
 
 class PluginSection(BaseModel):
@@ -66,6 +68,13 @@ class AgentConfig(BaseModel):
     state_db: Path | None = Field(None, description="SQLite file for sessions; default <workspace>/.clawkit/state.db")
     plugins: Any = Field(default_factory=dict, description="per-plugin sections")
     limits: Limits = Field(default_factory=Limits)
+    _source: Path | None = PrivateAttr(None)
+
+    @property
+    def source_file(self) -> Path | None:
+        """The YAML file this agent was loaded from (None for an agent built in code);
+        plugins resolve files the agent names (a sub-agent's file) relative to it."""
+        return self._source
 
     @field_validator("model", mode="before")
     @classmethod
@@ -257,7 +266,9 @@ def load_agent(
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1: an agent file must be a mapping of keys (name, model, …)")
     data = apply_overrides(data, overrides or {}, env)
-    return validate_agent(data, str(path), lines, sections, base_dir=path.parent)
+    cfg = validate_agent(data, str(path), lines, sections, base_dir=path.parent)
+    cfg._source = path.resolve()
+    return cfg
 
 
 def validate_agent(
