@@ -187,6 +187,7 @@ class ToolRegistry:
     def unregister(self, name: str) -> bool:
         """Remove a tool registered at runtime (e.g. an MCP server's tool list changed between rounds)."""
         found = self.tools.pop(name, None) is not None
+        self.declared.discard(name)
         self._visible = None
         return found
 
