@@ -111,7 +111,11 @@ async def before_llm_call(ctx: Any, request: Any) -> None:
     if any(c.changed or (c.state == "ready" and state.synced.get(c.name) != id(c.tools))
            for c in state.hub.connections.values() if c.name in state.registered):
         await state.prepare(ctx)
-        request.tools = [t.definition for t in ctx.tools.visible()]
+        # keep what other plugins chose to send (tool selection); swap in changed MCP tools, add new ones
+        visible = {t.name: t.definition for t in ctx.tools.visible()}
+        sent = {d.name for d in request.tools}
+        request.tools = [visible[d.name] for d in request.tools if d.name in visible] + [
+            d for name, d in visible.items() if name not in sent and name.startswith(mcptools.PREFIX)]
 
 
 def close_closed_agents() -> None:
