@@ -220,7 +220,9 @@ def message_sending(ctx, outbound):
 def on_event(event):
     """Observe an :class:`clawkit.types.Event`: ``session.start``, ``turn.end``,
     ``session.classified``, ``tool.blocked``, ``tool.approval``, ``hook.error``,
-    ``llm.retry``, ``agent.close``, ``compaction``, ``directive.change`` and any plugin's own.
+    ``llm.retry``, ``llm.call`` (each model call's timing and usage, no content),
+    ``turn.failed``, ``turn.resumed``, ``agent.close``, ``compaction``, ``directive.change``
+    and any plugin's own.
 
     Observe-only: results are ignored; events are also persisted on the session.
     Failure: isolated (an error here never emits another event).

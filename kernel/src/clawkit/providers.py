@@ -28,6 +28,10 @@ class Provider(Protocol):
     it returns an awaitable) as it arrives; the full :class:`LlmResponse`, with
     tool calls and usage, is returned at the end. Errors raise
     :class:`ProviderError`.
+
+    Optionally ``warm()``: load heavy dependencies ahead of the first call. A long-lived
+    process (``clawkit serve``) calls it at start-up, in a thread, so the first request's
+    import does not stall every other request on the event loop.
     """
 
     async def complete(self, request: LlmRequest, on_text: OnText | None = None) -> LlmResponse: ...
