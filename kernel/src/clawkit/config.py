@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import yaml
 from .errors import ConfigError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, PrivateAttr, create_model, field_validator
 
 
 class ModelConfig(BaseModel):
@@ -66,6 +66,12 @@ class AgentConfig(BaseModel):
     state_db: Path | None = Field(None, description="SQLite file for sessions; default <workspace>/.clawkit/state.db")
     plugins: Any = Field(default_factory=dict, description="per-plugin sections")
     limits: Limits = Field(default_factory=Limits)
+    #: the YAML file this agent was loaded from (None when built in code); tools refuse to write it
+    _source: Path | None = PrivateAttr(None)
+
+    @property
+    def source_file(self) -> Path | None:
+        return self._source
 
     @field_validator("model", mode="before")
     @classmethod
@@ -257,7 +263,9 @@ def load_agent(
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1: an agent file must be a mapping of keys (name, model, …)")
     data = apply_overrides(data, overrides or {}, env)
-    return validate_agent(data, str(path), lines, sections, base_dir=path.parent)
+    cfg = validate_agent(data, str(path), lines, sections, base_dir=path.parent)
+    cfg._source = path.resolve()
+    return cfg
 
 
 def validate_agent(

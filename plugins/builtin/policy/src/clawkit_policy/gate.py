@@ -57,14 +57,9 @@ class Turn:
         self.ws_real = os.path.realpath(self.workspace)
 
     def real_path(self, raw: str) -> str:
-        """``raw`` resolved against the workspace (symlinks, ``..``, ``~``), cached for this turn
-        until :meth:`forget_paths` (after any tool that may change the file system has run)."""
-        found = self._paths.get(raw)
-        if found is None:
-            if len(self._paths) > 1024:
-                self._paths.clear()
-            found = self._paths[raw] = scope.real_path(raw, self.ws_real)
-        return found
+        """``raw`` resolved against the workspace (symlinks, ``..``, ``~``) afresh at every call: a
+        symlink swapped in later in the turn (by a shell command, another process) is seen."""
+        return scope.real_path(raw, self.ws_real)
 
     def forget_paths(self) -> None:
         self._paths.clear()

@@ -17,7 +17,7 @@ from typing import Any
 
 from clawkit.tools import ToolError, tool
 
-from .paths import PathRefused, display, resolve
+from .paths import PathRefused, display, refuse_protected, resolve
 from .settings import settings
 
 
@@ -99,6 +99,7 @@ def write_file(ctx: Any, path: str, content: str) -> str:
         raise ToolError(f"content is {len(data)} bytes; the limit is {cfg.max_write_bytes}")
     real = resolve(path, ctx, "write_file", want="file")
     resolve(str(real.parent), ctx, "write_file", want="any")
+    refuse_protected(real, path, ctx)
     existed = real.exists()
     _atomic_write(real, data)
     return f"{'overwrote' if existed else 'created'} {display(real, ctx)} ({len(data)} bytes)"
@@ -118,6 +119,7 @@ def edit_file(ctx: Any, path: str, old: str, new: str, replace_all: bool = False
     if old == "":
         raise ToolError("old must not be empty")
     real = resolve(path, ctx, "edit_file", want="file")
+    refuse_protected(real, path, ctx)
     text, cut = _read_text(real, path, cfg.max_write_bytes)
     if cut:
         raise ToolError(f"{path!r} is larger than {cfg.max_write_bytes} bytes; too big to edit")

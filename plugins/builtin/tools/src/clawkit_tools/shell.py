@@ -12,7 +12,7 @@ from typing import Any
 
 from clawkit.tools import ToolError, tool
 
-from .paths import resolve
+from .paths import STATE_DIR, PathRefused, is_within, protected, refuse_protected, resolve
 from .settings import settings
 
 #: Environment variable names that usually hold credentials (matched case-insensitively).
@@ -41,6 +41,38 @@ def scrubbed_env(environ: dict[str, str] | None = None, deny: list[str] = (), al
         else:
             out[name] = value
     return out
+
+
+def refuse_protected_command(command: str | list[str], workdir: str, ctx: Any) -> None:
+    """Refuse a command that names the agent's state directory, session database, own config or
+    the user's clawkit config — literally or with a wildcard (``.c*``) that matches the state
+    directory. Best effort: a command can build a name at run time; the audit ledger's key and
+    anchor, kept outside the workspace, make what such a command does detectable."""
+    import shlex
+
+    text = command if isinstance(command, str) else shlex.join(command)
+    workspace = os.path.realpath(str(ctx.workspace))
+    for root, what in protected(ctx):
+        names = {root}
+        for base in (workspace, workdir):
+            if is_within(root, base) and root != base:
+                names.add(os.path.relpath(root, base))
+        home = os.path.expanduser("~")
+        if is_within(root, home) and root != home:
+            names.add("~/" + os.path.relpath(root, home))
+        if os.path.basename(root) == STATE_DIR or os.path.dirname(root) in (workspace, workdir):
+            names.add(os.path.basename(root))
+        if any(n and n in text for n in names):
+            raise PathRefused(f"the command names {what} ({root}); shell_exec never touches it")
+    try:
+        words = shlex.split(text, comments=False, posix=True)
+    except ValueError:
+        words = text.split()
+    for word in words:
+        for part in word.replace("=", "/").split("/"):
+            if part.startswith(".") and any(c in part for c in "*?[") and fnmatch.fnmatchcase(STATE_DIR, part):
+                raise PathRefused(f"the pattern {part!r} in the command matches the agent's state directory ({STATE_DIR}); "
+                                  "shell_exec never touches it")
 
 
 def _kill_group(proc: asyncio.subprocess.Process, sig: int) -> None:
@@ -80,6 +112,8 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
     workdir = resolve(cwd, ctx, "shell_exec", want="dir")
     if not workdir.is_dir():
         raise ToolError(f"working directory {cwd!r} does not exist")
+    refuse_protected(workdir, cwd, ctx)
+    refuse_protected_command(command, str(workdir), ctx)
     env = scrubbed_env(deny=cfg.env_deny, allow=cfg.env_allow)
     env["PWD"] = str(workdir)
     argv = list(command) if isinstance(command, list) else [cfg.shell, "-c", command]
