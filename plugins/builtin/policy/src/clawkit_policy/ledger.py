@@ -264,8 +264,8 @@ class AuditLedger:
         try:
             first = self.conn.execute("SELECT MIN(ts) FROM policy_audit").fetchone()[0]
             rows = self.conn.execute(
-                "SELECT m.session_id, m.data FROM messages m JOIN sessions s ON s.id = m.session_id "
-                "WHERE m.role = 'tool' AND m.data IS NOT NULL AND s.created >= ?", (first or 0,)).fetchall()
+                "SELECT session_id, data FROM messages WHERE role = 'tool' AND data IS NOT NULL AND created >= ?",
+                (first or 0,)).fetchall()
             seen = {(sid, step) for sid, step in self.conn.execute(
                 "SELECT session_id, step_id FROM policy_audit WHERE step_id IS NOT NULL")}
         except sqlite3.Error:
