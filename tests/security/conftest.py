@@ -103,7 +103,7 @@ def run_cli(ws: Path, server: ModelServer, audit_home: Path, message: str, *scri
     server.script(*script)
     e = cli_env(audit_home, **(env or {}))
     cmd = [sys.executable, "-m", "clawkit", "run", "agent.yaml", message, *args] + (["--json"] if json_out else [])
-    proc = subprocess.run(cmd, cwd=ws, env=e, capture_output=True, text=True, timeout=timeout,
+    proc = subprocess.run(cmd, cwd=ws, env=e, capture_output=True, text=True, timeout=timeout, start_new_session=True,
                           input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
     result: dict[str, Any] = {}
     if json_out and proc.stdout.strip():
@@ -126,3 +126,74 @@ def calls(*pairs: tuple[str, Any], ids: list[str] | None = None) -> Reply:
         for c, i in zip(reply.calls, ids):
             c.id = i
     return reply
+
+
+BATCH = Path(__file__).with_name("cli_batch.py")
+
+
+class Cases:
+    """Scripted hostile model for many sessions at once: each case's user message carries
+    ``[case NAME]``; the model's n-th answer in that session is the case's n-th reply."""
+
+    def __init__(self) -> None:
+        self.scripts: dict[str, list[Any]] = {}
+        self.requests: dict[str, list[Any]] = {}
+
+    def add(self, name: str, *replies: Any) -> str:
+        self.scripts[name] = list(replies)
+        return f"[case {name}]"
+
+    def __call__(self, request: Any) -> Any:
+        import re
+
+        users = [m.get("content") for m in request.messages if m.get("role") == "user"]
+        text = json.dumps(users)
+        m = re.search(r"\[case ([\w.-]+)\]", text)
+        if not m or m.group(1) not in self.scripts:
+            return "no such case"
+        name = m.group(1)
+        self.requests.setdefault(name, []).append(request)
+        step = sum(1 for msg in request.messages if msg.get("role") == "assistant")
+        script = self.scripts[name]
+        return script[step] if step < len(script) else "done"
+
+    def seen(self, name: str) -> str:
+        """Everything the model was sent in this case."""
+        return "\n".join(json.dumps(r.body) for r in self.requests.get(name, []))
+
+    def tool_results(self, name: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for req in self.requests.get(name, []):
+            for m in req.messages:
+                if m.get("role") == "tool":
+                    out[m["tool_call_id"]] = m.get("content") or ""
+        return out
+
+
+def run_batch(jobs: list[dict[str, Any]], audit_home: Path, tmp: Path, timeout: float = 300) -> dict[str, dict[str, Any]]:
+    """Run CLI jobs in one interpreter (see cli_batch.py); returns name -> {rc, stdout, stderr, json}."""
+    (tmp / "jobs.json").write_text(json.dumps(jobs))
+    env = cli_env(audit_home)
+    proc = subprocess.run([sys.executable, str(BATCH), str(tmp / "jobs.json"), str(tmp / "out.json")], env=env,
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = {}
+    for item in json.loads((tmp / "out.json").read_text()):
+        try:
+            item["json"] = json.loads(item["stdout"]) if item["stdout"].strip().startswith("{") else {}
+        except ValueError:
+            item["json"] = {}
+        out[item["name"]] = item
+    return out
+
+
+def audit_rows(ws: Path) -> list[dict[str, Any]]:
+    db = ws / ".clawkit" / "state.db"
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(db)
+    try:
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(policy_audit)")]
+        return [dict(zip(cols, r)) for r in conn.execute("SELECT * FROM policy_audit ORDER BY seq")]
+    finally:
+        conn.close()

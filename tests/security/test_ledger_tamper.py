@@ -56,7 +56,7 @@ def attacked(tmp_path_factory, server, audit_home):
 @pytest.mark.parametrize("call_id", [a[0] for a in ATTACKS])
 def test_tools_never_write_state_config_or_key(attacked, call_id, audit_home):
     seen = attacked.tool_results()[call_id]
-    assert seen.startswith("Error:") and "never" in seen, seen
+    assert "Error:" in seen and "never" in seen, seen
     assert (attacked.ws / ".clawkit" / "state.db").stat().st_size > 0
     assert "name: target" in (attacked.ws / "agent.yaml").read_text()
     assert (audit_home / "key").exists() and not (attacked.ws / ".clawkit" / "evil.db").exists()

@@ -54,4 +54,8 @@ class PolicyConfig(BaseModel):
     )
     audit: bool = Field(True, description="record decisions, approvals, executions and security events in the ledger")
     redact_results: bool = Field(True, description="replace secrets in tool results before the model (and the transcript) sees them")
+    egress_tools: list[str] = Field(
+        default_factory=lambda: ["web_fetch", "shell_exec", "mcp__*", "agent_*", "*http*", "*fetch*", "*request*",
+                                 "*mail*", "*send*", "*post*", "*upload*", "*webhook*", "*browser*", "*curl*"],
+        description="tool-name globs that can move data off the machine: in a tainted session each call needs approval")
     secret_env: list[str] = Field(default_factory=list, description="extra environment variable name globs whose values are secrets")

@@ -6,7 +6,10 @@ Order of the rules (the first that applies decides):
 2. a path under /dev, /proc, /sys, or an unreadable URL → block;
 3. a resource beyond the tool's default scope and every grant → ask for a one-step
    grant (or block when ``step_grants`` is off) — ``/elevated`` does not skip this;
-4. ``safe`` → allow;
+4. the session is tainted (untrusted content carried an injection) and the call can move data
+   off the machine (network tools, shell, any call naming a host or a command) → ask, every
+   time, whatever its risk, grants, pre-approved patterns or ``/elevated``;
+4b. ``safe`` → allow;
 5. a ``shell_exec`` command matching a granted command pattern → allow (pre-approved);
 6. the session is elevated (``elevated_until`` in the future) → allow;
 7. ``guarded`` → allow if this exact call (or, with ``guarded_approval: tool``, this
@@ -131,6 +134,18 @@ def elevated_until(session: Any) -> float | None:
     return until if until > time.time() else None
 
 
+def _tainted(session: Any) -> bool:
+    try:
+        return bool(session.get("tainted"))
+    except Exception:
+        return True  # unreadable session state: assume the worst
+
+
+def _egress(cfg: PolicyConfig, name: str, req: scope.Requested) -> bool:
+    """Can this call move data off the machine? A network or shell tool, or any call naming a host or a command."""
+    return bool(req.hosts or req.commands) or any(fnmatch.fnmatchcase(name, p) for p in cfg.egress_tools)
+
+
 def approval_key(cfg: PolicyConfig, call: ToolCall) -> str:
     if cfg.guarded_approval == "tool":
         return "tool:" + call.name
@@ -223,6 +238,9 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
         info["granted"] = {**info["granted"], "step": ev.step_grant}
         return done("require_approval", f"needs a capability beyond its scope: {need}; approving grants it for this step",
                     risk, asked=True, **info)
+    if _tainted(ctx.session) and _egress(cfg, call.name, req):
+        return done("require_approval", "the session is tainted by untrusted content that carried an injection: a call "
+                    "that can send data off the machine needs approval", risk, asked=True, **info)
     if risk == Risk.SAFE:
         return done("allow", "safe tool within its scope", risk, **info)
     if ev.preapproved:

@@ -18,8 +18,13 @@ from .settings import settings
 #: Environment variable names that usually hold credentials (matched case-insensitively).
 SECRET_NAME = re.compile(
     r"(KEY|TOKEN|SECRET|PASSW(OR)?D|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|PRIVATE|SIGNATURE|"
-    r"DSN|DATABASE_URL|CONN(ECTION)?_STR)",
+    r"DSN|DATABASE_URL|CONN(ECTION)?_?STR|WEBHOOK|_PASS$|_PWD$|_PW$|^PASS$)",
     re.IGNORECASE,
+)
+#: values that are secrets whatever the variable's name: URLs with a password, webhook URLs
+SECRET_VALUE = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]+:[^\s@/]+@|hooks\.slack\.com/|discord(?:app)?\.com/api/webhooks/"
+    r"|\.webhook\.office\.com/|outlook\.office\.com/webhook/|/webhooks?/[A-Za-z0-9_\-/]{16,}"
 )
 _KEEP_ALWAYS = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "USER", "SHELL", "TMPDIR", "PWD"})
 
@@ -36,7 +41,7 @@ def scrubbed_env(environ: dict[str, str] | None = None, deny: list[str] = (), al
     for name, value in env.items():
         if any(fnmatch.fnmatchcase(name, p) for p in allow):
             out[name] = value
-        elif is_secret_name(name) or any(fnmatch.fnmatchcase(name, p) for p in deny):
+        elif is_secret_name(name) or SECRET_VALUE.search(value) or any(fnmatch.fnmatchcase(name, p) for p in deny):
             continue
         else:
             out[name] = value
