@@ -125,6 +125,7 @@ def _interactive_approver():
 def cmd_chat(args) -> int:
     interactive = sys.stdin.isatty()
     agent = _open(args, approver=_interactive_approver() if interactive else None)
+    agent.channel = "chat" if interactive else "pipe"  # plugins accept some things (/elevated) only from a person
     session_id = agent.session(args.session).id
     if interactive:
         print(f"clawkit chat — agent {agent.config.name}, session {session_id}. {CHAT_HELP}")

@@ -110,6 +110,7 @@ def test_directives_section_shows_active_directives(workspace):
     s.set("elevated_until", 4102444800.0)  # 2100-01-01
     ctx = TurnContext(agent.config, s, agent.hooks, agent.tools, agent_obj=agent)
     ctx.state["directives"] = {"reasoning": True}
+    ctx.state["elevated_until"] = 4102444800.0  # what the directives plugin vouches for this turn
     text = asyncio.run(agent.system_prompt(ctx)).text
     assert "## Active directives\n- /elevated on until 00:00 UTC\n- /reasoning on\n- /think high" in text
     assert "verbose" not in text

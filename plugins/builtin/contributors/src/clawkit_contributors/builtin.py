@@ -137,7 +137,7 @@ class Directives(PromptContributor):
         turn = ctx.state.get("directives")
         if isinstance(turn, dict):
             active.update(turn)
-        until = session.get("elevated_until") if session is not None and hasattr(session, "get") else None
+        until = ctx.state.get("elevated_until")  # what the directives plugin vouched for this turn
         if isinstance(until, (int, float)) and until > time.time():
             stamp = _dt.datetime.fromtimestamp(until, _dt.timezone.utc).strftime("%H:%M UTC")
             active["elevated"] = f"on until {stamp}"

@@ -11,7 +11,7 @@ Order of the rules (the first that applies decides):
    time, whatever its risk, grants, pre-approved patterns or ``/elevated``;
 4b. ``safe`` → allow;
 5. a ``shell_exec`` command matching a granted command pattern → allow (pre-approved);
-6. the session is elevated (``elevated_until`` in the future) → allow;
+6. the session is elevated (the directives plugin's ``ctx.state["elevated_until"]`` in the future) → allow;
 7. ``guarded`` → allow if this exact call (or, with ``guarded_approval: tool``, this
    tool) was approved in this session and the approval has not expired; else ask;
 8. ``unsafe`` → ask, every time.
@@ -126,10 +126,12 @@ def risk_of(cfg: PolicyConfig, name: str, default: Risk) -> Risk:
     return Risk(default)
 
 
-def elevated_until(session: Any) -> float | None:
+def elevated_until(ctx: Any) -> float | None:
+    """The elevation the directives plugin vouched for this turn (``ctx.state["elevated_until"]``), never
+    the raw session metadata: without that plugin, or once ``allow_elevated`` is revoked, nothing is elevated."""
     try:
-        until = float(session.get("elevated_until") or 0)
-    except (TypeError, ValueError):
+        until = float(ctx.state.get("elevated_until") or 0)
+    except (TypeError, ValueError, AttributeError):
         return None
     return until if until > time.time() else None
 
@@ -245,7 +247,7 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
         return done("allow", "safe tool within its scope", risk, **info)
     if ev.preapproved:
         return done("allow", "command pre-approved by a grant", risk, **info)
-    until = elevated_until(ctx.session)
+    until = elevated_until(ctx)
     if until is not None:
         return done("allow", f"elevated until {time.strftime('%H:%M:%S', time.localtime(until))}", risk, **info)
     if risk == Risk.GUARDED:
