@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import yaml
 from .errors import ConfigError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, PrivateAttr, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
 
 
 class ModelConfig(BaseModel):
@@ -43,6 +43,8 @@ class Limits(BaseModel):
 
     context_window: int = Field(128_000, gt=0, description="tokens the model accepts")
     max_tool_rounds: int = Field(20, gt=0, description="model calls with tool use allowed in one turn")
+    max_depth: int = Field(2, ge=0, description="sub-agent nesting allowed below this agent (an agent at the limit gets no agent tools)")
+    max_parallel_subagents: int = Field(4, gt=0, description="sub-agents one model response may run at once")
 
 
 class PluginSection(BaseModel):
@@ -66,11 +68,12 @@ class AgentConfig(BaseModel):
     state_db: Path | None = Field(None, description="SQLite file for sessions; default <workspace>/.clawkit/state.db")
     plugins: Any = Field(default_factory=dict, description="per-plugin sections")
     limits: Limits = Field(default_factory=Limits)
-    #: the YAML file this agent was loaded from (None when built in code); tools refuse to write it
     _source: Path | None = PrivateAttr(None)
 
     @property
     def source_file(self) -> Path | None:
+        """The YAML file this agent was loaded from (None for an agent built in code);
+        plugins resolve files the agent names (a sub-agent's file) relative to it."""
         return self._source
 
     @field_validator("model", mode="before")

@@ -153,11 +153,17 @@ class ToolRegistry:
 
     def __init__(self, allow: list[str] | None = None):
         self.allow = list(allow or [])
+        self.declared: set[str] = set()  # allowed by the agent's own declaration elsewhere (``subagents:``)
         self.tools: dict[str, Tool] = {}
         self._visible: list[Tool] | None = None
 
-    def register(self, obj: Any, name: str | None = None, risk: Risk | str | None = None, plugin: str | None = None):
-        """Register a function, a :class:`Tool`, or a toolbox (an object/class of methods)."""
+    def register(self, obj: Any, name: str | None = None, risk: Risk | str | None = None, plugin: str | None = None,
+                 allow: bool = False):
+        """Register a function, a :class:`Tool`, or a toolbox (an object/class of methods).
+
+        ``allow=True``: the agent's config declares this tool in a section of its own
+        (a ``subagents:`` entry becomes ``agent_<name>``), which allows it like a
+        ``tools:`` entry would."""
         if isinstance(obj, Tool):
             tools = [obj]
         elif inspect.isfunction(obj) or inspect.ismethod(obj) or inspect.isbuiltin(obj):
@@ -174,10 +180,12 @@ class ToolRegistry:
                 raise ValueError(f"tool {t.name!r} is registered twice")
             t.definition.plugin = plugin
             self.tools[t.name] = t
+            if allow:
+                self.declared.add(t.name)
         self._visible = None
 
     def allowed(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, pat) for pat in self.allow)
+        return name in self.declared or any(fnmatch.fnmatchcase(name, pat) for pat in self.allow)
 
     def visible(self) -> list[Tool]:
         """Only the tools the agent allows, in allowlist order then name."""
