@@ -44,9 +44,10 @@ def cli_env(audit_home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def write_agent(ws: Path, server: ModelServer, tools: list[str], plugins: str = "", extra: str = "") -> Path:
+def write_agent(ws: Path, server: ModelServer, tools: list[str], plugins: str = "", extra: str = "",
+                filename: str = "agent.yaml") -> Path:
     ws.mkdir(parents=True, exist_ok=True)
-    path = ws / "agent.yaml"
+    path = ws / filename
     body = textwrap.dedent(f"""\
         name: target
         model: {{name: openai/test, api_base: "{server.url}", api_key: sk-test, max_retries: 0, timeout: 20}}
@@ -146,14 +147,18 @@ class Cases:
     def __call__(self, request: Any) -> Any:
         import re
 
-        users = [m.get("content") for m in request.messages if m.get("role") == "user"]
-        text = json.dumps(users)
-        m = re.search(r"\[case ([\w.-]+)\]", text)
-        if not m or m.group(1) not in self.scripts:
+        messages = request.messages
+        last = None
+        for i, msg in enumerate(messages):  # the latest user message that names a case (chat: one per line)
+            if msg.get("role") == "user":
+                m = re.search(r"\[case ([\w.-]+)\]", json.dumps(msg.get("content")))
+                if m:
+                    last = (i, m.group(1))
+        if last is None or last[1] not in self.scripts:
             return "no such case"
-        name = m.group(1)
+        start, name = last
         self.requests.setdefault(name, []).append(request)
-        step = sum(1 for msg in request.messages if msg.get("role") == "assistant")
+        step = sum(1 for msg in messages[start:] if msg.get("role") == "assistant")
         script = self.scripts[name]
         return script[step] if step < len(script) else "done"
 

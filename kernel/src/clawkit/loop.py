@@ -16,7 +16,7 @@ from .hooks import HookRunner, maybe_await
 from .plugins import get_plugin_manager
 from .prompt import ContributorContext, PromptContributor, assemble
 from .providers import Provider, ProviderError, ProviderRegistry
-from .sessions import Session, SessionStore, repair_interrupted
+from .sessions import LOCK_WAIT, Session, SessionStore, repair_interrupted
 from .toolexec import ToolExecutor
 from .tools import ToolRegistry
 from .types import Event, LlmRequest, LlmResponse, Message, Outbound, SessionClassification, ToolCall, Usage, new_id

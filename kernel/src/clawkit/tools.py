@@ -74,10 +74,8 @@ class Tool:
         try:
             if self.is_async:
                 value = await self.fn(**kwargs)
-            elif in_thread:
+            else:  # in a thread: a sync tool that never returns cannot stall the loop past the call's deadline
                 value = await asyncio.to_thread(self.fn, **kwargs)
-            else:
-                value = self.fn(**kwargs)
         except ToolError as exc:
             return _error(call, str(exc))
         except Exception as exc:

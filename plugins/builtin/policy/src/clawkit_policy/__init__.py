@@ -149,7 +149,12 @@ def register_config(register):
 @hookimpl(tryfirst=True)
 def message_received(ctx, message):
     # open the ledger before other plugins (directives) emit events this turn
-    _turn(ctx)
+    turn = _turn(ctx)
+    store = ctx.session.store
+    if getattr(store, "redact", False) is None:
+        # transcripts and exports never hold a secret: every stored message and event is redacted
+        extra = tuple(turn.cfg.secret_env)
+        store.redact = lambda text: redact_text(text, extra)
 
 
 @hookimpl(tryfirst=True)
@@ -165,6 +170,8 @@ def after_tool_call(ctx, call, result):
     recorded is withheld (and the next gate call fails closed on the writer's error)."""
     turn = _turn(ctx)
     p = _pending.pop((ctx.session.id, call.id), None)
+    if p is not None:
+        p.narrow()  # a one-step grant ends with its call
     content = result.content or ""
     out = None
     if turn.cfg.redact_results:
@@ -246,6 +253,7 @@ def _approval(turn: Turn, p: Pending, data: dict[str, Any], ids: dict[str, Any],
         _pending.pop((ids["session_id"], p.call.id), None)
         return
     p.started = time.time()
+    p.widen()  # a step grant reaches the tool only now, after the approval
     cfg = turn.cfg
     if p.asked and p.risk.value == "guarded":
         turn.add_approval(ids["session_id"], approval_key(cfg, p.call), p.call.name, by, cfg.approval_ttl)

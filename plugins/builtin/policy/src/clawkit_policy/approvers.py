@@ -66,11 +66,27 @@ def escape_controls(text: str) -> str:
     return _SPACE_RUN.sub(lambda m: f" [… {len(m.group())} blanks …] ", "".join(out))
 
 
+def render_arguments(arguments: dict[str, Any]) -> str:
+    """One argument per line; a string with several lines (a script) shown line by line, so
+    nothing hides at the end of one long line and a long script can be paged."""
+    out = []
+    for key, value in arguments.items():
+        name = escape_controls(str(key))
+        if isinstance(value, str) and "\n" in value:
+            lines = value.split("\n")
+            out.append(f"  {name}: ({len(lines)} lines)")
+            out.extend("    | " + escape_controls(line) for line in lines)
+        elif isinstance(value, str):
+            out.append(f"  {name}: " + escape_controls(json.dumps(value, ensure_ascii=False)))
+        else:
+            out.append(f"  {name}: " + escape_controls(json.dumps(value, ensure_ascii=False, default=str)))
+    return "\n".join(out) if out else "  (no arguments)"
+
+
 def describe(call: Any, reason: str, ctx: Any = None) -> str:
     """The approval question as a human reads it: the complete call (secrets redacted), every
     string argument in full, control characters escaped."""
-    args = json.dumps(redact(dict(call.arguments)), ensure_ascii=False, default=str, indent=2)
-    args = escape_controls(args)
+    args = render_arguments(redact(dict(call.arguments)))
     risk = ""
     try:
         tool = ctx.tools.get(call.name) if ctx is not None else None

@@ -16,8 +16,17 @@ class Grant(BaseModel):
     workspace, ``~`` is expanded); a path without wildcards covers everything below
     it. ``hosts``: host-name globs, ``host:port``, or CIDR networks, letting
     ``web_fetch`` reach non-public addresses. ``commands``: globs over the command
-    line that ``shell_exec`` may run without asking (only for commands without
-    shell control operators such as ``;``, ``|``, ``&&``, ``$(``, redirections).
+    line that ``shell_exec`` may run without asking.
+
+    What a command pattern grants: the matched command line runs without approval,
+    within the workspace. It never covers a line with shell control operators
+    (``;``, ``|``, ``&&``, ``$(``, backticks, redirections), and never one whose
+    arguments or option values (``--output=/x``, ``-C/x``, ``/etc/hostname``,
+    ``../x``, ``~/x``) name a path outside the workspace and this grant's
+    ``paths`` — such a line is asked about like any other. A pattern is matched
+    against the whole line, so ``git diff*`` also matches ``git diff --no-index``:
+    write patterns as narrowly as you mean them. In a tainted session nothing is
+    pre-approved.
     """
 
     model_config = ConfigDict(extra="forbid")

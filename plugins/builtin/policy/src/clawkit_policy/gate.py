@@ -109,6 +109,23 @@ class Pending:
     step_grant: dict[str, list[str]] | None = None
     started: float | None = None
     call_hash: str | None = None
+    #: the turn's ``ctx.state["granted"][tool]`` and what an approved step grant adds to it
+    slot: dict[str, list[str]] | None = None
+    slot_add: dict[str, list[str]] | None = None
+
+    def widen(self) -> None:
+        """The step grant was approved: the tool may reach its resources (for this call)."""
+        if self.slot is not None and self.slot_add:
+            for key, values in self.slot_add.items():
+                self.slot[key].extend(v for v in values if v not in self.slot[key])
+
+    def narrow(self) -> None:
+        """The call is over: a one-step grant ends with it."""
+        if self.slot is not None and self.slot_add:
+            for key, values in self.slot_add.items():
+                for v in values:
+                    if v in self.slot[key]:
+                        self.slot[key].remove(v)
 
 
 def config(ctx: Any) -> PolicyConfig:
@@ -204,13 +221,16 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
     digest = scope.call_hash(call.name, call.arguments)
     base = {"arguments": dict(call.arguments), "call_hash": digest}
 
+    slot_add: dict[str, list[str]] = {}
+
     def done(action: str, reason: str, risk: Risk | None = None, asked: bool = False, **extra: Any) -> Decision | None:
         record(turn, "decision", ids, **base, decision=action, reason=reason, approval_required=asked, **extra)
         if action == "block":
             return Decision(action="block", reason=reason)
         pending[(ctx.session.id, call.id)] = Pending(call, risk or Risk.SAFE, now, asked, turn, ids,
                                                      step_grant=extra.get("granted", {}).get("step"),
-                                                     started=None if asked else now, call_hash=digest)
+                                                     started=None if asked else now, call_hash=digest,
+                                                     slot=slot, slot_add=slot_add or None)
         return Decision(action="require_approval", reason=reason) if asked else None
 
     risk = turn._risk.get(call.name)
@@ -235,8 +255,9 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
         need = "; ".join(ev.missing)
         if not cfg.step_grants:
             return done("block", f"needs a capability grant: {need}", risk, **info)
+        # widened only once approved (see Pending.widen), and only for this call
         for key, values in ev.step_grant.items():
-            slot[key].extend(_exact(v) for v in values if _exact(v) not in slot[key])
+            slot_add[key] = [_exact(v) for v in values if _exact(v) not in slot[key]]
         info["granted"] = {**info["granted"], "step": ev.step_grant}
         return done("require_approval", f"needs a capability beyond its scope: {need}; approving grants it for this step",
                     risk, asked=True, **info)

@@ -7,6 +7,7 @@ import asyncio
 import fnmatch
 import os
 import re
+import shutil
 import signal
 from typing import Any
 
@@ -80,6 +81,32 @@ def refuse_protected_command(command: str | list[str], workdir: str, ctx: Any) -
                                   "shell_exec never touches it")
 
 
+#: the command runs under a small supervising shell that owns its process group: when the agent dies
+#: in any way (SIGTERM, SIGKILL, a crash) the kernel sends that shell SIGTERM (parent-death signal)
+#: and it kills the whole group — background children included
+_SUPERVISE = 'trap "kill -KILL 0" TERM HUP; "$@" & wait $!'
+
+
+def _supervised(argv: list[str]) -> tuple[list[str], Any]:
+    """``argv`` wrapped so it dies with the agent; ``(argv, preexec_fn or None)``."""
+    import shutil
+    import sys
+
+    wrapped = ["/bin/sh", "-c", _SUPERVISE, "clawkit-shell", *argv]
+    if not sys.platform.startswith("linux"):
+        return argv, None  # pragma: no cover - the process group is still killed on every normal exit path
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        return [setpriv, "--pdeathsig", "TERM", *wrapped], None
+    return wrapped, _pdeathsig  # pragma: no cover - util-linux is on every Linux we support
+
+
+def _pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _kill_group(proc: asyncio.subprocess.Process, sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)
@@ -122,10 +149,14 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
     env = scrubbed_env(deny=cfg.env_deny, allow=cfg.env_allow)
     env["PWD"] = str(workdir)
     argv = list(command) if isinstance(command, list) else [cfg.shell, "-c", command]
+    if isinstance(command, list) and not shutil.which(argv[0], path=env.get("PATH")) and not os.path.exists(os.path.join(str(workdir), argv[0])):
+        raise ToolError(f"command not found: {argv[0]!r}")
+    run, preexec = _supervised(argv)
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=str(workdir), env=env, stdin=asyncio.subprocess.DEVNULL,
+            *run, cwd=str(workdir), env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+            preexec_fn=preexec,
         )
     except FileNotFoundError:
         raise ToolError(f"command not found: {argv[0]!r}") from None
