@@ -160,11 +160,17 @@ class Cases:
         self.requests.setdefault(name, []).append(request)
         step = sum(1 for msg in messages[start:] if msg.get("role") == "assistant")
         script = self.scripts[name]
-        return script[step] if step < len(script) else "done"
+        item = script[step] if step < len(script) else "done"
+        return item(request) if callable(item) else item
 
     def seen(self, name: str) -> str:
         """Everything the model was sent in this case."""
         return "\n".join(json.dumps(r.body) for r in self.requests.get(name, []))
+
+    def tool_list(self, name: str) -> list[str]:
+        """The tool results of this case in order, as the model last saw them (ids may repeat)."""
+        reqs = self.requests.get(name, [])
+        return [m.get("content") or "" for m in (reqs[-1].messages if reqs else []) if m.get("role") == "tool"]
 
     def tool_results(self, name: str) -> dict[str, str]:
         out: dict[str, str] = {}

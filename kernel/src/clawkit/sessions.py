@@ -77,7 +77,22 @@ class SessionBusy(UsageError):
 
 
 #: seconds a turn waits for another process to finish its turn on the same session
-LOCK_WAIT = 10.0
+LOCK_WAIT = float(__import__("os").environ.get("CLAWKIT_SESSION_LOCK_WAIT") or 10.0)
+
+
+def _scrub(value: Any) -> Any:
+    """``value`` with lone surrogates (not encodable as UTF-8) replaced by U+FFFD, in every string inside."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v) for v in value]
+    return value
 
 
 def _dump(value: Any) -> str:
@@ -237,8 +252,12 @@ class SessionStore:
     def append(self, session_id: str, message: Message, run_id: str | None = None) -> int:
         data = None
         if message.tool_calls or message.tool_result or message.blocks or message.metadata:
-            data = message.model_dump_json(include={"tool_calls", "tool_result", "blocks", "metadata"}, exclude_defaults=True)
-        content = message.content
+            try:
+                data = message.model_dump_json(include={"tool_calls", "tool_result", "blocks", "metadata"}, exclude_defaults=True)
+            except ValueError:  # a lone surrogate from a model or a tool: stored replaced, never a crash
+                data = _dump(_scrub(message.model_dump(include={"tool_calls", "tool_result", "blocks", "metadata"},
+                                                       exclude_defaults=True)))
+        content = _scrub(message.content)
         if self.redact is not None:
             content = self.redact(content)
             if data is not None:
@@ -282,9 +301,19 @@ class SessionStore:
         Events and usage rows are observations, so they ride along with the writes
         that matter instead of paying a commit each; the turn's end flushes the rest.
         """
-        text = _dump(data)
+        try:
+            text = _dump(data)
+            text.encode("utf-8")
+        except (ValueError, TypeError):
+            text = _dump(_scrub(json.loads(json.dumps(data, default=str))))
         if self.redact is not None:
-            text = self.redact(text)
+            clean = self.redact(text)
+            if clean != text:
+                try:
+                    json.loads(clean)
+                except ValueError:  # never store a secret because its redaction broke the JSON
+                    clean = _dump({"redaction": "this event held secrets and its data was dropped"})
+            text = clean
         self.queue(_EVENT_SQL, (session_id, run_id, type, text, ts))
 
     def queue(self, sql: str, params: tuple = ()) -> None:
