@@ -95,6 +95,16 @@ def _scrub(value: Any) -> Any:
     return value
 
 
+def _map_strings(value: Any, fn: Any) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _map_strings(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_map_strings(v, fn) for v in value]
+    return value
+
+
 def _dump(value: Any) -> str:
     return json.dumps(value, default=str, separators=(",", ":"))
 
@@ -116,6 +126,8 @@ class SessionStore:
         #: text -> text with secrets removed, applied to every message and event before it is stored
         #: (a security plugin sets it; the policy plugin does). The model still sees this turn's text.
         self.redact: Any = None
+        #: JSON value -> JSON value with secrets removed (may blank values by their key), for structured data
+        self.redact_value: Any = None
         self._locks: dict[str, Any] = {}
 
     def close(self) -> None:
@@ -125,6 +137,17 @@ class SessionStore:
         self.conn.close()
 
     # one process per session at a time ---------------------------------------------------
+
+    def _redact_json(self, text: str) -> str:
+        """JSON text with secrets removed value by value (``redact_value`` for whole structures when a
+        plugin gave one — it can blank a value by its key — else ``redact`` on every string): the
+        result is always valid JSON."""
+        if self.redact(text) == text:  # one pass over the text: nothing to remove (the common case)
+            return text
+        value = json.loads(text)
+        if self.redact_value is not None:
+            return _dump(self.redact_value(value))
+        return _dump(_map_strings(value, self.redact))
 
     def try_lock(self, session_id: str) -> bool:
         """Take the session for a turn, or return False when another process holds it. The lock is an
@@ -261,13 +284,7 @@ class SessionStore:
         if self.redact is not None:
             content = self.redact(content)
             if data is not None:
-                clean = self.redact(data)
-                if clean != data:
-                    try:
-                        json.loads(clean)
-                    except ValueError:  # never store a secret because its redaction broke the JSON
-                        clean = _dump({"metadata": {"redaction": "the structured part held secrets and was dropped"}})
-                    data = clean
+                data = self._redact_json(data)
         row = (session_id, run_id, message.role, content, data, time.time())
         sql = "INSERT INTO messages (session_id, run_id, role, content, data, created) VALUES (?, ?, ?, ?, ?, ?)"
         if not (self._pending or self._pending_meta) or self.conn.in_transaction:
@@ -307,13 +324,7 @@ class SessionStore:
         except (ValueError, TypeError):
             text = _dump(_scrub(json.loads(json.dumps(data, default=str))))
         if self.redact is not None:
-            clean = self.redact(text)
-            if clean != text:
-                try:
-                    json.loads(clean)
-                except ValueError:  # never store a secret because its redaction broke the JSON
-                    clean = _dump({"redaction": "this event held secrets and its data was dropped"})
-            text = clean
+            text = self._redact_json(text)
         self.queue(_EVENT_SQL, (session_id, run_id, type, text, ts))
 
     def queue(self, sql: str, params: tuple = ()) -> None:

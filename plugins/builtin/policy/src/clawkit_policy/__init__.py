@@ -155,6 +155,7 @@ def message_received(ctx, message):
         # transcripts and exports never hold a secret: every stored message and event is redacted
         extra = tuple(turn.cfg.secret_env)
         store.redact = lambda text: redact_text(text, extra)
+        store.redact_value = lambda value: redact(value, extra)
 
 
 @hookimpl(tryfirst=True)
