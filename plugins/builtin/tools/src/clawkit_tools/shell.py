@@ -11,6 +11,7 @@ import shutil
 import signal
 from typing import Any
 
+from clawkit.process import ProcessLaunch, ProcessSpec, confine
 from clawkit.tools import ToolError, tool
 
 from .paths import STATE_DIR, PathRefused, is_within, protected, refuse_protected, resolve
@@ -151,17 +152,26 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
     argv = list(command) if isinstance(command, list) else [cfg.shell, "-c", command]
     if isinstance(command, list) and not shutil.which(argv[0], path=env.get("PATH")) and not os.path.exists(os.path.join(str(workdir), argv[0])):
         raise ToolError(f"command not found: {argv[0]!r}")
-    run, preexec = _supervised(argv)
+    # a sandbox plugin (confine_process) may jail it; it refuses rather than run it unconfined
+    launch = await confine(ctx, ProcessSpec("shell_exec", argv, str(workdir), env, limit, cfg.shell_output_bytes))
+    try:
+        return await _run(launch, cfg, limit)
+    finally:
+        await launch.close()
+
+
+async def _run(launch: ProcessLaunch, cfg: Any, limit: float) -> str:
+    run, preexec = _supervised(list(launch.argv))  # dies with the agent, whatever launched it
     try:
         proc = await asyncio.create_subprocess_exec(
-            *run, cwd=str(workdir), env=env, stdin=asyncio.subprocess.DEVNULL,
+            *run, cwd=launch.cwd, env=launch.env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
             preexec_fn=preexec,
         )
     except FileNotFoundError:
-        raise ToolError(f"command not found: {argv[0]!r}") from None
+        raise ToolError(f"command not found: {launch.argv[0]!r}") from None
     except PermissionError:
-        raise ToolError(f"permission denied running {argv[0]!r}") from None
+        raise ToolError(f"permission denied running {launch.argv[0]!r}") from None
     sink: dict[str, Any] = {"data": b"", "dropped": 0}
     reader = asyncio.ensure_future(_collect(proc.stdout, cfg.shell_output_bytes, sink))
     timed_out = False
@@ -189,6 +199,9 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
     output = sink["data"].decode("utf-8", errors="replace")
     if sink["dropped"]:
         output += f"\n[output truncated: {sink['dropped']} more bytes not shown]"
+    note = launch.explain(proc.returncode, timed_out)
+    if note:
+        output += f"\n[{note}]"
     if timed_out:
         raise ToolError(f"timed out after {limit:g} s; the process group was killed. Output so far:\n{output}")
     return f"exit code {proc.returncode}\n{output}"
