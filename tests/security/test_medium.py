@@ -227,15 +227,17 @@ def test_shell_children_die_with_the_agent(tmp_path, server, audit_home, sig):
     ws = tmp_path / "ws"
     write_agent(ws, server, ["shell_exec"], SAFE_ALL)
     server.reset()
-    server.script(calls(("shell_exec", {"command": "sleep 300 & echo $! > bg.pid; echo $$ > fg.pid; sleep 300", "timeout": 600})), "ok")
+    marker = f"{os.getpid()}{sig.value}7"  # finds the children from outside any sandbox's PID namespace
+    server.script(calls(("shell_exec", {"command": f"sleep 300.{marker}1 & sleep 300.{marker}2", "timeout": 600})), "ok")
     proc = subprocess.Popen([sys.executable, "-m", "clawkit", "run", "agent.yaml", "go"], cwd=ws, env=cli_env(audit_home),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
-        while not ((ws / "bg.pid").exists() and (ws / "fg.pid").exists() and (ws / "fg.pid").read_text().strip()):
+        pids = _sleepers(marker)
+        while len(pids) < 2:
             assert time.monotonic() < deadline and proc.poll() is None, "the shell command never started"
             time.sleep(0.1)
-        pids = [int((ws / n).read_text()) for n in ("bg.pid", "fg.pid")]
+            pids = _sleepers(marker)
         os.kill(proc.pid, sig)
         proc.wait(timeout=30)
         deadline = time.monotonic() + 10
@@ -248,6 +250,25 @@ def test_shell_children_die_with_the_agent(tmp_path, server, audit_home, sig):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        for p in _sleepers(marker):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _sleepers(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    cmd = fh.read().split(b"\0")
+            except OSError:
+                continue
+            if cmd and cmd[0].endswith(b"sleep") and any(marker.encode() in part for part in cmd[1:]):
+                found.append(int(entry))
+    return found
 
 
 def _alive(pid: int) -> bool:

@@ -120,7 +120,9 @@ def test_mode_off_runs_unsandboxed_and_says_so(jailed, tmp_path):
 
 
 def test_without_the_sandbox_plugin_tools_run_as_before(make_agent, tmp_path):
-    agent = make_agent([], plugins=(clawkit_tools, clawkit_policy), plugin_config={"policy": GRANT}, tools=["shell_exec"])
+    # a command pattern pre-approves arguments outside the workspace only within the grant's paths (issue 12)
+    grant = {"grants": [{**GRANT["grants"][0], "paths": [str(tmp_path)]}]}
+    agent = make_agent([], plugins=(clawkit_tools, clawkit_policy), plugin_config={"policy": grant}, tools=["shell_exec"])
     (tmp_path / "outside.txt").write_text("visible")
     results, _ = shell(agent, f"cat {tmp_path}/outside.txt")
     assert results[0] == "exit code 0\nvisible"
