@@ -16,6 +16,14 @@ except ImportError:  # pragma: no cover - while the server module is being writt
     pass
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _clawkit_home(tmp_path_factory) -> None:
+    """Tests never write the user's per-user clawkit state (the workspace index ``clawkit logs``
+    reads): ``CLAWKIT_HOME`` points at a temporary folder unless the run set it."""
+    import os
+
+    if not os.environ.get("CLAWKIT_HOME"):
+        os.environ["CLAWKIT_HOME"] = str(tmp_path_factory.mktemp("clawkit-home"))
 def pytest_addoption(parser) -> None:
     parser.addoption("--record-cassettes", action="store_true", default=False,
                      help="clawkit: record model traffic into cassettes (default: replay them; or CLAWKIT_RECORD=1)")
