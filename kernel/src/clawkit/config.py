@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import yaml
 from .errors import ConfigError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
 
 
 class ModelConfig(BaseModel):
@@ -66,6 +66,14 @@ class AgentConfig(BaseModel):
     state_db: Path | None = Field(None, description="SQLite file for sessions; default <workspace>/.clawkit/state.db")
     plugins: Any = Field(default_factory=dict, description="per-plugin sections")
     limits: Limits = Field(default_factory=Limits)
+    _source: str | None = PrivateAttr(None)
+    _lines: dict = PrivateAttr(default_factory=dict)
+
+    def where(self, *path: Any) -> str:
+        """``file:line`` of a key of the YAML this config came from (``where("tools", 2)``)."""
+        if self._source is None:
+            return "<agent config>"
+        return f"{self._source}:{_line_for(tuple(path), self._lines) or '?'}"
 
     @field_validator("model", mode="before")
     @classmethod
@@ -283,6 +291,7 @@ def validate_agent(
         cfg = model.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, file, lines)) from None
+    cfg._source, cfg._lines = file, lines
     if base_dir is not None and not cfg.workspace.is_absolute():
         cfg.workspace = (base_dir / cfg.workspace).resolve()
     if base_dir is not None and cfg.state_db is not None and not cfg.state_db.is_absolute():

@@ -60,7 +60,11 @@ def register_tools(register, agent):
     ``register(fn_or_toolbox, name=None, risk="safe")``: a function becomes a tool
     from its signature and docstring (arguments validated by pydantic); an object
     whose public methods are tools is a toolbox. Only tools listed in the agent's
-    ``tools`` allowlist are ever shown to the model. Results: ignored.
+    ``tools`` allowlist are ever shown to the model. ``register.group(name,
+    patterns)`` declares an allowlist group: ``tools: [name]`` admits every tool
+    matching the glob ``patterns``, and names covered by them are accepted in
+    ``tools:`` before the tools exist (tools added at run time through
+    ``ctx.tools.add(tool)``). Results: ignored.
     Failure: isolated (that plugin's tools are missing; an event says so).
     """
 

@@ -11,6 +11,7 @@ from typing import Any, Awaitable, Callable
 
 from .config import AgentConfig
 from .context import TurnContext, emit_event
+from .errors import ConfigError
 from .hooks import HookRunner, maybe_await
 from .plugins import get_plugin_manager
 from .prompt import ContributorContext, PromptContributor, assemble
@@ -82,6 +83,7 @@ class Agent:
                     self.hooks._settle("register_tools", plugin_name, res)
             except Exception as exc:
                 self.hooks.report("register_tools", plugin_name, exc)
+        self._check_allowlist()
         self.providers = ProviderRegistry()
         self.hooks.call_sync("register_providers", register=self.providers.register)
         self._provider = provider
@@ -108,7 +110,17 @@ class Agent:
         def register(obj: Any, name: str | None = None, risk: Any = None) -> None:
             self.tools.register(obj, name=name, risk=risk, plugin=plugin)
 
+        register.group = self.tools.add_group  # type: ignore[attr-defined]
         return register
+
+    def _check_allowlist(self) -> None:
+        """An allowlist name no installed plugin provides is a config error (file, line, known tools)."""
+        unknown = self.tools.unknown_entries()
+        if not unknown:
+            return
+        known = ", ".join(self.tools.known_names()) or "none (no plugin registers tools)"
+        lines = [f"{self.config.where('tools', i)}: tools[{i}]: unknown tool {name!r}" for i, name in unknown]
+        raise ConfigError("\n".join(lines) + f"\nknown tools: {known} (glob patterns such as 'mcp__*' are accepted too)")
 
     def _emit_global(self, type: str, **data: Any) -> None:
         emit_event(self.hooks, self._session, Event(type=type, session_id=self._session.id if self._session else None, data=data))
@@ -280,12 +292,14 @@ class Agent:
         return found
 
     def contributor_context(self, ctx: TurnContext, message: str | None = None) -> ContributorContext:
+        offered = self.tools.offered(ctx)
         return ContributorContext(
             agent_id=self.config.name,
             session_id=ctx.session.id,
             classification=ctx.session.classification,
-            tools=[t.name for t in self.tools.visible()],
-            tool_descriptions={t.name: t.definition.description for t in self.tools.visible()},
+            tools=[t.name for t in offered],
+            tool_descriptions={t.name: t.definition.description for t in offered},
+            registry=self.tools,
             channel=ctx.channel,
             workspace=Path(self.config.workspace),
             model=self.config.model.name,
@@ -325,7 +339,7 @@ class Agent:
             model=self.config.model.name,
             messages=list(ctx.session.history),
             system=system,
-            tools=[t.definition for t in self.tools.visible()] if tools_on else [],
+            tools=[t.definition for t in self.tools.offered(ctx)] if tools_on else [],
             metadata={"context_window": self.config.model.context_window or self.config.limits.context_window},
         )
         if self.hooks.has("before_llm_call"):

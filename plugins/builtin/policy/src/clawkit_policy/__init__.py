@@ -209,7 +209,8 @@ def on_event(event):
     data = dict(event.data)
     call_id = data.get("call_id")
     p = _pending.get((event.session_id, call_id)) if call_id else None
-    ids = dict(p.ids) if p else {"session_id": event.session_id, "run_id": event.run_id, "step_id": call_id,
+    ids = dict(p.ids) if p else {"session_id": event.session_id, "trace_id": data.get("trace_id"),
+                                  "task_id": data.get("task_id"), "run_id": event.run_id, "step_id": call_id,
                                   "tool": data.get("tool")}
     if event.type == "tool.approval" and p is not None:
         _approval(turn, p, data, ids, event.ts)
