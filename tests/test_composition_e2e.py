@@ -129,3 +129,23 @@ def test_refused_calls_are_audited_with_the_same_ids(tmp_path, model):
             assert rec[key] and rec[key] == executed[key], key
     tool_msgs = [m for m in model.requests[-1].messages if m["role"] == "tool"]
     assert sum("unknown tool" in m["content"] for m in tool_msgs) == 2
+
+
+# --- 3. clawkit prompt is exact ----------------------------------------------------------------------------
+
+
+def test_prompt_preview_is_what_the_turn_sends(tmp_path, model):
+    model.script(lambda req: "Sunny.")
+    agent = write_agent(tmp_path, model, "instructions: You help.\ntools: [read_file, list_dir, skills]\n")
+    message = "What's the weather in Paris today?"
+    p = clawkit(tmp_path, "prompt", str(agent), "--message", message, "--json")
+    assert p.returncode == 0, p.stderr
+    preview = json.loads(p.stdout)
+    r = clawkit(tmp_path, "run", str(agent), message)
+    assert r.returncode == 0, r.stderr
+    (sent,) = main_requests(model)
+    assert preview["prompt"] == system_of(sent)
+    assert set(preview["tools"]) == tool_names(sent)
+    assert "skill_weather" in preview["tools"] and "### Skill: weather" in preview["prompt"]  # routed, as in the turn
+    sent_schemas = {t["function"]["name"]: t["function"]["parameters"] for t in sent.tools}
+    assert {t["name"]: t["parameters"] for t in preview["request"]["tools"]} == sent_schemas

@@ -101,6 +101,36 @@ def register_embedding_provider(register):
     """
 
 
+@hookspec
+def register_approvers(register):
+    """Register approvers by name: ``register(name, approver)``.
+
+    An approver is ``approver(call, reason, ctx) -> bool`` (or an awaitable of
+    one); it answers approval requests no ``request_approval`` hook answered. A
+    front-end picks one by name (``clawkit chat`` on a terminal asks for
+    ``"terminal"``; an HTTP server registers and picks its own), so front-ends
+    never import the plugin that provides it. The kernel provides ``terminal`` (a
+    plain y/N prompt) and ``deny``; a plugin registering the same name replaces the
+    kernel's (the first plugin in hook order wins). Results: ignored.
+    Failure: isolated (that plugin's approvers are missing); an approver that raises
+    denies the call.
+    """
+
+
+@hookspec
+def list_skills(ctx):
+    """The skills a plugin can offer in this turn, for routers to choose among.
+
+    Return a list of objects with ``name``, ``description``, ``trigger``,
+    ``keywords``, ``weight`` and ``lexicon`` (a dict or None; transport only,
+    never a prompt) — only skills the agent's ``tools:`` allowlist admits and
+    whose requirements are met. A router (the translation device) puts chosen
+    names in ``ctx.state["route"]["skills"]``. Called by other plugins through
+    ``ctx.hooks.call_sync("list_skills", ctx=ctx)`` instead of importing the
+    skills plugin. Failure: isolated (that plugin's skills are not offered).
+    """
+
+
 # --- one turn ----------------------------------------------------------------------------
 
 

@@ -11,10 +11,11 @@ from typing import Any, Awaitable, Callable
 
 from .config import AgentConfig
 from .context import TurnContext, emit_event
+from .approvals import resolve_approver
 from .errors import ConfigError
 from .hooks import HookRunner, maybe_await
 from .plugins import get_plugin_manager
-from .prompt import ContributorContext, PromptContributor, assemble
+from .prompt import ContributorContext, PromptContributor, StaticContributor, assemble
 from .providers import Provider, ProviderError, ProviderRegistry
 from .sessions import Session, SessionStore, repair_interrupted
 from .toolexec import ToolExecutor
@@ -25,7 +26,8 @@ log = logging.getLogger("clawkit.loop")
 
 Deliver = Callable[[Outbound], "Awaitable[None] | None"]
 Approver = Callable[[ToolCall, str, TurnContext], "Awaitable[bool] | bool"]
-SESSION_CACHE = 64  # open sessions kept in memory; others are reloaded from SQLite
+SESSION_CACHE = 64
+WARM_LIMIT = 60.0  # seconds the first classification may wait for providers to load  # open sessions kept in memory; others are reloaded from SQLite
 
 
 @dataclass
@@ -50,7 +52,8 @@ class Agent:
     """A configured agent with its plugins, tools, provider and session store.
 
     ``provider`` overrides the one named in the config (tests pass a scripted one);
-    ``approver`` answers approval requests (None: deny, as in non-interactive runs).
+    ``approver`` answers approval requests: a callable, or the name of one registered
+    through ``register_approvers`` (``"terminal"``); None denies (non-interactive runs).
     """
 
     def __init__(
@@ -69,7 +72,7 @@ class Agent:
         self.pm = pm or get_plugin_manager(disabled=config.disabled_plugins(), extra=extra_plugins)
         self._session: Session | None = None
         self.hooks = HookRunner(self.pm, emit=self._emit_global)
-        self.approver = approver
+        self.approver = resolve_approver(self.hooks, approver)
         self.channel = channel
         if store is None:
             db = config.state_db or Path(config.workspace) / ".clawkit" / "state.db"
@@ -203,21 +206,10 @@ class Agent:
         self._session = session
         ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id)
         result = TurnResult(session_id=session.id, reply="", run_id=ctx.run_id)
-        message = Message(role="user", content=text)
-        if self.hooks.has("message_received"):
-            for plugin, fn, argnames in self.hooks.impls("message_received"):
-                try:
-                    res = await maybe_await(fn(**{k: {"ctx": ctx, "message": message}[k] for k in argnames}))
-                    if isinstance(res, str):
-                        message.content = res
-                except Exception as exc:
-                    self.hooks.report("message_received", plugin, exc)
-            if message.content != text:
-                message.metadata["original"] = text
-        self._append(session, message, ctx)
+        await self._receive(ctx, text)
         classify = self._start_classification(ctx)
         if classify is not None:
-            await asyncio.wait({classify}, timeout=float(ctx.state.get("classify_wait", 0.3)))
+            await self._await_classification(ctx, classify)
         if ctx.state.get("reply") is not None:
             # a plugin answered the message itself (a directive-only message, /status)
             result.reply = await self._deliver_final(ctx, str(ctx.state["reply"]), deliver, streamed=False, persist=True)
@@ -230,6 +222,42 @@ class Agent:
         finally:
             session.store.flush()
         return result
+
+    async def preview(self, text: str | None, classification: SessionClassification | None = None) -> tuple[LlmRequest, Any]:
+        """The first request a turn for ``text`` would send, built by the turn's own code
+        (``message_received``, routing, skill activation, memory, contributors,
+        ``before_llm_call``) in a fresh session, without calling any model.
+
+        ``classification`` stands in for the classifier's answer (the classifier model is
+        not called). Returns the request and the assembled prompt's inclusion report
+        (None when the agent has no contributors). Use an agent opened with
+        ``persist=False`` so nothing is written.
+        """
+        session = self.session(None)
+        self._session = session
+        session.classification = classification
+        ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self)
+        if text is not None:
+            await self._receive(ctx, text)
+        request = await self._build_request(ctx, True)
+        return request, ctx.state.get("_assembled")
+
+    async def _receive(self, ctx: TurnContext, text: str) -> Message:
+        """``message_received`` (each may rewrite the text), then the message joins the session."""
+        session = ctx.session
+        message = Message(role="user", content=text)
+        if self.hooks.has("message_received"):
+            for plugin, fn, argnames in self.hooks.impls("message_received"):
+                try:
+                    res = await maybe_await(fn(**{k: {"ctx": ctx, "message": message}[k] for k in argnames}))
+                    if isinstance(res, str):
+                        message.content = res
+                except Exception as exc:
+                    self.hooks.report("message_received", plugin, exc)
+            if message.content != text:
+                message.metadata["original"] = text
+        self._append(session, message, ctx)
+        return message
 
     async def _loop(self, ctx: TurnContext, result: TurnResult, deliver: Deliver | None) -> None:
         session = ctx.session
@@ -284,11 +312,49 @@ class Agent:
         task.add_done_callback(self._background.discard)
         return task
 
+    async def _await_classification(self, ctx: TurnContext, task: asyncio.Task) -> None:
+        """Wait (bounded) for the first classification so it can shape this very turn.
+
+        The budget (``ctx.state["classify_wait"]``, the classifier's ``wait_ms``) counts
+        from when the classifier's request leaves (``ctx.state["classify_sent"]``, an
+        ``asyncio.Event``), not from a provider's first import; meanwhile the turn's own
+        provider loads too (``provider.warm()``), so the wait costs no extra time.
+        """
+        budget = float(ctx.state.get("classify_wait", 0.3))
+        sent = ctx.state.get("classify_sent")
+        if isinstance(sent, asyncio.Event) and not sent.is_set():
+            try:
+                warm = getattr(self.provider, "warm", None)
+            except Exception:  # no provider: the model call reports it
+                warm = None
+            if warm is not None:
+                warming = asyncio.ensure_future(self._warm(warm))
+                self._background.add(warming)
+                warming.add_done_callback(self._background.discard)
+            sent_wait = asyncio.ensure_future(sent.wait())
+            try:
+                await asyncio.wait({task, sent_wait}, timeout=WARM_LIMIT, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sent_wait.cancel()
+        if not task.done():
+            await asyncio.wait({task}, timeout=budget)
+
+    async def _warm(self, warm: Callable[[], Any]) -> None:
+        try:
+            await maybe_await(warm())
+        except Exception as exc:  # the model call itself will report it properly
+            log.debug("provider warm-up failed: %r", exc)
+
     # prompt and model ---------------------------------------------------------------------
 
     def contributors(self) -> list[PromptContributor]:
+        """The registered contributors; the agent's ``instructions`` are always among them
+        (the kernel's own ``instructions`` section unless a plugin registers that id)."""
         found: list[PromptContributor] = []
-        self.hooks.call_sync("register_prompt_contributor", register=found.append, agent=self.config)
+        if self.hooks.has("register_prompt_contributor"):
+            self.hooks.call_sync("register_prompt_contributor", register=found.append, agent=self.config)
+        if self.config.instructions.strip() and not any(c.id == "instructions" for c in found):
+            found.append(StaticContributor("instructions", self.config.instructions.strip(), priority=10))
         return found
 
     def contributor_context(self, ctx: TurnContext, message: str | None = None) -> ContributorContext:
@@ -316,7 +382,7 @@ class Agent:
         awaited concurrently first, so the event loop is never blocked; assembly
         itself stays synchronous and deterministic.
         """
-        contributors = self.contributors() if self.hooks.has("register_prompt_contributor") else []
+        contributors = self.contributors()
         if not contributors:
             return None
         last_user = next((m.content for m in reversed(ctx.session.history) if m.role == "user"), None)
@@ -333,7 +399,7 @@ class Agent:
     async def _build_request(self, ctx: TurnContext, tools_on: bool) -> LlmRequest:
         system = ctx.state.get("_system")
         if system is None:  # once per turn: every round of a turn sees the same prompt (and caches)
-            assembled = await self.system_prompt(ctx)
+            assembled = ctx.state["_assembled"] = await self.system_prompt(ctx)
             system = ctx.state["_system"] = assembled.text if assembled is not None else self.config.instructions
         request = LlmRequest(
             model=self.config.model.name,

@@ -99,32 +99,13 @@ def cmd_run(args) -> int:
     return run_and_report(_open(args), args.message, as_json=args.json, session_id=args.session)
 
 
-def terminal_approver(call, reason: str, ctx) -> bool:
-    """Ask on the controlling terminal; anything but y/yes denies."""
-    try:
-        with open("/dev/tty", "r+") as tty:
-            tty.write(f"\n[approval] {call.name}({json.dumps(call.arguments)})\n  because: {reason}\n  allow? [y/N] ")
-            tty.flush()
-            return tty.readline().strip().lower() in ("y", "yes")
-    except OSError:
-        return False
-
-
 CHAT_HELP = "commands: /quit, /session, /new, /help — directives like /think high are passed to plugins"
-
-
-def _interactive_approver():
-    """The policy plugin's approver (time-out, redacted arguments) when installed; else a plain prompt."""
-    try:
-        from clawkit_policy import terminal_approver as policy_approver
-    except ImportError:
-        return terminal_approver
-    return policy_approver
 
 
 def cmd_chat(args) -> int:
     interactive = sys.stdin.isatty()
-    agent = _open(args, approver=_interactive_approver() if interactive else None)
+    # by name: the kernel's plain prompt, or whichever plugin registered a better "terminal"
+    agent = _open(args, approver="terminal" if interactive else None)
     session_id = agent.session(args.session).id
     if interactive:
         print(f"clawkit chat — agent {agent.config.name}, session {session_id}. {CHAT_HELP}")

@@ -106,8 +106,17 @@ class LitellmProvider:
             params["reasoning_effort"] = effort
         return params
 
+    async def warm(self) -> None:
+        """Import litellm in a thread (seconds on a cold, busy machine) without blocking the
+        event loop; callers time their request from after this (the classifier does)."""
+        from . import _litellm
+
+        if _litellm._module is None:
+            await asyncio.to_thread(load_litellm)
+
     async def complete(self, request: LlmRequest, on_text: OnText | None = None) -> LlmResponse:
         """One model answer; retries transient failures; raises :class:`ProviderError`."""
+        await self.warm()  # a no-op once imported; never a multi-second stall of the loop
         litellm = load_litellm()
         params = self.build_params(request)
         attempts = max(0, int(self.config.max_retries)) + 1

@@ -17,9 +17,9 @@ from clawkit.lazy import lazy_exports
 # plugin, and numpy / sqlite-vec / onnxruntime load only when a hook body first runs.
 _EXPORTS = {
     "MemoryConfig": "config", "AgentMemory": "service", "Hit": "search", "LocalMiniLM": "embeddings",
-    "LiteLLMEmbeddings": "embeddings", "memory_for": "service", "close_all": "service",
+"memory_for": "service", "close_all": "service",
 }
-__all__ = ["MemoryConfig", "AgentMemory", "Hit", "LocalMiniLM", "LiteLLMEmbeddings", "memory_for", "close_all"]
+__all__ = ["MemoryConfig", "AgentMemory", "Hit", "LocalMiniLM", "memory_for", "close_all"]
 
 _RECALL: Any = None
 
@@ -47,11 +47,10 @@ def register_config(register):
 
 @hookimpl
 def register_embedding_provider(register):
-    """``local`` (offline MiniLM on onnxruntime) and ``litellm`` (remote models)."""
-    from .embeddings import LiteLLMEmbeddings, LocalMiniLM
+    """``local`` (offline MiniLM on onnxruntime); ``litellm`` comes from clawkit-litellm."""
+    from .embeddings import LocalMiniLM
 
     register("local", LocalMiniLM)
-    register("litellm", LiteLLMEmbeddings)
 
 
 @hookimpl

@@ -253,3 +253,11 @@ def register_commands(cli):
     from .cli import register
 
     register(cli)
+
+
+@hookimpl
+def register_approvers(register):
+    # replaces the kernel's plain "terminal" prompt: a timeout and redacted arguments
+    from .approvers import terminal_approver
+
+    register("terminal", terminal_approver)

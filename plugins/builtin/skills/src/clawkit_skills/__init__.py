@@ -113,6 +113,17 @@ def before_llm_call(ctx, request):
 
 
 @hookimpl
+def list_skills(ctx):
+    from .state import admitted, registry_for
+
+    reg = ctx.state.get("skills.registry")
+    if reg is None:
+        reg = registry_for(ctx)
+        reg.refresh()
+    return [s for s in reg.available() if admitted(ctx.tools, s)]
+
+
+@hookimpl
 def register_commands(cli):
     from .cli import add_commands
 

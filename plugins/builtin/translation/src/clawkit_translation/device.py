@@ -10,7 +10,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
-import sys
 import time
 from functools import lru_cache
 from typing import Any
@@ -110,31 +109,20 @@ def _codec_for(cfg: TranslationConfig, skill_lexicon: dict[str, Any] | None = No
     return _codec(json.dumps(merged, sort_keys=True, default=str))
 
 
-# --- skills, found without depending on the skills plugin -----------------------------------------
+# --- skills, through the list_skills hook (no import of the skills plugin) ------------------------
 
 
-def _skills_registry(ctx: Any) -> Any:
-    reg = ctx.state.get("skills.registry")
-    if reg is not None:
-        return reg
-    clawkit_skills = sys.modules.get("clawkit_skills")  # loaded as a plugin means imported already
-    if clawkit_skills is None:
-        return None
-    pm = getattr(getattr(ctx, "hooks", None), "pm", None)
-    if pm is None or not any(p is clawkit_skills for p in pm.get_plugins()):
-        return None  # installed but not loaded for this agent
-    try:
-        return clawkit_skills.registry_for(ctx)
-    except Exception as exc:
-        log.debug("skills registry unavailable: %r", exc)
-        return None
+def _listed_skills(ctx: Any) -> list[Any]:
+    hooks = getattr(ctx, "hooks", None)
+    if hooks is None or not hooks.has("list_skills"):
+        return []
+    return [sk for found in hooks.call_sync("list_skills", ctx=ctx) for sk in (found or [])]
 
 
 def _skill_infos(ctx: Any, cfg: TranslationConfig) -> list[SkillInfo]:
     infos: dict[str, SkillInfo] = {}
-    reg = _skills_registry(ctx)
-    if reg is not None:
-        for sk in reg.available():
+    for sk in _listed_skills(ctx):
+        if sk.name not in infos:
             kws = tuple(cfg.skill_keywords.get(sk.name, ())) + tuple(getattr(sk, "keywords", None) or ())
             desc = f"{sk.description} {getattr(sk, 'trigger', '') or ''}"
             infos[sk.name] = SkillInfo(sk.name, desc, kws, float(getattr(sk, "weight", 1.0) or 1.0))
@@ -305,12 +293,8 @@ def transport_codec(ctx: Any = None, skill: str | None = None) -> ClawDense:
     cfg = settings(ctx.agent) if ctx is not None else TranslationConfig()
     skill_lexicon = None
     if skill and ctx is not None:
-        try:
-            import clawkit_skills
-
-            skill_lexicon = clawkit_skills.lexicon_for(ctx, skill)
-        except Exception as exc:  # the skills plugin is optional
-            log.debug("no lexicon for skill %s: %r", skill, exc)
+        found = next((sk for sk in _listed_skills(ctx) if sk.name == skill), None)
+        skill_lexicon = getattr(found, "lexicon", None)
     return _codec_for(cfg, skill_lexicon)
 
 
