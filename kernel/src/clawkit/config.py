@@ -43,6 +43,8 @@ class Limits(BaseModel):
 
     context_window: int = Field(128_000, gt=0, description="tokens the model accepts")
     max_tool_rounds: int = Field(20, gt=0, description="model calls with tool use allowed in one turn")
+    max_depth: int = Field(2, ge=0, description="sub-agent nesting allowed below this agent (an agent at the limit gets no agent tools)")
+    max_parallel_subagents: int = Field(4, gt=0, description="sub-agents one model response may run at once")
 
 
 class PluginSection(BaseModel):
@@ -66,14 +68,21 @@ class AgentConfig(BaseModel):
     state_db: Path | None = Field(None, description="SQLite file for sessions; default <workspace>/.clawkit/state.db")
     plugins: Any = Field(default_factory=dict, description="per-plugin sections")
     limits: Limits = Field(default_factory=Limits)
-    _source: str | None = PrivateAttr(None)
+    _source: Path | None = PrivateAttr(None)
+    _where_file: str | None = PrivateAttr(None)
     _lines: dict = PrivateAttr(default_factory=dict)
+
+    @property
+    def source_file(self) -> Path | None:
+        """The YAML file this agent was loaded from (None for an agent built in code);
+        plugins resolve files the agent names (a sub-agent's file) relative to it."""
+        return self._source
 
     def where(self, *path: Any) -> str:
         """``file:line`` of a key of the YAML this config came from (``where("tools", 2)``)."""
-        if self._source is None:
+        if self._where_file is None:
             return "<agent config>"
-        return f"{self._source}:{_line_for(tuple(path), self._lines) or '?'}"
+        return f"{self._where_file}:{_line_for(tuple(path), self._lines) or '?'}"
 
     @field_validator("model", mode="before")
     @classmethod
@@ -265,7 +274,9 @@ def load_agent(
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1: an agent file must be a mapping of keys (name, model, …)")
     data = apply_overrides(data, overrides or {}, env)
-    return validate_agent(data, str(path), lines, sections, base_dir=path.parent)
+    cfg = validate_agent(data, str(path), lines, sections, base_dir=path.parent)
+    cfg._source = path.resolve()
+    return cfg
 
 
 def validate_agent(
@@ -291,7 +302,7 @@ def validate_agent(
         cfg = model.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, file, lines)) from None
-    cfg._source, cfg._lines = file, lines
+    cfg._where_file, cfg._lines = file, lines
     if base_dir is not None and not cfg.workspace.is_absolute():
         cfg.workspace = (base_dir / cfg.workspace).resolve()
     if base_dir is not None and cfg.state_db is not None and not cfg.state_db.is_absolute():

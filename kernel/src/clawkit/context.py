@@ -27,7 +27,8 @@ class TurnContext:
     an event: persisted on the session and passed to every ``on_event``.
     """
 
-    __slots__ = ("agent", "session", "hooks", "tools", "trace_id", "task_id", "run_id", "state", "channel", "_agent_obj")
+    __slots__ = ("agent", "session", "hooks", "tools", "trace_id", "task_id", "run_id", "parent_run_id", "parent_step_id",
+                 "state", "channel", "_agent_obj")
 
     def __init__(
         self,
@@ -40,6 +41,8 @@ class TurnContext:
         task_id: str | None = None,
         channel: str = "cli",
         agent_obj: Any = None,
+        parent_run_id: str | None = None,
+        parent_step_id: str | None = None,
     ):
         self.agent = agent
         self.session = session
@@ -48,6 +51,9 @@ class TurnContext:
         self.trace_id = trace_id or new_id("trace")
         self.task_id = task_id or new_id("task")
         self.run_id = new_id("run")
+        # set on a sub-agent's turn: the run and the tool-call step of the agent that spawned it
+        self.parent_run_id = parent_run_id
+        self.parent_step_id = parent_step_id
         self.state: dict[str, Any] = {}
         self.channel = channel
         self._agent_obj = agent_obj

@@ -57,14 +57,17 @@ def register_providers(register):
 def register_tools(register, agent):
     """Register tools for ``agent`` (an :class:`clawkit.config.AgentConfig`).
 
-    ``register(fn_or_toolbox, name=None, risk="safe")``: a function becomes a tool
-    from its signature and docstring (arguments validated by pydantic); an object
-    whose public methods are tools is a toolbox. Only tools listed in the agent's
-    ``tools`` allowlist are ever shown to the model. ``register.group(name,
-    patterns)`` declares an allowlist group: ``tools: [name]`` admits every tool
-    matching the glob ``patterns``, and names covered by them are accepted in
-    ``tools:`` before the tools exist (tools added at run time through
-    ``ctx.tools.add(tool)``). Results: ignored.
+    ``register(fn_or_toolbox, name=None, risk="safe", allow=False)``: a function becomes
+    a tool from its signature and docstring (arguments validated by pydantic); an
+    object whose public methods are tools is a toolbox. Only tools listed in the
+    agent's ``tools`` allowlist are ever shown to the model — or tools the agent's
+    config declares in a section of its own (``subagents:`` → ``agent_<name>``), which
+    the plugin registers with ``allow=True``. ``register.group(name, patterns)``
+    declares an allowlist group: ``tools: [name]`` admits every tool matching the glob
+    ``patterns``, and names covered by them are accepted in ``tools:`` before the tools
+    exist (tools added at run time through ``ctx.tools.add(tool)``). A tool returning a
+    :class:`clawkit.types.ToolResult` with ``metadata["usage"]`` (tokens it spent on
+    models) has that usage added to the turn's. Results: ignored.
     Failure: isolated (that plugin's tools are missing; an event says so).
     """
 

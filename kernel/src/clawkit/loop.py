@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -20,7 +21,7 @@ from .providers import Provider, ProviderError, ProviderRegistry
 from .sessions import Session, SessionStore, repair_interrupted
 from .toolexec import ToolExecutor
 from .tools import ToolRegistry
-from .types import Event, LlmRequest, LlmResponse, Message, Outbound, SessionClassification, ToolCall, Usage
+from .types import Event, LlmRequest, LlmResponse, Message, Outbound, SessionClassification, ToolCall, Usage, new_id
 
 log = logging.getLogger("clawkit.loop")
 
@@ -110,8 +111,8 @@ class Agent:
         self.close()
 
     def _tool_register(self, plugin: str):
-        def register(obj: Any, name: str | None = None, risk: Any = None) -> None:
-            self.tools.register(obj, name=name, risk=risk, plugin=plugin)
+        def register(obj: Any, name: str | None = None, risk: Any = None, allow: bool = False) -> None:
+            self.tools.register(obj, name=name, risk=risk, plugin=plugin, allow=allow)
 
         register.group = self.tools.add_group  # type: ignore[attr-defined]
         return register
@@ -201,27 +202,51 @@ class Agent:
         if pending:
             await asyncio.wait(pending, timeout=timeout)
 
-    async def turn(self, text: str, session_id: str | None = None, deliver: Deliver | None = None, *, trace_id: str | None = None) -> TurnResult:
+    async def turn(
+        self,
+        text: str,
+        session_id: str | None = None,
+        deliver: Deliver | None = None,
+        *,
+        trace_id: str | None = None,
+        parent_run_id: str | None = None,
+        parent_step_id: str | None = None,
+    ) -> TurnResult:
+        """One turn: a run of this agent. ``trace_id``/``parent_run_id``/``parent_step_id``
+        tie a sub-agent's run to the tool-call step of the run that spawned it."""
         session = self.session(session_id)
         self._session = session
-        ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id)
+        ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id,
+                          parent_run_id=parent_run_id, parent_step_id=parent_step_id)
         result = TurnResult(session_id=session.id, reply="", run_id=ctx.run_id)
+        session.store.run_start({"id": ctx.run_id, "trace_id": ctx.trace_id, "task_id": ctx.task_id, "session_id": session.id,
+                                 "agent": self.config.name, "parent_run_id": parent_run_id, "parent_step_id": parent_step_id,
+                                 "data": {"tools": [t.name for t in self.tools.visible()], "model": self.config.model.name}})
+        status = "error"
+        try:
+            await self._turn(ctx, text, result, deliver)
+            status = "done" if result.stop_reason in ("done", "handled") else result.stop_reason
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            status = "cancelled"
+            raise
+        finally:
+            session.store.run_end(ctx.run_id, status, {"usage": result.usage.model_dump(exclude_defaults=True)})
+            session.store.flush()
+        return result
+
+    async def _turn(self, ctx: TurnContext, text: str, result: TurnResult, deliver: Deliver | None) -> None:
         await self._receive(ctx, text)
         classify = self._start_classification(ctx)
         if classify is not None:
             await self._await_classification(ctx, classify)
         if ctx.state.get("reply") is not None:
-            # a plugin answered the message itself (a directive-only message, /status)
+            # a plugin answered the message itself (a directive-only message, /status, a dispatch to sub-agents)
             result.reply = await self._deliver_final(ctx, str(ctx.state["reply"]), deliver, streamed=False, persist=True)
             result.stop_reason = "handled"
-            session.store.flush()
-            return result
-        try:
-            await self._loop(ctx, result, deliver)
-            ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump())
-        finally:
-            session.store.flush()
-        return result
+            _add_usage(result.usage, ctx.state.get("reply_usage") or Usage())
+            return
+        await self._loop(ctx, result, deliver)
+        ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump())
 
     async def preview(self, text: str | None, classification: SessionClassification | None = None) -> tuple[LlmRequest, Any]:
         """The first request a turn for ``text`` would send, built by the turn's own code
@@ -420,6 +445,7 @@ class Agent:
                 await self._send(ctx, Outbound(kind="stream_chunk", content=delta), deliver)
 
         retried = False
+        started = time.time()
         while True:
             try:
                 response = await self.provider.complete(request, on_text)
@@ -434,7 +460,10 @@ class Agent:
                 ctx.emit("llm.retry", reason=str(exc))
         if on_text is not None:
             await self._send(ctx, Outbound(kind="stream_chunk", content="", metadata={"final": True}), deliver)
-        ctx.session.store.record_usage(ctx.session.id, ctx.run_id, response.model or request.model, response.usage)
+        store = ctx.session.store
+        store.record_usage(ctx.session.id, ctx.run_id, response.model or request.model, response.usage)
+        store.step(ctx.run_id, new_id("step"), "llm", response.model or request.model, started, time.time(), "ok",
+                   {"usage": response.usage.model_dump(exclude_defaults=True)})
         return response
 
     # delivery -----------------------------------------------------------------------------
@@ -464,7 +493,9 @@ class Agent:
         return await self._send(ctx, Outbound(kind=kind, content=content, metadata=metadata), deliver)  # type: ignore[arg-type]
 
 
-def _add_usage(total: Usage, u: Usage) -> None:
+def _add_usage(total: Usage, u: Usage | dict) -> None:
+    if isinstance(u, dict):
+        u = Usage.model_validate(u)
     total.prompt_tokens += u.prompt_tokens
     total.completion_tokens += u.completion_tokens
     total.total_tokens += u.total_tokens

@@ -36,6 +36,18 @@ CREATE TABLE IF NOT EXISTS usage (
     id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, run_id TEXT, model TEXT,
     prompt_tokens INTEGER, completion_tokens INTEGER, total_tokens INTEGER, cost REAL, ts REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY, trace_id TEXT NOT NULL, task_id TEXT, session_id TEXT NOT NULL, agent TEXT NOT NULL,
+    parent_run_id TEXT, parent_step_id TEXT, started REAL NOT NULL, ended REAL, status TEXT NOT NULL DEFAULT 'running',
+    data TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS runs_session ON runs(session_id, started);
+CREATE INDEX IF NOT EXISTS runs_parent ON runs(parent_run_id);
+CREATE INDEX IF NOT EXISTS runs_trace ON runs(trace_id);
+CREATE TABLE IF NOT EXISTS steps (
+    id TEXT NOT NULL, run_id TEXT NOT NULL, kind TEXT NOT NULL, name TEXT, started REAL NOT NULL, ended REAL,
+    status TEXT, data TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (run_id, id)
+);
 """
 
 
@@ -44,6 +56,15 @@ _USAGE_SQL = (
     "INSERT INTO usage (session_id, run_id, model, prompt_tokens, completion_tokens, total_tokens, cost, ts)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+
+_RUN_SQL = (
+    "INSERT OR REPLACE INTO runs (id, trace_id, task_id, session_id, agent, parent_run_id, parent_step_id, started, status, data)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)"
+)
+_RUN_END_SQL = "UPDATE runs SET ended = ?, status = ?, data = json_patch(data, ?) WHERE id = ?"
+_STEP_SQL = "INSERT OR REPLACE INTO steps (id, run_id, kind, name, started, ended, status, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_RUN_COLUMNS = ("id", "trace_id", "task_id", "session_id", "agent", "parent_run_id", "parent_step_id", "started", "ended", "status", "data")
 
 
 class SessionNotFound(KeyError):
@@ -241,6 +262,57 @@ class SessionStore:
             (session_id,),
         ).fetchone()
         return dict(zip(("calls", "prompt_tokens", "completion_tokens", "total_tokens", "cost"), r))
+
+    # runs and steps: the Task/Run/Step/Trace vocabulary, persisted ----------------------
+
+    def run_start(self, run: dict[str, Any]) -> None:
+        """Record a run (one turn of one agent) as started; queued like events.
+
+        ``run`` holds ``id, trace_id, task_id, session_id, agent`` and optionally
+        ``parent_run_id``/``parent_step_id`` (the step of another run that spawned it)
+        and ``data`` (anything else worth showing: the tools it was offered).
+        """
+        self.queue(_RUN_SQL, (run["id"], run["trace_id"], run.get("task_id"), run["session_id"], run["agent"],
+                              run.get("parent_run_id"), run.get("parent_step_id"), run.get("started") or time.time(),
+                              _dump(run.get("data") or {})))
+
+    def run_end(self, run_id: str, status: str, data: dict[str, Any] | None = None) -> None:
+        """Close a run with its outcome (``done``, ``error``, ``cancelled``…); ``data`` is merged in."""
+        self.queue(_RUN_END_SQL, (time.time(), status, _dump(data or {}), run_id))
+
+    def step(self, run_id: str, step_id: str, kind: str, name: str, started: float, ended: float | None,
+             status: str, data: dict[str, Any] | None = None) -> None:
+        """Record one step of a run: a model call (``llm``) or a tool call (``tool``)."""
+        self.queue(_STEP_SQL, (step_id, run_id, kind, name, started, ended, status, _dump(data or {})))
+
+    def _runs(self, where: str, args: tuple) -> list[dict[str, Any]]:
+        self.flush()
+        rows = self.conn.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs WHERE {where} ORDER BY started", args).fetchall()
+        out = []
+        for r in rows:
+            d = dict(zip(_RUN_COLUMNS, r))
+            d["data"] = json.loads(d["data"] or "{}")
+            out.append(d)
+        return out
+
+    def runs(self, session_id: str) -> list[dict[str, Any]]:
+        """A session's runs, oldest first."""
+        return self._runs("session_id = ?", (session_id,))
+
+    def child_runs(self, run_id: str) -> list[dict[str, Any]]:
+        """Runs another run spawned (sub-agents), oldest first."""
+        return self._runs("parent_run_id = ?", (run_id,))
+
+    def trace_runs(self, trace_id: str) -> list[dict[str, Any]]:
+        """Every run of one trace, across agents and sessions."""
+        return self._runs("trace_id = ?", (trace_id,))
+
+    def steps(self, run_id: str) -> list[dict[str, Any]]:
+        self.flush()
+        rows = self.conn.execute(
+            "SELECT id, kind, name, started, ended, status, data FROM steps WHERE run_id = ? ORDER BY started", (run_id,)
+        ).fetchall()
+        return [dict(zip(("id", "kind", "name", "started", "ended", "status", "data"), r[:6]), data=json.loads(r[6])) for r in rows]
 
     def export_jsonl(self, session_id: str) -> Iterator[str]:
         """The session as JSON lines: a header, then every message and event in order."""

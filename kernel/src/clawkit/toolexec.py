@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from typing import TYPE_CHECKING, Any
 
 from .context import current_call
@@ -62,8 +63,12 @@ class ToolExecutor:
             # a plugin (e.g. a sequence rule blocked the same call again and again) ends the turn
             stop = halt if isinstance(halt, str) else "Stopped by a plugin: answer with what you have."
             result.stop_reason = "stopped_by_plugin"
+        from .loop import _add_usage
+
         for call, res in zip(runnable, results):
             self.agent._append(ctx.session, Message(role="tool", content=res.content, tool_result=res), ctx)
+            if res.metadata.get("usage"):  # a tool that ran models itself (a sub-agent): its usage rolls up
+                _add_usage(result.usage, res.metadata["usage"])
             result.tool_calls.append(
                 {"id": call.id, "name": call.name, "arguments": call.arguments, "is_error": res.is_error, "blocked": res.metadata.get("blocked", False)}
             )
@@ -71,10 +76,15 @@ class ToolExecutor:
 
     async def one(self, ctx: "TurnContext", call: ToolCall, deliver, in_thread: bool) -> ToolResult:
         token = current_call.set(call)
+        started = time.time()
+        res: ToolResult | None = None
         try:
-            return await self._one(ctx, call, deliver, in_thread)
+            res = await self._one(ctx, call, deliver, in_thread)
+            return res
         finally:
             current_call.reset(token)
+            status = "cancelled" if res is None else "blocked" if res.metadata.get("blocked") else "error" if res.is_error else "ok"
+            ctx.session.store.step(ctx.run_id, call.id, "tool", call.name, started, time.time(), status)
 
     async def _one(self, ctx: "TurnContext", call: ToolCall, deliver, in_thread: bool) -> ToolResult:
         tool = self.agent.tools.get(call.name)

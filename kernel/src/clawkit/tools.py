@@ -173,13 +173,19 @@ class ToolRegistry:
 
     def __init__(self, allow: list[str] | None = None):
         self.allow = list(allow or [])
+        self.declared: set[str] = set()  # allowed by the agent's own declaration elsewhere (``subagents:``)
         self.tools: dict[str, Tool] = {}
         self.groups: dict[str, tuple[str, ...]] = {}
         self._patterns: tuple[str, ...] | None = None
         self._visible: list[Tool] | None = None
 
-    def register(self, obj: Any, name: str | None = None, risk: Risk | str | None = None, plugin: str | None = None):
-        """Register a function, a :class:`Tool`, or a toolbox (an object/class of methods)."""
+    def register(self, obj: Any, name: str | None = None, risk: Risk | str | None = None, plugin: str | None = None,
+                 allow: bool = False):
+        """Register a function, a :class:`Tool`, or a toolbox (an object/class of methods).
+
+        ``allow=True``: the agent's config declares this tool in a section of its own
+        (a ``subagents:`` entry becomes ``agent_<name>``), which allows it like a
+        ``tools:`` entry would."""
         if isinstance(obj, Tool):
             tools = [obj]
         elif inspect.isfunction(obj) or inspect.ismethod(obj) or inspect.isbuiltin(obj):
@@ -196,6 +202,8 @@ class ToolRegistry:
                 raise ValueError(f"tool {t.name!r} is registered twice")
             t.definition.plugin = plugin
             self.tools[t.name] = t
+            if allow:
+                self.declared.add(t.name)
         self.changed()
 
     def add_group(self, name: str, patterns: list[str] | tuple[str, ...]) -> None:
@@ -230,7 +238,7 @@ class ToolRegistry:
         return self._patterns
 
     def allowed(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, pat) for pat in self.patterns())
+        return name in self.declared or any(fnmatch.fnmatchcase(name, pat) for pat in self.patterns())
 
     def unknown_entries(self) -> list[tuple[int, str]]:
         """``(index, entry)`` for each name in the allowlist no plugin provides.

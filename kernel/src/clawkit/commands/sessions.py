@@ -23,6 +23,7 @@ def register(cli) -> None:
     show = sub.add_parser("show", help="a session's messages, metadata, classification and usage")
     show.add_argument("id")
     show.add_argument("--agent", **common)
+    show.add_argument("--tree", action="store_true", help="the session's runs and the sub-agent runs they spawned, with tools, usage and outcome")
     show.set_defaults(handler=cmd_show)
     exp = sub.add_parser("export", help="a session as JSON lines")
     exp.add_argument("id")
@@ -66,6 +67,11 @@ def cmd_list(args) -> int:
 def cmd_show(args) -> int:
     store = _store(args)
     _get(store, args.id)
+    if getattr(args, "tree", False):
+        from .tree import print_tree
+
+        print_tree(store, args.id)
+        return EXIT_OK
     row = store.row(args.id)
     print(f"session {row['id']}  agent {row['agent']}")
     c = store.load_classification(args.id)

@@ -6,7 +6,7 @@
   exact call (a hash of name + canonical arguments, with an expiry), ``unsafe``
   asks every time; ``/elevated`` (session ``elevated_until``) auto-approves within
   scope.
-* Every decision, approval, execution, and every ``tool.*``, ``shield.*``,
+* Every decision, approval, execution, and every ``tool.*``, ``shield.*``, ``subagent.*``,
   ``sequence.*``, ``approval.*`` and ``directive.*`` event goes to the hash-chained
   :class:`AuditLedger`, secrets redacted. ``clawkit audit verify|list`` reads it.
 
@@ -81,7 +81,7 @@ __all__ = [
 ]
 
 #: Event types the ledger records.
-AUDITED_PREFIXES = ("tool.", "shield.", "sequence.", "approval.", "directive.")
+AUDITED_PREFIXES = ("tool.", "shield.", "sequence.", "approval.", "directive.", "subagent.")
 _LIMIT = 4096
 
 _ledgers: "weakref.WeakKeyDictionary[Any, tuple[LedgerWriter, PolicyState]]" = weakref.WeakKeyDictionary()

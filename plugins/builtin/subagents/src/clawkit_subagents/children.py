@@ -1,0 +1,200 @@
+"""Building a child agent: its own config, attenuated by the parent's, sharing the parent's store.
+
+Attenuation, never escalation:
+
+* tools — the intersection of the child's own ``tools:``, the declaration's narrowing
+  and the parent's effective tools (the parent's own ``agent_*`` tools never pass down);
+* grants — the child's own policy grants survive only when a parent grant covers them;
+  a child that declares none works under the parent's;
+* depth — a child at the tree's limit is offered no agent tools of its own;
+* approvals — the child has its own session (so the parent's approvals and
+  ``/elevated`` do not carry over) and asks through the parent's approver, naming itself.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clawkit.config import collect_sections, parse_yaml, validate_agent
+from clawkit.errors import ConfigError
+
+from .config import SubagentsConfig, SubagentSpec
+
+AGENT_TOOL_PREFIX = "agent_"
+
+
+@dataclass
+class Lineage:
+    """Where an agent sits in a tree of agents (kept on the :class:`clawkit.loop.Agent`)."""
+
+    depth: int = 0
+    max_depth: int = 2  # absolute: no agent at this depth is offered agent tools
+    max_parallel: int = 4
+    name: str = ""
+    parent: Any = None  # weak: a child must not keep its parent alive
+    tools: list[str] = field(default_factory=list)
+    grants: list[dict[str, Any]] = field(default_factory=list)
+
+
+def lineage(agent: Any) -> Lineage:
+    found = getattr(agent, "_clawkit_lineage", None)
+    if found is None:
+        limits = agent.config.limits
+        found = Lineage(0, limits.max_depth, limits.max_parallel_subagents, agent.config.name,
+                        tools=effective_tools(agent), grants=_grants_of(agent.config))
+        agent._clawkit_lineage = found
+    return found
+
+
+def effective_tools(agent: Any) -> list[str]:
+    """The tools ``agent`` may use itself, without its own sub-agent tools."""
+    own = {n for n in agent.tools.declared if n.startswith(AGENT_TOOL_PREFIX)}
+    return [t.name for t in agent.tools.visible() if t.name not in own]
+
+
+def _matches(name: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def attenuate(parent_tools: list[str], own: list[str], narrowing: list[str] | None) -> list[str]:
+    return [n for n in parent_tools if _matches(n, own) and (narrowing is None or _matches(n, narrowing))]
+
+
+def _section(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if hasattr(value, "model_dump"):
+        return value.model_dump(exclude_defaults=True)
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _grants_of(config: Any) -> list[dict[str, Any]]:
+    return list(_section(config.plugin("policy")).get("grants") or [])
+
+
+def _covered(values: list[str], by: list[str]) -> bool:
+    return all(v in by or _matches(v, by) for v in values)
+
+
+def covered(grant: dict[str, Any], parent_grants: list[dict[str, Any]]) -> bool:
+    """True when one parent grant allows everything ``grant`` asks for."""
+    tools = grant.get("tools") or ["*"]
+    for p in parent_grants:
+        if (_covered(tools, p.get("tools") or ["*"]) and _covered(grant.get("paths") or [], p.get("paths") or [])
+                and _covered(grant.get("hosts") or [], p.get("hosts") or [])
+                and _covered(grant.get("commands") or [], p.get("commands") or [])):
+            return True
+    return False
+
+
+def _load_data(parent: Any, name: str, spec: SubagentSpec) -> tuple[dict[str, Any], str, dict, Path]:
+    source = parent.config.source_file
+    base = source.parent if source is not None else Path(parent.config.workspace)
+    if isinstance(spec.agent, dict):
+        where = f"{source or '<agent>'}: subagents.{name}.agent"
+        return dict(spec.agent), where, {}, base
+    path = (base / spec.agent).resolve()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{source or '<agent>'}: subagents.{name}.agent: cannot read {path}: {exc.strerror or exc}") from None
+    data, lines = parse_yaml(text, str(path))
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}:1: an agent file must be a mapping of keys (name, model, …)")
+    return data, str(path), lines, path.parent
+
+
+_sections: "weakref.WeakKeyDictionary[Any, list]" = weakref.WeakKeyDictionary()
+
+
+def _sections_for(parent: Any) -> list:
+    found = _sections.get(parent.pm)
+    if found is None:
+        found = _sections[parent.pm] = collect_sections(parent.hooks)
+    return found
+
+
+def build_child(parent: Any, name: str, spec: SubagentSpec) -> Any:
+    """A new :class:`clawkit.loop.Agent` for sub-agent ``name`` of ``parent``."""
+    from clawkit.loop import Agent
+    from clawkit.plugins import get_plugin_manager
+
+    up = lineage(parent)
+    data, where, lines, base = _load_data(parent, name, spec)
+    own_tools = list(data.get("tools") or [])
+    tools = attenuate(up.tools, own_tools, spec.tools)
+    data["tools"] = tools
+    plugins = dict(data.get("plugins") or {})
+    policy = dict(plugins.get("policy") or {})
+    own_grants = list(policy.get("grants") or [])
+    policy["grants"] = [g for g in own_grants if isinstance(g, dict) and covered(g, up.grants)] if own_grants else list(up.grants)
+    if policy["grants"] or "policy" in plugins:
+        plugins["policy"] = policy
+    memory = _section(parent.config.plugin("memory"))
+    if parent.config.plugin("memory") is not None and (plugins.get("memory") or {}).get("enabled", True) is not False:
+        mine = dict(plugins.get("memory") or {})
+        parent_db = memory.get("db") or str(Path(parent.config.workspace) / ".clawkit" / "memory.db")
+        if not Path(parent_db).is_absolute():
+            parent_db = str((Path(parent.config.workspace) / parent_db).resolve())
+        mine["db"] = parent_db  # one memory file for the tree: the child reads the parent's episodes…
+        parent_partition = memory.get("partition") or parent.config.name
+        mine["read_partitions"] = sorted(set(mine.get("read_partitions") or []) | {parent_partition})
+        plugins["memory"] = mine  # …and writes its own partition (its name unless it sets one)
+    data["plugins"] = plugins
+    cfg = validate_agent(data, where, lines, _sections_for(parent), base_dir=base)
+    cfg._source = Path(where) if isinstance(spec.agent, str) else parent.config.source_file  # its own sub-agents resolve from there
+    depth = up.depth + 1
+    max_depth = min(up.max_depth, depth + cfg.limits.max_depth)
+    if depth >= max_depth and getattr(cfg, "subagents", None):
+        cfg.subagents = SubagentsConfig()  # at the limit: offered no agent tools
+    off = cfg.disabled_plugins()
+    pm = parent.pm if sorted(off) == sorted(parent.config.disabled_plugins()) else get_plugin_manager(disabled=off)
+    child = Agent(cfg, pm=pm, store=parent.store, approver=_asking_through(parent, name), channel=parent.channel)
+    child._clawkit_lineage = Lineage(depth, max_depth, min(up.max_parallel, cfg.limits.max_parallel_subagents), name,
+                                     weakref.ref(parent), effective_tools(child), policy["grants"])
+    return child
+
+
+def _asking_through(parent: Any, name: str) -> Any:
+    """The child's approver: the parent's, with the request naming the child (None when the
+    parent has none: a non-interactive run denies)."""
+    if parent.approver is None:
+        return None
+
+    def approver(call: Any, reason: str, ctx: Any) -> Any:
+        ask = parent.approver
+        return ask(call, f"sub-agent {name!r} asks: {reason}", ctx) if ask is not None else False
+
+    return approver
+
+
+_children: "weakref.WeakKeyDictionary[Any, dict[str, Any]]" = weakref.WeakKeyDictionary()
+
+
+def child_for(parent: Any, name: str, spec: SubagentSpec) -> Any:
+    """The parent's child agent ``name``, built once and reused (each spawn is a new session)."""
+    kids = _children.setdefault(parent, {})
+    child = kids.get(name)
+    if child is None:
+        child = kids[name] = build_child(parent, name, spec)
+    return child
+
+
+def close_children(parent: Any) -> None:
+    """Release the children's plugins (``agent.close``) without closing the shared store."""
+    from clawkit.context import emit_event
+    from clawkit.types import Event
+
+    for child in (_children.pop(parent, None) or {}).values():
+        close_children(child)
+        if not child._closed:
+            child._closed = True
+            emit_event(child.hooks, None, Event(type="agent.close", data={"agent": child.config.name}))
+
+
+def open_parents() -> list[Any]:
+    return list(_children.keys())

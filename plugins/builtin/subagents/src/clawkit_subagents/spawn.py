@@ -1,0 +1,199 @@
+"""One delegation: parent → child → parent, as data, with provenance.
+
+The task travels to the child as natural language (its dispatch record passes the
+parent's ``message_sending`` as a ``routed`` outbound, where the translation device
+compresses it to ClawDense and a plugin may cancel it: a veto). The child runs a
+complete turn in its own session, under one ``trace_id`` and linked to the spawning
+step. Its answer is checked against ``output_schema`` (one repair round), delivered
+back through ``message_sending``, wrapped in ``<subagent_result agent="…">`` and
+marked untrusted so the shield scans it. Provenance (source agent, time, SHA-256,
+capability scope) rides on the result's metadata — stored with the tool message and,
+through the audited ``subagent.end`` event, in the policy's ledger — never in a prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from clawkit.types import ToolResult, Usage, new_id
+
+from .children import child_for, lineage
+from .config import SubagentSpec
+
+SCHEMA_NOTE = (
+    "Answer with only a JSON value (no prose, no code fence) that satisfies this JSON Schema:\n{schema}"
+)
+REPAIR_NOTE = (
+    "Your answer does not satisfy the required JSON Schema: {problems}. "
+    "Reply again with only the corrected JSON value."
+)
+
+
+class SpawnFailed(Exception):
+    """A delegation that ended without a usable answer; the message goes to the parent's model."""
+
+
+@dataclass
+class Outcome:
+    """What one delegation produced."""
+
+    agent: str
+    answer: str = ""
+    error: str | None = None
+    status: str = "done"
+    usage: Usage = field(default_factory=Usage)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    session_id: str | None = None
+    run_id: str | None = None
+
+
+def _add(total: Usage, u: Usage) -> None:
+    total.prompt_tokens += u.prompt_tokens
+    total.completion_tokens += u.completion_tokens
+    total.total_tokens += u.total_tokens
+    if u.cost is not None:
+        total.cost = (total.cost or 0.0) + u.cost
+
+
+def escape(text: str) -> str:
+    """Keep a child from closing (or forging) the delimiters around its own answer."""
+    return text.replace("</subagent_result", "&lt;/subagent_result").replace("<subagent_result", "&lt;subagent_result")
+
+
+def wrap(agent: str, text: str) -> str:
+    return f'<subagent_result agent="{agent}">\n{escape(text)}\n</subagent_result>'
+
+
+def _semaphore(ctx: Any, limit: int) -> asyncio.Semaphore:
+    sem = ctx.state.get("subagents.semaphore")
+    if sem is None:
+        sem = ctx.state["subagents.semaphore"] = asyncio.Semaphore(limit)
+    return sem
+
+
+def _parse_json(text: str) -> Any:
+    body = text.strip()
+    if body.startswith("```"):  # models fence JSON even when asked not to
+        body = body.split("\n", 1)[1] if "\n" in body else ""
+        body = body.rsplit("```", 1)[0]
+    return json.loads(body)
+
+
+def schema_problems(schema: dict[str, Any], text: str) -> str | None:
+    import jsonschema
+
+    try:
+        value = _parse_json(text)
+    except ValueError as exc:
+        return f"it is not JSON ({exc})"
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))[:3]
+    if not errors:
+        return None
+    return "; ".join(f"{'.'.join(map(str, e.absolute_path)) or 'the value'}: {e.message[:160]}" for e in errors)
+
+
+def _dispatch_record(agent: str, step_id: str, task: str) -> str:
+    return f"CT/1 TASK subagent agent={json.dumps(agent)} task={json.dumps(step_id)} goal={json.dumps(task)}"
+
+
+async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_id: str | None = None) -> Outcome:
+    """Run sub-agent ``name`` on ``task`` for the turn ``ctx``; never raises but for cancellation."""
+    parent = ctx.runtime
+    step_id = step_id or ctx.step_id or new_id("step")
+    out = Outcome(name)
+    task = task.strip()
+    if not task:
+        out.status, out.error = "invalid", "the task is empty; say what the sub-agent should do"
+        return out
+    if len(task) > spec.max_task_chars:
+        out.status, out.error = "invalid", f"the task is {len(task)} characters; at most {spec.max_task_chars} are accepted"
+        return out
+    try:
+        child = child_for(parent, name, spec)
+    except Exception as exc:  # a bad child file is a clear error for the parent's model, not a crash
+        out.status, out.error = "config", f"sub-agent {name!r} cannot start: {exc}"
+        ctx.emit("subagent.end", agent=name, call_id=step_id, status=out.status, error=out.error)
+        return out
+    kin = lineage(child)
+    sent = await parent.send(ctx, "routed", task, None, to=name, ct1=_dispatch_record(name, step_id, task), dispatch=True,
+                             agent=name)
+    if sent.cancelled:
+        out.status, out.error = "vetoed", f"a plugin vetoed handing this task to sub-agent {name!r}"
+        ctx.emit("subagent.end", agent=name, call_id=step_id, status=out.status, error=out.error)
+        return out
+    record = sent.content
+    session = child.session(None)
+    session.set("subagent", {"agent": name, "parent_agent": parent.config.name, "parent_session": ctx.session.id,
+                             "parent_run_id": ctx.run_id, "parent_step_id": step_id, "trace_id": ctx.trace_id,
+                             "depth": kin.depth, "tools": kin.tools, "dispatch": record,
+                             "transport": sent.metadata.get("transport", "text")}, now=True)
+    out.session_id = session.id
+    ctx.emit("subagent.start", agent=name, call_id=step_id, child_session=session.id, depth=kin.depth, tools=kin.tools,
+             task_sha256=hashlib.sha256(task.encode()).hexdigest(), dispatch=record,
+             transport=sent.metadata.get("transport", "text"))
+    started = time.time()
+    try:
+        async with _semaphore(ctx, lineage(parent).max_parallel):
+            await asyncio.wait_for(_run(ctx, child, session.id, spec, task, step_id, out), spec.timeout)
+    except asyncio.TimeoutError:
+        out.status, out.error = "timeout", f"sub-agent {name!r} did not finish within {spec.timeout:g} s"
+    except asyncio.CancelledError:
+        ctx.emit("subagent.end", agent=name, call_id=step_id, child_session=session.id, status="cancelled")
+        raise
+    except SpawnFailed as exc:
+        out.status, out.error = "invalid_output", str(exc)
+    except Exception as exc:  # the child crashed: the parent's model hears about it, the parent goes on
+        kind = getattr(exc, "kind", None)
+        out.status, out.error = "error", f"sub-agent {name!r} failed: {type(exc).__name__}{f' ({kind})' if kind else ''}: {exc}"
+    elapsed = round(time.time() - started, 3)
+    if out.error is None:
+        delivered = await parent.send(ctx, "routed", out.answer, None, to=parent.config.name, agent=name, from_agent=name)
+        if delivered.cancelled:
+            out.status, out.error = "withheld", f"a plugin withheld sub-agent {name!r}'s answer"
+        else:
+            out.answer = delivered.content
+            out.provenance = {
+                "source_agent": name, "source_session": session.id, "source_run": out.run_id, "time": time.time(),
+                "sha256": hashlib.sha256(out.answer.encode("utf-8", "replace")).hexdigest(),
+                "scope": {"tools": kin.tools, "grants": kin.grants, "depth": kin.depth},
+            }
+    ctx.emit("subagent.end", agent=name, call_id=step_id, child_session=session.id, child_run=out.run_id,
+             status=out.status, error=out.error, elapsed=elapsed, usage=out.usage.model_dump(exclude_defaults=True),
+             provenance=out.provenance or None)
+    return out
+
+
+async def _run(ctx: Any, child: Any, session_id: str, spec: SubagentSpec, task: str, step_id: str, out: Outcome) -> None:
+    text = task
+    if spec.output_schema is not None:
+        text = f"{task}\n\n{SCHEMA_NOTE.format(schema=json.dumps(spec.output_schema))}"
+    links = {"trace_id": ctx.trace_id, "parent_run_id": ctx.run_id, "parent_step_id": step_id}
+    result = await child.turn(text, session_id=session_id, **links)
+    out.run_id = result.run_id
+    _add(out.usage, result.usage)
+    if spec.output_schema is not None:
+        problems = schema_problems(spec.output_schema, result.reply)
+        if problems:  # one repair round, in the same session, then an error result
+            result = await child.turn(REPAIR_NOTE.format(problems=problems), session_id=session_id, **links)
+            out.run_id = result.run_id
+            _add(out.usage, result.usage)
+            problems = schema_problems(spec.output_schema, result.reply)
+            if problems:
+                raise SpawnFailed(f"sub-agent {out.agent!r} answered twice without satisfying its output_schema: {problems}")
+    out.answer = result.reply
+
+
+def as_tool_result(ctx: Any, out: Outcome) -> ToolResult:
+    call = ctx.call
+    meta: dict[str, Any] = {"subagent": out.agent, "usage": out.usage.model_dump(exclude_defaults=True),
+                            "child_session": out.session_id, "status": out.status}
+    if out.error is not None:
+        return ToolResult(call_id=call.id, name=call.name, content=f"Error: {out.error}", is_error=True, metadata=meta)
+    meta.update(untrusted=True, provenance=out.provenance)
+    return ToolResult(call_id=call.id, name=call.name, content=wrap(out.agent, out.answer), metadata=meta)

@@ -1,0 +1,100 @@
+"""Sub-agents end to end: ``clawkit run`` in a subprocess with every installed plugin, the real
+litellm provider and the loopback model server, parent and children scripted by model name."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from clawkit.testing.server import Fault, Reply
+
+pytestmark = pytest.mark.e2e
+
+
+def _tree(tmp_path, kit, model_server, *, parent_tools="[read_file, web_fetch, shell_exec]", extra=""):
+    kit.write(tmp_path / "researcher.yaml", f"""
+        name: researcher
+        model: {kit.model_block(model_server, "researcher")}
+        instructions: You research things and report findings.
+        tools: [read_file, write_file, web_fetch]
+        """)
+    return kit.write(tmp_path / "parent.yaml", f"""
+        name: lead
+        model: {kit.model_block(model_server, "lead")}
+        instructions: You lead; delegate research.
+        tools: {parent_tools}
+        subagents:
+          researcher:
+            agent: researcher.yaml
+            description: Researches a topic and reports findings with sources.
+            tools: [read_file, write_file]
+        {extra}
+        """)
+
+
+def test_delegation_attenuates_wraps_stamps_rolls_up_and_is_one_trace(tmp_path, kit, model_server, store_at):
+    _tree(tmp_path, kit, model_server)
+    (tmp_path / "notes.md").write_text("Node 20.1 fixes CVE-2026-0001.\n")
+    model_server.script(kit.ByModel(
+        lead=[Reply.tool_calls([("agent_researcher", {"task": "Find the CVE fixed in notes.md"})]), "The fix is CVE-2026-0001."],
+        researcher=[Reply.tool_calls([("read_file", {"path": "notes.md"})]), "notes.md says Node 20.1 fixes CVE-2026-0001."],
+    ))
+    result = kit.run_json(tmp_path, "parent.yaml", "What CVE does the release fix?")
+    assert result["reply"] == "The fix is CVE-2026-0001."
+    child_first = kit.requests_for(model_server, "researcher")[0]
+    # exactly the attenuated set: own [read_file, write_file, web_fetch] ∩ narrowing [read_file, write_file] ∩ parent's
+    # (the skills plugin's inert load_skill is granted by that plugin to every agent, the parent included)
+    lead_first, lead_second = kit.requests_for(model_server, "lead")
+    assert set(kit.tool_names(child_first)) - {"load_skill"} == {"read_file"}
+    assert set(kit.tool_names(child_first)) <= set(kit.tool_names(lead_first))
+    assert child_first.messages[-1]["content"] == "Find the CVE fixed in notes.md"  # natural language, not ClawDense
+    assert "agent_researcher" in kit.tool_names(lead_first)
+    assert "<subagent_result agent=" in lead_first.body["messages"][0]["content"]  # the prompt says it is data
+    delivered = [m for m in lead_second.messages if m["role"] == "tool"][-1]["content"]
+    inner = '<subagent_result agent="researcher">\nnotes.md says Node 20.1 fixes CVE-2026-0001.\n</subagent_result>'
+    assert inner in delivered and "UNTRUSTED DATA" in delivered  # ours, inside the shield's data markers: it was scanned
+    assert "CVE-2026-0001" in delivered and "provenance" not in delivered and "sha256" not in delivered
+
+    # usage: the parent's turn includes the child's two model calls
+    store = store_at(tmp_path / ".clawkit" / "state.db")
+    runs = store.runs(result["session_id"])
+    assert len(runs) == 1
+    (child_run,) = store.child_runs(runs[0]["id"])
+    assert child_run["trace_id"] == runs[0]["trace_id"] and child_run["agent"] == "researcher"
+    assert child_run["parent_step_id"] == result["tool_calls"][0]["id"] and child_run["status"] == "done"
+    assert child_run["data"]["tools"] == ["read_file"]
+    child_usage = store.usage_totals(child_run["session_id"])
+    own_usage = store.usage_totals(result["session_id"])
+    assert child_usage["calls"] == 2 and own_usage["calls"] == 2
+    assert result["usage"]["total_tokens"] == own_usage["total_tokens"] + child_usage["total_tokens"]
+    kinds = [s["kind"] for s in store.steps(child_run["id"])]
+    assert kinds.count("llm") == 2 and kinds.count("tool") == 1
+
+    # provenance: stored with the tool message, and in the audit ledger; never in a prompt
+    tool_msg = [m for m in store.messages(result["session_id"]) if m.role == "tool"][0]
+    prov = tool_msg.tool_result.metadata["provenance"]
+    import hashlib
+
+    assert prov["source_agent"] == "researcher" and prov["scope"]["tools"] == ["read_file"]
+    assert prov["sha256"] == hashlib.sha256("notes.md says Node 20.1 fixes CVE-2026-0001.".encode()).hexdigest()
+    assert all(prov["sha256"] not in json.dumps(r.body) for r in model_server.requests)
+    meta = store.load_metadata(child_run["session_id"])["subagent"]
+    assert meta["parent_session"] == result["session_id"] and meta["parent_step_id"] == child_run["parent_step_id"]
+    store.close()
+
+    listed = kit.clawkit(tmp_path, "audit", "list", "--json").stdout
+    records = [json.loads(line) for line in listed.splitlines() if line.strip()]
+    ends = [r for r in records if r.get("decision") == "subagent.end"]
+    assert ends and ends[0]["data"]["provenance"]["sha256"] == prov["sha256"]
+    assert any(r.get("tool") == "agent_researcher" and r.get("kind") == "decision" for r in records)  # a gated call
+    assert any(r.get("session_id") == child_run["session_id"] and r.get("tool") == "read_file" for r in records)
+    verify = kit.clawkit(tmp_path, "audit", "verify")
+    assert verify.returncode == 0
+
+    tree = kit.clawkit(tmp_path, "sessions", "show", result["session_id"], "--tree").stdout
+    assert "lead" in tree and "researcher" in tree and "read_file" in tree and "done" in tree
+    lines = tree.splitlines()
+    child_line = next(i for i, l in enumerate(lines) if "researcher" in l and "agent_researcher" not in l)
+    assert lines[child_line].startswith(("  ", "└", "├")) or "  " in lines[child_line][:6]
