@@ -222,11 +222,17 @@ class ToolRegistry:
         self.changed()
 
     def remove(self, name: str) -> None:
-        self.tools.pop(name, None)
-        self.changed()
+        self.unregister(name)
 
     def changed(self) -> None:
         self._visible = None
+
+    def unregister(self, name: str) -> bool:
+        """Remove a tool registered at runtime (e.g. an MCP server's tool list changed between rounds)."""
+        found = self.tools.pop(name, None) is not None
+        self.declared.discard(name)
+        self._visible = None
+        return found
 
     def patterns(self) -> tuple[str, ...]:
         """The allowlist with group names expanded."""
