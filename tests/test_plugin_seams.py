@@ -39,8 +39,11 @@ def test_no_plugin_imports_another_and_the_kernel_imports_none(where):
     for path in base.rglob("*.py"):
         others = {m for m in _imported_modules(path) if m.startswith("clawkit_") and m != own}
         assert not others, f"{path.relative_to(ROOT)} imports {sorted(others)}"
+    import re
+
     for path in base.rglob("*.py"):
-        assert "sys.modules.get(\"clawkit_" not in path.read_text(encoding="utf-8"), path
+        looked_up = set(re.findall(r"sys\.modules\.get\([\"'](clawkit_\w+)", path.read_text(encoding="utf-8")))
+        assert not {m for m in looked_up if m != own}, f"{path.relative_to(ROOT)} looks up {sorted(looked_up)}"
 
 
 class Gate:
@@ -176,12 +179,6 @@ def test_any_builtin_can_be_uninstalled(removed, server, tmp_path, monkeypatch):
     try:
         loaded = {n for n, _ in agent.pm.list_name_plugin()}
         assert removed not in loaded
-        if removed == "litellm":  # no model provider at all: a clear error, not a crash elsewhere
-            from clawkit.errors import ConfigError, ProviderError
-
-            with pytest.raises((ConfigError, ProviderError, LookupError, ValueError), match="litellm"):
-                asyncio.run(agent.turn("What is the answer?"))
-            return
         result = asyncio.run(agent.turn("What is the answer?"))
         assert result.reply in ("It is 42.", "No tools here.")
         if removed != "tools":
