@@ -8,6 +8,8 @@ marked interrupted); 130 Ctrl-C; 143 SIGTERM.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from typing import Any, Callable, Sequence
 
@@ -49,6 +51,7 @@ def add_agent_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workspace", help="override the agent's workspace directory")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config key, e.g. --set limits.max_tool_rounds=3 (repeatable)")
+    p.add_argument("--create-workspace", action="store_true", help="create the agent's workspace if it does not exist")
 
 
 def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
@@ -113,8 +116,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     args.pm = pm
+    previous = _install_sigterm()
     try:
-        return int(args.handler(args) or 0)
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows up here, inside the handling below
+        return code
+    except BrokenPipeError:
+        quiet_stdout()
+        return EXIT_OK
     except (ConfigError, UsageError) as exc:
         print(f"clawkit: {exc}" if isinstance(exc, UsageError) else f"clawkit: config error:\n{exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -125,8 +134,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"clawkit: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("\nclawkit: interrupted", file=sys.stderr)
-        return 130
+        if terminated():
+            print("\nclawkit: terminated (SIGTERM); what was produced is saved", file=sys.stderr)
+            return EXIT_SIGTERM
+        print("\nclawkit: interrupted; what was produced is saved", file=sys.stderr)
+        return EXIT_SIGINT
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+_terminated = False
+
+
+def terminated() -> bool:
+    """True once SIGTERM was received (a KeyboardInterrupt then means "leave", not "cancel the reply")."""
+    return _terminated
+
+
+def _install_sigterm() -> Any:
+    """SIGTERM is handled like Ctrl-C — through whatever SIGINT handler is active (asyncio's
+    cancels the running turn, which stores its partial reply; the default raises
+    KeyboardInterrupt) — so ``finally`` blocks run and plugins' threads are joined instead
+    of the process dying mid-write."""
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        global _terminated
+        _terminated = True
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def quiet_stdout() -> None:
+    """The reader of stdout went away (``| head``): send the rest to /dev/null so neither
+    later writes nor the interpreter's final flush raise."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

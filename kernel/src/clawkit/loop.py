@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import inspect
 import logging
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -26,6 +28,18 @@ log = logging.getLogger("clawkit.loop")
 Deliver = Callable[[Outbound], "Awaitable[None] | None"]
 Approver = Callable[[ToolCall, str, TurnContext], "Awaitable[bool] | bool"]
 SESSION_CACHE = 64  # open sessions kept in memory; others are reloaded from SQLite
+_OPEN: "weakref.WeakSet[Agent]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_agents() -> None:
+    """An agent nobody closed is closed at interpreter exit, so plugins still join their
+    threads before native runtimes are torn down (atexit runs before that)."""
+    for agent in list(_OPEN):
+        try:
+            agent.close()
+        except Exception:  # noqa: BLE001 - exiting anyway; one agent must not stop the others
+            log.exception("closing agent %s at exit failed", agent.config.name)
 
 
 @dataclass
@@ -36,6 +50,7 @@ class TurnResult:
     usage: Usage = field(default_factory=Usage)
     run_id: str = ""
     stop_reason: str = "done"
+    interrupted: bool = False  # the reply stopped mid-way (cut stream): ``reply`` is the partial text
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -43,6 +58,8 @@ class TurnResult:
             "reply": self.reply,
             "tool_calls": self.tool_calls,
             "usage": self.usage.model_dump(),
+            "interrupted": self.interrupted,
+            "stop_reason": self.stop_reason,
         }
 
 
@@ -90,14 +107,29 @@ class Agent:
         self._sessions: dict[str, Session] = {}
         self._background: set[asyncio.Future] = set()
         self._closed = False
+        _OPEN.add(self)
 
     def close(self) -> None:
-        """Emit ``agent.close`` (plugins release watchers and threads) and close the store (once)."""
+        """Release everything: plugins stop and join their threads (``agent_closing``), the
+        ``agent.close`` event is emitted and the session store is closed. Idempotent; each
+        plugin bounds its own joins, and a slow one is reported."""
         if self._closed:
             return
         self._closed = True
-        emit_event(self.hooks, None, Event(type="agent.close", data={"agent": self.config.name}))
-        self.store.close()
+        _OPEN.discard(self)
+        try:
+            for plugin, fn, argnames in self.hooks.impls("agent_closing"):
+                started = time.monotonic()
+                try:
+                    fn(**{k: {"agent": self.config, "runtime": self}[k] for k in argnames})
+                except Exception as exc:
+                    self.hooks.report("agent_closing", plugin, exc)
+                took = time.monotonic() - started
+                if took > 2.0:
+                    log.warning("plugin %s took %.1fs to close", plugin, took)
+            emit_event(self.hooks, None, Event(type="agent.close", data={"agent": self.config.name}))
+        finally:
+            self.store.close()
 
     def __enter__(self) -> "Agent":
         return self
@@ -252,7 +284,23 @@ class Agent:
         tools_on = True
         while True:
             request = await self._build_request(ctx, tools_on)
-            response = await self._call_model(ctx, request, deliver)
+            heard: list[str] = []  # text already delivered: what the user saw if the reply breaks
+            try:
+                response = await self._call_model(ctx, request, deliver, heard)
+            except ProviderError as exc:
+                partial = exc.partial_text or "".join(heard)
+                if exc.kind != "stream_cut" or not partial:
+                    raise
+                self._keep_partial(ctx, result, partial, "stream_cut", str(exc))
+                out = Outbound(kind="final_reply", content=partial,
+                               metadata={"streamed": bool(heard), "interrupted": True})
+                await self._send(ctx, out, deliver)
+                return
+            except BaseException as exc:  # cancelled (Ctrl-C, SIGTERM) or crashed mid-reply
+                if heard:
+                    reason = "cancelled" if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)) else "error"
+                    self._keep_partial(ctx, result, "".join(heard), reason, f"{type(exc).__name__}: {exc}")
+                raise
             _add_usage(result.usage, response.usage)
             if not tools_on:
                 response.tool_calls = []  # none were offered: calls now would have no results in history
@@ -275,6 +323,13 @@ class Agent:
     def _append(self, session: Session, message: Message, ctx: TurnContext) -> None:
         session.store.append(session.id, message, ctx.run_id)
         session.history.append(message)
+
+    def _keep_partial(self, ctx: TurnContext, result: TurnResult, text: str, reason: str, error: str) -> None:
+        """Store a reply that stopped mid-way as what it is: partial, marked interrupted."""
+        self._append(ctx.session, Message(role="assistant", content=text,
+                                          metadata={"interrupted": True, "interrupted_reason": reason}), ctx)
+        result.reply, result.interrupted, result.stop_reason = text, True, "interrupted"
+        ctx.emit("turn.interrupted", reason=reason, chars=len(text), error=error[:300])
 
     # classification -----------------------------------------------------------------------
 
@@ -350,7 +405,7 @@ class Agent:
             system = ctx.state["_system"] = assembled.text if assembled is not None else self.config.instructions
         request = LlmRequest(
             model=self.config.model.name,
-            messages=list(ctx.session.history),
+            messages=[_as_the_model_sees_it(m) for m in ctx.session.history],
             system=system,
             tools=[t.definition for t in self.tools.visible()] if tools_on else [],
             metadata={"context_window": self.config.model.context_window or self.config.limits.context_window},
@@ -359,11 +414,14 @@ class Agent:
             request = await self.hooks.call_chain("before_llm_call", "request", LlmRequest, ctx=ctx, request=request)
         return request
 
-    async def _call_model(self, ctx: TurnContext, request: LlmRequest, deliver: Deliver | None) -> LlmResponse:
+    async def _call_model(self, ctx: TurnContext, request: LlmRequest, deliver: Deliver | None,
+                          heard: list[str] | None = None) -> LlmResponse:
         on_text = None
         if deliver is not None and request.stream:
 
             async def on_text(delta: str) -> None:
+                if heard is not None:
+                    heard.append(delta)
                 await self._send(ctx, Outbound(kind="stream_chunk", content=delta), deliver)
 
         retried = False
@@ -413,6 +471,16 @@ class Agent:
     async def send(self, ctx: TurnContext, kind: str, content: str, deliver: Deliver | None, **metadata: Any) -> Outbound:
         """For plugins and sub-agents: deliver a ``routed`` or ``notice`` message through the hooks."""
         return await self._send(ctx, Outbound(kind=kind, content=content, metadata=metadata), deliver)  # type: ignore[arg-type]
+
+
+INTERRUPTED_NOTE = "\n\n[This reply was interrupted before it was finished.]"
+
+
+def _as_the_model_sees_it(m: Message) -> Message:
+    """An interrupted reply is shown to the model as partial, so it does not build on it as if whole."""
+    if m.role == "assistant" and m.metadata.get("interrupted"):
+        return m.model_copy(update={"content": (m.content or "") + INTERRUPTED_NOTE})
+    return m
 
 
 def _add_usage(total: Usage, u: Usage | dict) -> None:

@@ -86,6 +86,8 @@ def cmd_show(args) -> int:
         label = m.role
         if m.metadata.get("compaction_summary"):
             label = "summary"
+        if m.metadata.get("interrupted"):
+            label += f", interrupted: {m.metadata.get('interrupted_reason', 'unknown')}"
         if m.content:
             print(f"[{label}] {m.content}")
         for call in m.tool_calls:

@@ -34,6 +34,11 @@ def load_litellm() -> Any:
             configure_offline_tiktoken()
             # pydantic chatter about litellm's own types, at import and at first call
             warnings.filterwarnings("ignore", message=r".*is using the `ReadOnly` qualifier", category=UserWarning)
+            # litellm builds the request coroutine in an executor thread; a call cancelled while
+            # that thread runs (a classifier past its time budget, Ctrl-C) leaves the coroutine
+            # unawaited and the garbage collector warns. The request was never sent: harmless.
+            warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited",
+                                    category=RuntimeWarning)
             import litellm
 
             litellm.suppress_debug_info = True

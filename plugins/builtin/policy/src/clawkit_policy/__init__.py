@@ -193,6 +193,15 @@ def after_tool_call(ctx, call, result):
 
 
 @hookimpl
+def agent_closing(agent):
+    """Commit queued audit records and join the writer thread (it restarts on demand if
+    another agent in the process records more)."""
+    from .writer import close_all
+
+    close_all()
+
+
+@hookimpl
 def on_event(event):
     if event.session_id is None:
         return

@@ -121,6 +121,15 @@ def before_llm_call(ctx, request):
 
 
 @hookimpl
+def agent_closing(agent, runtime):
+    """Stop watching this agent's skill directories; the shared watcher thread is joined
+    once no open agent watches anything."""
+    from .state import release
+
+    release(runtime, agent)
+
+
+@hookimpl
 def register_commands(cli):
     from .cli import add_commands
 

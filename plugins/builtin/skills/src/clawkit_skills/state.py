@@ -91,6 +91,18 @@ def registry_for(ctx: Any) -> SkillRegistry:
     return reg
 
 
+def release(*owners: Any) -> None:
+    """The agent (runtime and/or config) closes: its registry stops watching."""
+    for owner in owners:
+        try:
+            reg = _registries.pop(owner, None)
+        except TypeError:
+            reg = None
+        reg = reg or _by_id.pop(id(owner), None)
+        if reg is not None:
+            reg.stop_watching()
+
+
 def active_skills(ctx: Any, reg: SkillRegistry | None = None) -> list[CompiledSkill]:
     """Skills active in this turn: ``always`` + routed + loaded, available ones only, in that order."""
     reg = reg or ctx.state.get("skills.registry") or registry_for(ctx)
