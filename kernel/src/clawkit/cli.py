@@ -54,6 +54,59 @@ def add_agent_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--create-workspace", action="store_true", help="create the agent's workspace if it does not exist")
 
 
+def add_workspace_options(parser: argparse.ArgumentParser) -> None:
+    """``--agent AGENT.yaml`` and ``--db PATH`` on ``parser`` and on every subcommand under it.
+
+    For commands that read a workspace's state (sessions, skills, memory, audit…): call it
+    once the subcommands exist, and read the result with :func:`workspace_db` /
+    :func:`workspace_config`. The options default to "not given" (``argparse.SUPPRESS``),
+    so ``clawkit --db PATH sessions list`` and ``clawkit sessions list --db PATH`` agree.
+    """
+    parsers, i = [parser], 0
+    while i < len(parsers):
+        for action in parsers[i]._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(p for p in action.choices.values() if p not in parsers)
+        i += 1
+    for p in parsers:
+        given = {o for a in p._actions for o in a.option_strings}
+        if "--agent" not in given:
+            p.add_argument("--agent", metavar="AGENT.yaml", default=argparse.SUPPRESS,
+                           help="use this agent's workspace (its state_db, settings)")
+        if "--db" not in given:
+            p.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS,
+                           help="the session database (default: the --agent's, else .clawkit/state.db)")
+
+
+def workspace_config(args: argparse.Namespace) -> Any:
+    """The ``--agent`` file's validated config, or None when no ``--agent`` was given."""
+    agent = getattr(args, "agent", None)
+    if not agent:
+        return None
+    from pathlib import Path
+
+    if not Path(agent).is_file():
+        raise UsageError(f"--agent {agent}: no such agent file")
+    from .runtime import load_config
+
+    cfg, _ = load_config(agent, pm=getattr(args, "pm", None))
+    return cfg
+
+
+def workspace_db(args: argparse.Namespace) -> Any:
+    """The session database a workspace command reads: ``--db`` (before or after the command),
+    else the ``--agent``'s ``state_db`` (default ``<workspace>/.clawkit/state.db``), else
+    ``./.clawkit/state.db``."""
+    from pathlib import Path
+
+    if getattr(args, "db", None):
+        return Path(args.db)
+    cfg = workspace_config(args)
+    if cfg is not None:
+        return Path(cfg.state_db or Path(cfg.workspace) / ".clawkit" / "state.db")
+    return Path(".clawkit/state.db")
+
+
 def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
     import yaml
 
@@ -76,7 +129,8 @@ def build_parser(pm) -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="clawkit", description="clawkit: plugin-first LLM agents.")
     parser.add_argument("--version", action="version", version=f"clawkit {__version__}")
-    parser.add_argument("--db", default=".clawkit/state.db", help="session database (default: .clawkit/state.db)")
+    parser.add_argument("--db", default=None, metavar="PATH",
+                        help="session database (default: .clawkit/state.db, or the --agent's); also accepted after the command")
     parser.add_argument("-v", "--verbose", action="store_true", help="log plugin warnings to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     cli = Cli(sub)

@@ -107,6 +107,7 @@ class Agent:
         self._sessions: dict[str, Session] = {}
         self._background: set[asyncio.Future] = set()
         self._closed = False
+        self._prepared = False
         _OPEN.add(self)
 
     def close(self) -> None:
@@ -266,6 +267,7 @@ class Agent:
             if message.content != text:
                 message.metadata["original"] = text
         self._append(session, message, ctx)
+        await self._prepare_provider()
         classify = self._start_classification(ctx)
         if classify is not None:
             await asyncio.wait({classify}, timeout=float(ctx.state.get("classify_wait", 0.3)))
@@ -330,6 +332,20 @@ class Agent:
                                           metadata={"interrupted": True, "interrupted_reason": reason}), ctx)
         result.reply, result.interrupted, result.stop_reason = text, True, "interrupted"
         ctx.emit("turn.interrupted", reason=reason, chars=len(text), error=error[:300])
+
+    async def _prepare_provider(self) -> None:
+        """Once per agent, before the first classification: let the provider do its one-time
+        set-up (litellm's multi-second import) off the event loop, so no model call's time
+        budget — a classifier's few seconds — pays for it."""
+        if self._prepared:
+            return
+        self._prepared = True
+        try:
+            prepare = getattr(self.provider, "prepare", None)
+            if prepare is not None:
+                await maybe_await(prepare())
+        except Exception as exc:  # the model call itself reports a broken provider
+            log.debug("provider preparation failed: %r", exc)
 
     # classification -----------------------------------------------------------------------
 

@@ -102,6 +102,11 @@ class LitellmProvider:
             params["reasoning_effort"] = effort
         return params
 
+    async def prepare(self) -> None:
+        """Import litellm in a worker thread (seconds, once per process) so that neither the
+        event loop nor a time-bounded call (a classifier's) waits on it."""
+        await asyncio.to_thread(load_litellm)
+
     def endpoint(self, params: dict[str, Any]) -> str:
         """Where the call goes: the api_base, else the provider litellm routes the model to."""
         return params.get("api_base") or f"{params['model'].split('/', 1)[0]} (litellm default endpoint)"
