@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_agent_options, overrides_from
+from ..cli import EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_agent_options, overrides_from
 from ..errors import UsageError
 from ..hookspecs import hookimpl
 
@@ -153,6 +153,9 @@ def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None
         print(f"clawkit: warning: the reply was interrupted ({len(result.reply)} characters arrived); it is "
               f"stored marked interrupted in session {result.session_id}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if result.stop_reason == "budget":
+        print(f"clawkit: stopped by a budget: {result.stop_detail}; continue with --session {result.session_id} and a raised budget", file=sys.stderr)
+        return EXIT_BUDGET
     return EXIT_OK
 
 
