@@ -25,7 +25,8 @@ class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="allow", protected_namespaces=(), defer_build=True)
 
     name: str = Field(description="litellm model string, e.g. openai/gpt-4o-mini or anthropic/claude-sonnet-4-5")
-    provider: str = Field("litellm", description="registered model provider to use")
+    provider: str = Field("auto", description="registered model provider to use; auto: the native http "
+                          "provider for openai/ and anthropic/ models (and bare names with an api_base), litellm otherwise")
     api_base: str | None = None
     api_key: str | None = None
     temperature: float | None = None

@@ -172,7 +172,7 @@ class Agent:
 
     def provider_for(self, model_config: Any) -> Provider:
         """A provider for another model (classifier, summariser): same registry."""
-        return self._observe(self.providers.create(getattr(model_config, "provider", "litellm"), model_config))
+        return self._observe(self.providers.create(getattr(model_config, "provider", "auto"), model_config))
 
     # sessions -----------------------------------------------------------------------------
 
@@ -239,10 +239,12 @@ class Agent:
     ) -> TurnResult:
         """One turn: a run of this agent. ``trace_id``/``parent_run_id``/``parent_step_id``
         tie a sub-agent's run to the tool-call step of the run that spawned it."""
+        started = time.time()
         session = self.session(session_id)
         self._session = session
         ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id,
                           parent_run_id=parent_run_id, parent_step_id=parent_step_id)
+        ctx.state["_started"] = started
         ctx.deliver = deliver
         result = TurnResult(session_id=session.id, reply="", run_id=ctx.run_id)
         session.store.run_start({"id": ctx.run_id, "trace_id": ctx.trace_id, "task_id": ctx.task_id, "session_id": session.id,
@@ -254,6 +256,11 @@ class Agent:
             status = "done" if result.stop_reason in ("done", "handled") else result.stop_reason
         except (asyncio.CancelledError, KeyboardInterrupt):
             status = "cancelled"
+            raise
+        except Exception as exc:
+            # observers (telemetry, clawkit logs) see the failed run; content stays out of events
+            ctx.emit("turn.failed", error=type(exc).__name__, message=str(exc)[:500], usage=result.usage.model_dump(),
+                     duration=time.time() - started, agent=self.config.name)
             raise
         finally:
             session.store.run_end(ctx.run_id, status, {"usage": result.usage.model_dump(exclude_defaults=True)})
@@ -286,12 +293,58 @@ class Agent:
             _add_usage(result.usage, ctx.state.get("reply_usage") or Usage())
             return
         await self._loop(ctx, result, deliver)
-        ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump())
+        ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump(),
+                 duration=time.time() - ctx.state.get("_started", time.time()), agent=self.config.name)
 
-    async def _loop(self, ctx: TurnContext, result: TurnResult, deliver: Deliver | None) -> None:
+    async def resume(self, session_id: str, deliver: Deliver | None = None, *, trace_id: str | None = None) -> TurnResult:
+        """Finish a turn that stopped while its last tool calls had no results — a server
+        restarted while a call waited for approval (the approval is durable; the turn is not).
+
+        The unanswered calls go through the gates again (so an approver answers from its
+        durable record, bound to the call's id and arguments), then the loop continues as
+        the turn would have. With nothing unanswered, returns at once (``stop_reason``
+        ``"nothing_to_resume"``).
+        """
+        stored = self.store.messages(session_id)
+        answered = {m.tool_result.call_id for m in stored if m.role == "tool" and m.tool_result is not None}
+        last = next((m for m in reversed(stored) if m.role == "assistant"), None)
+        pending = [c for c in (last.tool_calls if last else []) if c.id not in answered]
+        result = TurnResult(session_id=session_id, reply="")
+        if not pending or stored[-1].role not in ("assistant", "tool"):
+            result.stop_reason = "nothing_to_resume"
+            return result
+        session = Session(self.store, session_id, self.config)
+        session.history = stored
+        self._sessions[session_id] = session
+        self._session = session
+        ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id)
+        ctx.deliver = deliver
+        result.run_id = ctx.run_id
+        started = ctx.state["_started"] = time.time()
+        self.store.run_start({"id": ctx.run_id, "trace_id": ctx.trace_id, "task_id": ctx.task_id, "session_id": session_id,
+                              "agent": self.config.name, "parent_run_id": None, "parent_step_id": None,
+                              "data": {"resumed_calls": [c.id for c in pending], "model": self.config.model.name}})
+        ctx.emit("turn.resumed", calls=[c.id for c in pending])
+        status = "error"
+        try:
+            stop_note = await self.executor.run_calls(ctx, pending, result, deliver)
+            if stop_note is not None:
+                self._append(session, Message(role="user", content=stop_note, metadata={"kernel_note": True}), ctx)
+            await self._loop(ctx, result, deliver, tools_on=stop_note is None)
+            ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump(),
+                     duration=time.time() - started, agent=self.config.name)
+            status = "done" if result.stop_reason == "done" else result.stop_reason
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            status = "cancelled"
+            raise
+        finally:
+            self.store.run_end(ctx.run_id, status, {"usage": result.usage.model_dump(exclude_defaults=True)})
+            session.store.flush()
+        return result
+
+    async def _loop(self, ctx: TurnContext, result: TurnResult, deliver: Deliver | None, *, tools_on: bool = True) -> None:
         session = ctx.session
         rounds = 0
-        tools_on = True
         while True:
             if tools_on and ctx.state.get("stop_turn"):
                 # a plugin stopped the turn before this model call (a budget, say)
@@ -495,6 +548,10 @@ class Agent:
         store.record_usage(ctx.session.id, ctx.run_id, response.model or request.model, response.usage)
         store.step(ctx.run_id, new_id("step"), "llm", response.model or request.model, started, time.time(), "ok",
                    {"usage": response.usage.model_dump(exclude_defaults=True)})
+        # observers (telemetry, logs) see each model call with its timing; content stays out of events
+        ctx.emit("llm.call", model=request.model, response_model=response.model, started=started,
+                 duration=time.time() - started, usage=response.usage.model_dump(), finish_reason=response.finish_reason,
+                 tool_calls=len(response.tool_calls), stream=request.stream)
         return response
 
     # delivery -----------------------------------------------------------------------------

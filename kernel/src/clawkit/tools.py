@@ -184,6 +184,13 @@ class ToolRegistry:
                 self.declared.add(t.name)
         self._visible = None
 
+    def unregister(self, name: str) -> bool:
+        """Remove a tool registered at runtime (e.g. an MCP server's tool list changed between rounds)."""
+        found = self.tools.pop(name, None) is not None
+        self.declared.discard(name)
+        self._visible = None
+        return found
+
     def allowed(self, name: str) -> bool:
         return name in self.declared or any(fnmatch.fnmatchcase(name, pat) for pat in self.allow)
 

@@ -101,3 +101,11 @@ class MemoryWorker:
             logging.getLogger("clawkit.memory").warning("memory worker %s still busy after %ss", self.name, timeout)
             return False
         return True
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end (after :meth:`shutdown`); True when it has."""
+        thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()

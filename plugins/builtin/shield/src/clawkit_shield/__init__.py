@@ -316,8 +316,11 @@ def _report_error(ctx: Any, stage: str, call: ToolCall, exc: BaseException) -> N
 
 @hookimpl
 def register_config(register):
-    _load()
-    register(NAME, ShieldConfig)
+    # only the config model: jsonschema and the patterns load when a tool call is first checked
+    model = globals().get("ShieldConfig")
+    if model is None:
+        from .config import ShieldConfig as model
+    register(NAME, model)
 
 
 @hookimpl

@@ -17,7 +17,7 @@ from clawkit import LlmRequest, ToolCall, ToolResult
 from . import store
 from .cut import CutPlan, char_plan, plan_cut
 from .history import message_tokens, trim_history
-from clawkit.tokens import TokenCounter, get_counter
+from clawkit.tokens import TokenCounter, get_counter, max_request_tokens
 
 log = logging.getLogger("clawkit.truncator")
 
@@ -160,8 +160,10 @@ def before_llm_call(ctx, request):
     cfg = _config(ctx)
     if not cfg.trim_history or not request.messages:
         return None
-    counter = counter_for(ctx, cfg)
     window = context_window(ctx, request)
+    if max_request_tokens(request) < window * cfg.history_trigger:  # most turns: no tokenizer at all
+        return None
+    counter = counter_for(ctx, cfg)
     fixed = counter.count(request.system) + sum(counter.count(t.model_dump_json()) for t in request.tools)
     trimmed = trim_history(request.messages, window, counter, fixed_tokens=fixed, trigger=cfg.history_trigger,
                            target=cfg.history_target, keep_turns=cfg.history_keep_turns, soft_tokens=cfg.history_soft_tokens)
