@@ -98,3 +98,85 @@ def test_delegation_attenuates_wraps_stamps_rolls_up_and_is_one_trace(tmp_path, 
     lines = tree.splitlines()
     child_line = next(i for i, l in enumerate(lines) if "researcher" in l and "agent_researcher" not in l)
     assert lines[child_line].startswith(("  ", "└", "├")) or "  " in lines[child_line][:6]
+
+
+def _inline(kit, server, name, **extra) -> str:
+    fields = {"name": name, "model": json.loads(kit.model_block(server, name)), "tools": [], **extra}
+    return json.dumps(fields)
+
+
+def test_parallel_children_overlap_and_a_timeout_and_a_crash_become_error_results(tmp_path, kit, model_server):
+    kit.write(tmp_path / "parent.yaml", f"""
+        name: lead
+        model: {kit.model_block(model_server, "lead")}
+        tools: [read_file]
+        limits: {{max_parallel_subagents: 4}}
+        subagents:
+          alpha: {{agent: {_inline(kit, model_server, "alpha")}, description: first}}
+          beta: {{agent: {_inline(kit, model_server, "beta")}, description: second}}
+          slow: {{agent: {_inline(kit, model_server, "slow")}, description: slow, timeout: 1}}
+          broken: {{agent: {_inline(kit, model_server, "broken")}, description: broken}}
+        """)
+    calls = [("agent_alpha", {"task": "part one"}), ("agent_beta", {"task": "part two"}),
+             ("agent_slow", {"task": "part three"}), ("agent_broken", {"task": "part four"})]
+    model_server.script(kit.ByModel(
+        lead=[Reply.tool_calls(calls), "Two parts done, two failed."],
+        alpha=[Fault.delay(0.8, then="alpha answer")],
+        beta=[Fault.delay(0.8, then="beta answer")],
+        slow=[Fault.delay(20, then="too late")],
+        broken=[Fault.status(500, "the model fell over")],
+    ))
+    t0 = time.monotonic()
+    result = kit.run_json(tmp_path, "parent.yaml", "Do all four parts")
+    assert result["reply"] == "Two parts done, two failed."
+    alpha, beta = kit.requests_for(model_server, "alpha")[0], kit.requests_for(model_server, "beta")[0]
+    # measured overlap: each child's model call began before the other's 0.8 s answer could have come back
+    assert abs(alpha.received - beta.received) < 0.5
+    results = {m["tool_call_id"]: m["content"] for m in kit.requests_for(model_server, "lead")[1].messages if m["role"] == "tool"}
+    by_name = {c["name"]: (c, results[c["id"]]) for c in result["tool_calls"]}
+    assert not by_name["agent_alpha"][0]["is_error"] and "alpha answer" in by_name["agent_alpha"][1]
+    assert not by_name["agent_beta"][0]["is_error"] and "beta answer" in by_name["agent_beta"][1]
+    assert by_name["agent_slow"][0]["is_error"] and "did not finish within 1 s" in by_name["agent_slow"][1]
+    assert by_name["agent_broken"][0]["is_error"] and "failed" in by_name["agent_broken"][1]
+    assert time.monotonic() - t0 < 60  # the slow child's 20 s answer was not waited for
+
+
+def test_depth_limit_and_a_tool_the_parent_lacks(tmp_path, kit, model_server):
+    kit.write(tmp_path / "leaf.yaml", f"""
+        name: leaf
+        model: {kit.model_block(model_server, "leaf")}
+        tools: [read_file, shell_exec]
+        subagents:
+          deeper: {{agent: {_inline(kit, model_server, "deeper")}}}
+        """)
+    kit.write(tmp_path / "mid.yaml", f"""
+        name: mid
+        model: {kit.model_block(model_server, "mid")}
+        tools: [read_file]
+        subagents:
+          leaf: {{agent: leaf.yaml, description: the leaf}}
+        """)
+    kit.write(tmp_path / "parent.yaml", f"""
+        name: lead
+        model: {kit.model_block(model_server, "lead")}
+        tools: [read_file, shell_exec]
+        limits: {{max_depth: 2}}
+        subagents:
+          mid: {{agent: mid.yaml, description: the middle}}
+        """)
+    model_server.script(kit.ByModel(
+        lead=[Reply.tool_calls([("agent_mid", {"task": "go down"})]), "lead done"],
+        mid=[Reply.tool_calls([("agent_leaf", {"task": "go further"})]), "mid done"],
+        leaf=[Reply.tool_calls([("shell_exec", {"command": "echo hi"})]), "leaf done"],
+    ))
+    result = kit.run_json(tmp_path, "parent.yaml", "Go as deep as you can")
+    assert result["reply"] == "lead done"
+    assert "agent_leaf" in kit.tool_names(kit.requests_for(model_server, "mid")[0])
+    leaf_first, leaf_second = kit.requests_for(model_server, "leaf")
+    # depth 2 is the limit: the leaf declares a sub-agent but is offered no agent tool
+    assert not [n for n in kit.tool_names(leaf_first) if n.startswith("agent_")]
+    # shell_exec is in the leaf's own list and the grandparent's, but not in mid's: refused
+    assert "shell_exec" not in kit.tool_names(leaf_first)
+    refused = [m for m in leaf_second.messages if m["role"] == "tool"][-1]["content"]
+    assert refused.startswith("Error:") and "shell_exec" in refused
+    assert not kit.requests_for(model_server, "deeper")

@@ -36,6 +36,11 @@ def load_litellm() -> Any:
             warnings.filterwarnings("ignore", message=r".*is using the `ReadOnly` qualifier", category=UserWarning)
             import litellm
 
+            try:  # an HTTP handler's __del__ imports this: imported then, a collection that runs during
+                # another import deadlocks on the import lock (seen with several models in one process)
+                import litellm.llms.custom_httpx.aiohttp_transport  # noqa: F401
+            except ImportError:  # pragma: no cover - a litellm without it does not import it in __del__ either
+                pass
             litellm.suppress_debug_info = True
             litellm.telemetry = False
             _module = litellm
