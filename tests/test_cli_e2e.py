@@ -149,7 +149,7 @@ def test_recovers_from_a_transient_fault(agent_dir, model_server, fault):
 def test_fails_clearly_when_retries_are_exhausted(agent_dir, model_server):
     model_server.script(Fault.status(503), Fault.status(503), Fault.status(503))
     out = clawkit(agent_dir, "run", "agent.yaml", "hi")
-    assert out.returncode == 1
+    assert out.returncode == 3
     assert "model call failed" in out.stderr and "503" in out.stderr and "3 attempts" in out.stderr
     assert "Traceback" not in out.stderr
 
@@ -166,7 +166,7 @@ def test_malformed_tool_arguments_reach_the_model_as_an_error(agent_dir, model_s
 def test_context_overflow_without_compaction_is_a_clear_error(agent_dir, model_server):
     model_server.script(Fault.context_overflow())
     out = clawkit(agent_dir, "run", "agent.yaml", "hi", "--set", "plugins={}")
-    assert out.returncode == 1 and "context" in out.stderr.lower()
+    assert out.returncode == 3 and "context" in out.stderr.lower()
 
 
 def test_bad_config_exits_2_naming_file_line_field(agent_dir):

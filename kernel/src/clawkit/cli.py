@@ -1,6 +1,8 @@
 """The ``clawkit`` command line. Plugins add subcommands through ``register_commands``.
 
-Exit codes: 0 success, 2 bad input or configuration, 1 runtime failure.
+Exit codes (docs/cli.md lists them for users): 0 success; 1 runtime failure; 2 bad
+input or configuration; 3 a model call failed; 4 the reply was interrupted (stored,
+marked interrupted); 130 Ctrl-C; 143 SIGTERM.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from typing import Any, Callable, Sequence
 from . import __version__
 from .errors import UsageError
 
-EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
 
 class Cli:
@@ -116,8 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"clawkit: {exc}" if isinstance(exc, UsageError) else f"clawkit: config error:\n{exc}", file=sys.stderr)
         return EXIT_USAGE
     except ProviderError as exc:
-        print(f"clawkit: model call failed: {exc}", file=sys.stderr)
-        return EXIT_RUNTIME
+        print(f"clawkit: model call failed ({exc.kind}): {exc}", file=sys.stderr)
+        return EXIT_MODEL
     except PluginError as exc:
         print(f"clawkit: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -30,7 +30,11 @@ class ModelConfig(BaseModel):
     temperature: float | None = None
     max_tokens: int | None = None
     timeout: float = Field(60.0, description="seconds per request")
-    max_retries: int = Field(5, description="retries on 429 and 5xx, with exponential backoff")
+    max_retries: int = Field(5, ge=0, description="retries of a transient failure (connection, timeout, 429, 5xx)")
+    retry_base_delay: float = Field(0.5, ge=0, description="seconds before the first retry; doubles each time, with jitter")
+    retry_max_delay: float = Field(30.0, ge=0, description="longest wait between two retries (seconds)")
+    max_retry_after: float = Field(120.0, ge=0, description="longest Retry-After worth waiting for; a longer one fails at once")
+    retry_timeout: float = Field(120.0, ge=0, description="seconds one model call may spend retrying after its first failure, waits included (0: no bound)")
     context_window: int | None = Field(None, description="override the model's known window")
 
     def settings(self) -> dict[str, Any]:

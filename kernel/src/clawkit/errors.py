@@ -1,23 +1,97 @@
 """Exceptions the CLI maps to exit codes, kept import-light so start-up stays fast."""
 
+from __future__ import annotations
+
 
 class ConfigError(Exception):
     """Bad agent configuration; the message names file, line and field."""
 
 
+class UsageError(Exception):
+    """Bad input on the command line (exit code 2)."""
+
+
+# What went wrong with a model call. Providers classify every failure into one of these so
+# that retrying, reporting and exit codes do not depend on which SDK raised what.
+PROVIDER_ERROR_KINDS = (
+    "connection",        # refused, reset, unreachable: nothing answered at the endpoint
+    "dns",               # the endpoint's host name does not resolve
+    "tls",               # the TLS handshake or certificate check failed
+    "timeout",           # no (complete) answer within the request timeout
+    "http",              # an HTTP error status not covered below (5xx, 408, 409…)
+    "auth",              # missing, invalid or unauthorised credentials (401, 403, no key)
+    "bad_request",       # the server rejects the request itself (other 4xx)
+    "not_found",         # unknown model or route (404)
+    "rate_limit",        # 429
+    "context_overflow",  # the request is larger than the model's window
+    "stream_cut",        # the answer stopped mid-stream; ``partial_text`` holds what arrived
+    "config",            # no provider / no model / impossible settings: nothing was sent
+)
+
+RETRYABLE_KINDS = frozenset({"connection", "timeout", "rate_limit", "stream_cut"})
+
+
 class ProviderError(Exception):
     """A model call failed for good (retries exhausted, bad credentials, …).
 
-    ``retryable`` says whether the failure was transient; ``context_overflow`` that the
-    request was larger than the model's window (compaction may help).
+    ``kind`` is one of :data:`PROVIDER_ERROR_KINDS`; ``endpoint`` the URL (or
+    provider name) that was called; ``status`` the HTTP status when there was one;
+    ``retryable`` whether the same request may succeed later; ``retry_after`` the
+    seconds the server asked to wait; ``partial_text`` the text that reached the user
+    before a stream broke (``kind="stream_cut"``); ``attempts`` how many requests were
+    made; ``reason`` a few words for one-line notices. ``context_overflow`` is true for ``kind="context_overflow"`` (compaction may help).
     """
 
-    def __init__(self, message: str, *, retryable: bool = False, context_overflow: bool = False, status: int | None = None):
+    def __init__(self, message: str, *, kind: str | None = None, endpoint: str | None = None,
+                 status: int | None = None, retryable: bool | None = None, retry_after: float | None = None,
+                 partial_text: str | None = None, context_overflow: bool = False, attempts: int = 1,
+                 model: str | None = None, reason: str | None = None):
         super().__init__(message)
-        self.retryable = retryable
-        self.context_overflow = context_overflow
+        if kind is None:
+            kind = "context_overflow" if context_overflow else _kind_for_status(status)
+        if kind not in PROVIDER_ERROR_KINDS:
+            raise ValueError(f"unknown ProviderError kind {kind!r}; one of {', '.join(PROVIDER_ERROR_KINDS)}")
+        self.kind = kind
+        self.endpoint = endpoint
         self.status = status
+        self.retryable = (kind in RETRYABLE_KINDS or _retryable_status(status)) if retryable is None else retryable
+        self.retry_after = retry_after
+        self.partial_text = partial_text
+        self.attempts = attempts
+        self.model = model
+        self.reason = reason  # a few words for one-line notices ("connection refused")
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    @property
+    def context_overflow(self) -> bool:
+        return self.kind == "context_overflow"
+
+    def with_message(self, message: str, **changes: object) -> "ProviderError":
+        """A copy with another message (and any attribute changed), keeping the cause."""
+        fields = {k: getattr(self, k) for k in ("kind", "endpoint", "status", "retryable", "retry_after",
+                                                "partial_text", "attempts", "model", "reason")}
+        fields.update(changes)
+        new = type(self)(message, **fields)  # type: ignore[arg-type]
+        new.__cause__ = self.__cause__
+        return new
 
 
-class UsageError(Exception):
-    """Bad input on the command line (exit code 2)."""
+def _kind_for_status(status: int | None) -> str:
+    if status is None:
+        return "config"
+    if status in (401, 403):
+        return "auth"
+    if status == 404:
+        return "not_found"
+    if status == 429:
+        return "rate_limit"
+    if 400 <= status < 500 and status not in (408, 409):
+        return "bad_request"
+    return "http"
+
+
+def _retryable_status(status: int | None) -> bool:
+    return status is not None and (status in (408, 409, 429) or status >= 500)

@@ -124,8 +124,9 @@ class Agent:
         """Providers that retry on their own report each retry as an ``llm.retry`` event."""
         if getattr(provider, "on_retry", False) is None:
 
-            def on_retry(attempt: int, delay: float, failure: Any) -> None:
-                self._emit_global("llm.retry", attempt=attempt, delay=round(delay, 3), error=str(failure), by="provider")
+            def on_retry(notice: Any) -> None:
+                data = notice.as_event() if hasattr(notice, "as_event") else {"error": str(notice)}
+                self._emit_global("llm.retry", **data, by="provider")
 
             provider.on_retry = on_retry  # type: ignore[attr-defined]
         return provider

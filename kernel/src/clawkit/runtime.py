@@ -20,12 +20,17 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None, pm=No
     return cfg, pm
 
 
-def open_agent(path: str | Path, overrides: dict[str, Any] | None = None, approver: Any = None, **kwargs: Any):
-    """Load ``path`` and build the agent; plugins the file disables are not loaded."""
+def open_agent(path: str | Path, overrides: dict[str, Any] | None = None, approver: Any = None,
+               extra_plugins: tuple = (), **kwargs: Any):
+    """Load ``path`` and build the agent; plugins the file disables are not loaded.
+
+    ``extra_plugins`` are plugin objects added after the installed ones (the CLI's
+    own observers, e.g. the one printing retries on stderr).
+    """
     from .loop import Agent
 
     cfg, pm = load_config(path, overrides)
     off = cfg.disabled_plugins()
-    if off:
-        pm = get_plugin_manager(disabled=off)
+    if off or extra_plugins:
+        pm = get_plugin_manager(disabled=off, extra=extra_plugins)
     return Agent(cfg, pm=pm, approver=approver, **kwargs)

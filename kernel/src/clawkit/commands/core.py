@@ -9,6 +9,7 @@ from typing import Any
 
 from ..cli import EXIT_OK, EXIT_USAGE, add_agent_options, overrides_from
 from ..errors import UsageError
+from ..hookspecs import hookimpl
 
 INIT_TEMPLATE = """\
 # A clawkit agent. Reference: docs/agent-yaml.md; schema: `clawkit schema`.
@@ -60,12 +61,23 @@ def register(cli) -> None:
     p.set_defaults(handler=cmd_init)
 
 
+class StderrNotices:
+    """The CLI's own observer: one short stderr line per model retry, not only under ``-v``
+    (a script or a person otherwise sees seconds of silence while the call is retried)."""
+
+    @hookimpl
+    def on_event(self, event) -> None:
+        if event.type == "llm.retry":
+            line = event.data.get("line") or f"model call failed ({event.data.get('error', '')}); retrying"
+            print(f"clawkit: {line}", file=sys.stderr, flush=True)
+
+
 def _open(args, approver: Any = None):
     from ..runtime import open_agent
 
     if not Path(args.agent).is_file():
         raise UsageError(f"{args.agent}: no such agent file")
-    return open_agent(args.agent, overrides_from(args), approver=approver)
+    return open_agent(args.agent, overrides_from(args), approver=approver, extra_plugins=(StderrNotices(),))
 
 
 def _stdout_deliver(outbound) -> None:

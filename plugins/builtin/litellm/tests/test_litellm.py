@@ -167,7 +167,7 @@ def test_rate_limit_honours_retry_after(model_server):
     model_server.script(Fault.rate_limit(retry_after=0.3), "after the wait")
     waits: list[float] = []
     p = provider(model_server)
-    p.on_retry = lambda attempt, delay, failure: waits.append(delay)
+    p.on_retry = lambda notice: waits.append(notice.delay)
     resp = complete(p, request())
     assert resp.content == "after the wait"
     assert len(model_server.requests) == 2
@@ -187,21 +187,33 @@ def test_503_exhausted_raises_clear_error(model_server):
         complete(provider(model_server, max_retries=2), request())
     msg = str(err.value)
     assert "openai/gpt-4o-mini" in msg and "HTTP 503" in msg and "3 attempts" in msg and "scripted HTTP 503" in msg
+    assert model_server.url in msg and err.value.endpoint == model_server.url
     assert err.value.status == 503 and err.value.retryable and not err.value.context_overflow
+    assert err.value.kind == "http" and err.value.attempts == 3
     assert len(model_server.requests) == 3
 
 
-def test_client_errors_are_not_retried(model_server):
-    model_server.script(Fault.status(401, "invalid api key"), "never")
-    with pytest.raises(ProviderError, match="401.*not retryable.*invalid api key"):
+@pytest.mark.parametrize("code,kind", [(401, "auth"), (403, "auth"), (404, "not_found"), (400, "bad_request"),
+                                       (422, "bad_request")])
+def test_client_errors_are_not_retried(model_server, code, kind):
+    model_server.script(Fault.status(code, "invalid api key"), "never")
+    with pytest.raises(ProviderError, match=f"{code}.*invalid api key.*not retryable") as err:
         complete(provider(model_server), request())
+    assert err.value.kind == kind and err.value.attempts == 1
     assert len(model_server.requests) == 1
+
+
+@pytest.mark.parametrize("code", [408, 409, 429, 500, 502])
+def test_retryable_statuses(model_server, code):
+    model_server.script(Fault.status(code), "ok")
+    assert complete(provider(model_server), request()).content == "ok"
+    assert len(model_server.requests) == 2
 
 
 def test_timeout_is_retried_then_reported(model_server):
     model_server.script(Fault.delay(3), Fault.delay(3))
     started = time.monotonic()
-    with pytest.raises(ProviderError, match=r"timed out after 0.5s \(2 attempts\)"):
+    with pytest.raises(ProviderError, match=r"timed out after 0.5s.*\(gave up after 2 attempts\)"):
         complete(provider(model_server, timeout=0.5, max_retries=1), request(stream=False))
     assert len(model_server.requests) == 2
     assert time.monotonic() - started < 2.5
@@ -215,9 +227,10 @@ def test_timeout_then_success(model_server):
 def test_stream_cut_after_text_is_not_retried(model_server):
     model_server.script(Fault.cut_stream(after_chunks=2, reply="one two three four"), "never sent")
     seen: list[str] = []
-    with pytest.raises(ProviderError, match="stream broke after 8 characters"):
+    with pytest.raises(ProviderError, match="stream broke after 8 characters") as err:
         complete(provider(model_server), request(), seen.append)
     assert seen == ["one ", "two "]
+    assert err.value.kind == "stream_cut" and err.value.partial_text == "one two " and not err.value.retryable
     assert len(model_server.requests) == 1
 
 
@@ -239,14 +252,32 @@ def test_context_overflow(model_server):
     assert len(model_server.requests) == 1
 
 
-def test_connection_refused_is_a_provider_error():
+def _free_port() -> int:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    p = LitellmProvider(ModelConfig(name="openai/gpt-4o-mini", api_base=f"http://127.0.0.1:{port}/v1",
-                                    max_retries=1, retry_base_delay=0.001))
-    with pytest.raises(ProviderError, match="2 attempts"):
+        return s.getsockname()[1]
+
+
+def test_connection_refused_is_named_with_the_endpoint():
+    base = f"http://127.0.0.1:{_free_port()}/v1"
+    p = LitellmProvider(ModelConfig(name="openai/gpt-4o-mini", api_base=base, max_retries=1, retry_base_delay=0.001))
+    notices = []
+    p.on_retry = notices.append
+    with pytest.raises(ProviderError, match="connection refused.*2 attempts") as err:
         complete(p, request())
+    assert err.value.kind == "connection" and err.value.endpoint == base and base in str(err.value)
+    assert err.value.status is None and "HTTP 500" not in str(err.value)
+    assert [n.error.kind for n in notices] == ["connection"]
+
+
+def test_missing_api_key_fails_at_once(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    p = LitellmProvider(ModelConfig(name="openai/gpt-4o-mini", max_retries=5))
+    started = time.monotonic()
+    with pytest.raises(ProviderError, match="no API key") as err:
+        complete(p, request())
+    assert err.value.kind == "auth" and err.value.attempts == 1 and not err.value.retryable
+    assert time.monotonic() - started < 2
 
 
 def test_on_text_errors_propagate_unchanged(model_server):

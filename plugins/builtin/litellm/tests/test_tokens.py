@@ -9,7 +9,7 @@ import time
 
 from clawkit_litellm import count_tokens, encoding_name_for, truncate_to_tokens
 from clawkit_litellm.assemble import StreamAssembler, parse_arguments
-from clawkit_litellm.errors import backoff_delay, classify, parse_retry_after
+from clawkit_litellm.errors import classify, parse_retry_after
 
 
 def test_counts_offline_with_bundled_encodings():
@@ -90,15 +90,45 @@ class _StatusError(Exception):
 def test_classification():
     assert classify(_StatusError(429, {"retry-after": "2"})).retry_after == 2.0
     assert classify(_StatusError(429, {"retry-after-ms": "250"})).retry_after == 0.25
-    assert classify(_StatusError(503)).retryable
-    assert not classify(_StatusError(400)).retryable
-    assert not classify(_StatusError(401)).retryable
+    assert classify(_StatusError(503)).retryable and classify(_StatusError(503)).kind == "http"
+    assert (classify(_StatusError(400)).kind, classify(_StatusError(400)).retryable) == ("bad_request", False)
+    assert (classify(_StatusError(401)).kind, classify(_StatusError(401)).retryable) == ("auth", False)
+    assert (classify(_StatusError(404)).kind, classify(_StatusError(404)).retryable) == ("not_found", False)
+    assert classify(_StatusError(408)).retryable and classify(_StatusError(409)).retryable
     overflow = classify(_StatusError(400, message="This model's maximum context length is 8192 tokens"))
-    assert overflow.context_overflow and not overflow.retryable
+    assert overflow.context_overflow and overflow.kind == "context_overflow" and not overflow.retryable
     tpm = classify(_StatusError(429, message="Rate limit on tokens per min; maximum context length"))
-    assert tpm.retryable and not tpm.context_overflow
-    assert classify(TimeoutError()).retryable and classify(ConnectionRefusedError()).retryable
-    assert not classify(ValueError("bug")).retryable
+    assert tpm.retryable and tpm.kind == "rate_limit" and not tpm.context_overflow
+    assert classify(TimeoutError()).kind == "timeout" and classify(TimeoutError()).retryable
+    assert classify(ConnectionRefusedError()).kind == "connection" and classify(ConnectionRefusedError()).retryable
+    assert (classify(ValueError("bug")).kind, classify(ValueError("bug")).retryable) == ("config", False)
+
+
+def _wrapped(cause: BaseException, status: int = 500) -> Exception:
+    """How litellm reports transport failures: an HTTP-500-looking error whose cause is the real one."""
+    try:
+        try:
+            raise cause
+        except BaseException as inner:
+            raise _StatusError(status, message="InternalServerError: OpenAIException - Connection error.") from inner
+    except _StatusError as outer:
+        return outer
+
+
+def test_transport_causes_win_over_litellms_500():
+    import socket
+    import ssl
+
+    refused = classify(_wrapped(ConnectionRefusedError(111, "Connect call failed")), endpoint="http://h/v1")
+    assert (refused.kind, refused.retryable, refused.status) == ("connection", True, None)
+    assert "connection refused" in str(refused) and "http://h/v1" in str(refused) and "HTTP 500" not in str(refused)
+    dns = classify(_wrapped(socket.gaierror(socket.EAI_NONAME, "Name or service not known")))
+    assert (dns.kind, dns.retryable) == ("dns", False) and "does not resolve" in str(dns)
+    assert classify(_wrapped(socket.gaierror(socket.EAI_AGAIN, "Temporary failure"))).retryable
+    tls = classify(_wrapped(ssl.SSLCertVerificationError(1, "certificate verify failed")))
+    assert (tls.kind, tls.retryable) == ("tls", False)
+    missing = classify(_StatusError(500, message="OpenAIException - Missing credentials. Please pass an `api_key`"))
+    assert (missing.kind, missing.retryable) == ("auth", False) and "no API key" in str(missing)
 
 
 def test_retry_after_http_date():
@@ -109,8 +139,3 @@ def test_retry_after_http_date():
     assert parse_retry_after({}) is None
 
 
-def test_backoff_grows_caps_and_honours_retry_after():
-    assert 0.5 <= backoff_delay(1, 1.0, 30) <= 1.0
-    assert 4.0 <= backoff_delay(4, 1.0, 30) <= 8.0
-    assert backoff_delay(20, 1.0, 30) <= 30
-    assert backoff_delay(1, 0.001, 30, retry_after=3) == 3

@@ -1,44 +1,40 @@
-"""What a failed model call means: retry or not, how long to wait, and how to say it.
+"""What a failed model call means: which kind of failure, retry or not, how long to wait.
 
 litellm maps every provider's errors onto OpenAI-style exception classes with a
-``status_code``; we classify by status and class name rather than importing
-litellm here, so this module stays cheap and testable without it.
+``status_code`` — and reports a refused connection or a missing API key as HTTP 500.
+So we look through the whole exception chain for the real cause (the socket error,
+the DNS failure, the TLS error) before trusting a status; by class *name*, so this
+module stays cheap and testable without importing litellm.
 """
 
 from __future__ import annotations
 
 import email.utils
-import random
+import errno
 import re
+import socket
+import ssl
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
-RETRYABLE_STATUS = {408, 409, 429}
-_TRANSIENT_NAMES = ("Timeout", "APIConnectionError", "ConnectError", "RemoteProtocolError", "ReadError",
-                    "ServerDisconnected", "ClientPayloadError", "MidStreamFallbackError")
-
+from clawkit.errors import ProviderError
 
 _CLASS_PREFIXES = re.compile(r"^(?:(?:litellm\.)?\w*(?:Error|Exception|Timeout): )+")
+_CONNECTION_NAMES = ("APIConnectionError", "ConnectError", "RemoteProtocolError", "ReadError", "ServerDisconnected",
+                     "ServerDisconnectedError", "ClientPayloadError", "ClientOSError", "MidStreamFallbackError",
+                     "IncompleteRead", "ProtocolError")
+_MISSING_KEY = re.compile(r"missing credentials|api[_ ]?key (?:client option )?must be set|no (?:api )?key is set|"
+                          r"missing \w+ api key|api_key.*(?:not set|is required)", re.I)
+_UNKNOWN_PROVIDER = re.compile(r"LLM Provider NOT provided", re.I)
 
 
-@dataclass
-class Failure:
-    """One failed attempt, classified."""
-
-    error: BaseException
-    status: int | None
-    retryable: bool
-    context_overflow: bool = False
-    retry_after: float | None = None
-    timed_out: bool = False
-
-    def summary(self, limit: int = 300) -> str:
-        """The error as one line: class name and message, without litellm's repeated prefixes."""
-        text = " ".join(str(self.error).split()) or repr(self.error)
-        name = type(self.error).__name__
-        text = f"{name}: {_CLASS_PREFIXES.sub('', text)}"
-        return text if len(text) <= limit else text[: limit - 1] + "…"
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
 
 
 def _status(exc: BaseException) -> int | None:
@@ -98,29 +94,63 @@ def is_context_overflow(exc: BaseException) -> bool:
                                    "prompt is too long"))
 
 
-def classify(exc: BaseException) -> Failure:
-    """Decide whether ``exc`` is worth retrying and how long the server asked us to wait."""
+def summary(exc: BaseException, limit: int = 300) -> str:
+    """The error as one line, without litellm's repeated class-name prefixes."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = _CLASS_PREFIXES.sub("", text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _transport_kind(exc: BaseException) -> tuple[str, str, bool] | None:
+    """(kind, what, retryable) when the chain holds a network-level cause."""
+    names = set()
+    for e in _chain(exc):
+        if isinstance(e, ssl.SSLError) or type(e).__name__ in ("SSLError", "ClientSSLError",
+                                                               "ClientConnectorCertificateError"):
+            return "tls", f"TLS failure ({summary(e, 160)})", False
+        if isinstance(e, socket.gaierror) or type(e).__name__ == "ClientConnectorDNSError":
+            temporary = isinstance(e, socket.gaierror) and e.errno == socket.EAI_AGAIN
+            return "dns", "the host name does not resolve", temporary
+        if isinstance(e, ConnectionRefusedError) or getattr(e, "errno", None) == errno.ECONNREFUSED:
+            return "connection", "connection refused", True
+        if isinstance(e, (TimeoutError, socket.timeout)):
+            return "timeout", "timed out", True
+        names.update(c.__name__ for c in type(e).__mro__)
+    if any("Timeout" in n for n in names):
+        return "timeout", "timed out", True
+    if any(n in names for n in _CONNECTION_NAMES) or any(isinstance(e, ConnectionError) for e in _chain(exc)):
+        return "connection", "the connection failed", True
+    return None
+
+
+def classify(exc: BaseException, *, model: str = "", endpoint: str | None = None,
+             timeout: float | None = None) -> ProviderError:
+    """Turn whatever litellm raised into a classified :class:`ProviderError`."""
+    where = f" at {endpoint}" if endpoint else ""
+    head = f"model {model}{where}" if model else f"model call{where}"
+    detail = summary(exc)
     status = _status(exc)
+    fields: dict[str, Any] = {"endpoint": endpoint, "model": model or None}
     if is_context_overflow(exc):
-        return Failure(exc, status, retryable=False, context_overflow=True)
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    timed_out = any("Timeout" in n for n in names) or isinstance(exc, TimeoutError)
-    transient = timed_out or any(n in names for n in _TRANSIENT_NAMES) or isinstance(exc, ConnectionError)
-    retryable = transient or (status is not None and (status in RETRYABLE_STATUS or status >= 500))
-    if status is not None and 400 <= status < 500 and status not in RETRYABLE_STATUS:
-        retryable = False  # auth, bad request, not found: the same request fails again
-    return Failure(exc, status, retryable=retryable, retry_after=parse_retry_after(_headers(exc)),
-                   timed_out=timed_out)
-
-
-def backoff_delay(attempt: int, base: float, cap: float, retry_after: float | None = None) -> float:
-    """Seconds before retry number ``attempt`` (1-based).
-
-    Exponential with jitter (between half and all of ``base * 2**(attempt-1)``,
-    capped at ``cap``); a server's ``Retry-After`` is honoured as a floor.
-    """
-    exp = min(cap, base * (2 ** (attempt - 1)))
-    delay = exp * random.uniform(0.5, 1.0)
-    if retry_after is not None:
-        delay = max(delay, retry_after)
-    return delay
+        return ProviderError(f"{head}: the request exceeds the model's context window (HTTP {status or 400}): {detail}",
+                             kind="context_overflow", status=status, retryable=False, **fields)
+    transport = _transport_kind(exc)
+    if transport is not None:
+        kind, what, retryable = transport
+        if kind == "timeout" and timeout is not None:
+            what = f"timed out after {timeout:g}s"
+        return ProviderError(f"{head}: {what}: {detail}", kind=kind, retryable=retryable, reason=what, **fields)
+    text = " ".join(str(e) for e in _chain(exc))
+    if _MISSING_KEY.search(text):
+        return ProviderError(f"{head}: no API key (set model.api_key or the provider's key variable): {detail}",
+                             kind="auth", retryable=False, **fields)
+    if _UNKNOWN_PROVIDER.search(text):
+        return ProviderError(f"{head}: litellm does not know this model's provider (use provider/model, "
+                             f"e.g. openai/gpt-4o-mini): {detail}", kind="config", retryable=False, **fields)
+    if status is None:
+        return ProviderError(f"{head}: {detail}", kind="config", retryable=False, **fields)
+    err = ProviderError(f"{head}: HTTP {status}: {detail}", status=status,
+                        retry_after=parse_retry_after(_headers(exc)), **fields)
+    if err.kind == "not_found":
+        err.args = (f"{head}: HTTP 404 (unknown model or wrong api_base?): {detail}",)
+    return err

@@ -1,16 +1,18 @@
 """The litellm model provider: one ``complete`` call = one model answer, retried as needed.
 
 clawkit does the retrying (the OpenAI SDK's and litellm's own retries are turned
-off, else a 429 is retried twice over): 429, 5xx, connection errors and timeouts
-are retried with exponential backoff and jitter, honouring ``Retry-After``, up to
-``ModelConfig.max_retries`` times. A stream that breaks after text reached the
-user is not retried (the user would see the text twice).
+off, else a 429 is retried twice over) through the kernel's
+:func:`clawkit.retry.call_with_retries`: every failure is classified
+(:mod:`clawkit_litellm.errors`) into a :class:`ProviderError` kind; connection
+failures, timeouts, 408/409/429 and 5xx are retried with backoff and jitter,
+honouring ``Retry-After``, within ``max_retries`` and ``retry_timeout``; missing
+keys, 401/403, unknown models and other 4xx fail on the first attempt. A stream that
+breaks after text reached the user is not retried (the user would see the text
+twice): it raises ``kind="stream_cut"`` with the text in ``partial_text``.
 
 Provider-only settings, read from the model config's extra keys (not sent to the
-model): ``retry_base_delay`` (seconds, default 0.5), ``retry_max_delay`` (30),
-``max_retry_after`` (the longest ``Retry-After`` worth waiting for, 120),
-``input_cost_per_token`` / ``output_cost_per_token`` (prices for models litellm
-does not know). Every other extra key is passed to ``litellm.acompletion``.
+model): ``input_cost_per_token`` / ``output_cost_per_token`` (prices for models
+litellm does not know). Every other extra key is passed to ``litellm.acompletion``.
 """
 
 from __future__ import annotations
@@ -21,16 +23,16 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from clawkit.providers import OnText, ProviderError
+from clawkit.retry import OnRetry, RetryPolicy, call_with_retries
 from clawkit.types import LlmRequest, LlmResponse, Usage
 
 from ._litellm import load_litellm
 from .assemble import StreamAssembler, response_from_completion
-from .errors import Failure, backoff_delay, classify
+from .errors import classify
 
 log = logging.getLogger("clawkit.litellm")
 
-PROVIDER_ONLY = ("retry_base_delay", "retry_max_delay", "max_retry_after", "input_cost_per_token",
-                 "output_cost_per_token")
+PROVIDER_ONLY = ("input_cost_per_token", "output_cost_per_token")
 LOCAL_API_KEY = "sk-clawkit-no-key"
 
 
@@ -42,28 +44,22 @@ class _CallbackError(Exception):
         self.error = error
 
 
-class _Attempt:
-    """What one attempt delivered before it failed."""
-
-    def __init__(self) -> None:
-        self.delivered_chars = 0
-
-
 class LitellmProvider:
     """A :class:`clawkit.providers.Provider` backed by ``litellm.acompletion``.
 
-    ``config`` is a :class:`clawkit.config.ModelConfig`. ``on_retry(attempt, delay,
-    failure)`` (optional) is told about each retry before its wait, e.g. to emit an
-    ``llm.retry`` event; ``sleep`` is injectable for tests.
+    ``config`` is a :class:`clawkit.config.ModelConfig`. ``on_retry(notice)``
+    (optional, a :class:`clawkit.retry.RetryNotice`) is told about each retry before
+    its wait — the agent sets it to emit an ``llm.retry`` event; ``sleep`` is
+    injectable for tests.
     """
 
-    def __init__(self, config: Any, *, on_retry: Callable[..., Any] | None = None,
+    def __init__(self, config: Any, *, on_retry: OnRetry | None = None,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
         self.config = config
         extras = dict(config.settings()) if hasattr(config, "settings") else {}
-        self.retry_base_delay = float(extras.pop("retry_base_delay", 0.5))
-        self.retry_max_delay = float(extras.pop("retry_max_delay", 30.0))
-        self.max_retry_after = float(extras.pop("max_retry_after", 120.0))
+        for legacy in ("retry_base_delay", "retry_max_delay", "max_retry_after", "retry_timeout"):
+            extras.pop(legacy, None)  # retry settings are ModelConfig fields; never send them to the model
+        self.policy = RetryPolicy.from_model_config(config)
         self.prices = (extras.pop("input_cost_per_token", None), extras.pop("output_cost_per_token", None))
         self.extra_params = extras
         self.on_retry = on_retry
@@ -106,51 +102,54 @@ class LitellmProvider:
             params["reasoning_effort"] = effort
         return params
 
+    def endpoint(self, params: dict[str, Any]) -> str:
+        """Where the call goes: the api_base, else the provider litellm routes the model to."""
+        return params.get("api_base") or f"{params['model'].split('/', 1)[0]} (litellm default endpoint)"
+
     async def complete(self, request: LlmRequest, on_text: OnText | None = None) -> LlmResponse:
         """One model answer; retries transient failures; raises :class:`ProviderError`."""
         litellm = load_litellm()
         params = self.build_params(request)
-        attempts = max(0, int(self.config.max_retries)) + 1
-        for attempt in range(1, attempts + 1):
-            state = _Attempt()
+        endpoint = self.endpoint(params)
+
+        async def attempt(n: int) -> LlmResponse:
+            delivered: list[str] = []
             try:
                 if request.stream:
-                    response = await self._stream(litellm, params, on_text, state)
-                else:
-                    response = response_from_completion(await litellm.acompletion(**params))
-            except _CallbackError as exc:
-                raise exc.error from None
+                    return await self._stream(litellm, params, on_text, delivered)
+                return response_from_completion(await litellm.acompletion(**params))
+            except _CallbackError:
+                raise
             except Exception as exc:
-                failure = classify(exc)
-                if state.delivered_chars:
-                    raise self._error(params, attempt, failure, cut_after=state.delivered_chars) from exc
-                if not failure.retryable or attempt == attempts:
-                    raise self._error(params, attempt, failure) from exc
-                if failure.retry_after is not None and failure.retry_after > self.max_retry_after:
-                    raise self._error(params, attempt, failure) from exc
-                delay = backoff_delay(attempt, self.retry_base_delay, self.retry_max_delay, failure.retry_after)
-                log.info("model %s: attempt %d failed (%s); retrying in %.2fs", params["model"], attempt,
-                         failure.summary(120), delay)
-                await self._notify_retry(attempt, delay, failure)
-                await self.sleep(delay)
-                continue
-            response.usage.cost = self._cost(litellm, params["model"], response.usage)
-            response.model = response.model or params["model"]
-            return response
-        raise AssertionError("unreachable: the retry loop returns or raises")
+                error = classify(exc, model=params["model"], endpoint=endpoint, timeout=params.get("timeout"))
+                if delivered:
+                    text = "".join(delivered)
+                    error = ProviderError(
+                        f"model {params['model']} at {endpoint}: the stream broke after {len(text)} characters had "
+                        f"been delivered (not retried, the text would repeat): {error.message}",
+                        kind="stream_cut", endpoint=endpoint, model=params["model"], retryable=False,
+                        partial_text=text)
+                raise error from exc
 
-    async def _notify_retry(self, attempt: int, delay: float, failure: Failure) -> None:
-        if self.on_retry is None:
-            return
         try:
-            result = self.on_retry(attempt, delay, failure)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # an observer must not turn a retry into a failure
-            log.exception("on_retry callback failed")
+            response = await call_with_retries(attempt, policy=self.policy, classify=self._classify(params, endpoint),
+                                               on_retry=self.on_retry, sleep=self.sleep)
+        except _CallbackError as exc:
+            raise exc.error from None
+        response.usage.cost = self._cost(litellm, params["model"], response.usage)
+        response.model = response.model or params["model"]
+        return response
+
+    def _classify(self, params: dict[str, Any], endpoint: str):
+        def fn(exc: BaseException) -> ProviderError:
+            if isinstance(exc, _CallbackError):
+                raise exc  # a display failure is the caller's, not the model's
+            return classify(exc, model=params["model"], endpoint=endpoint, timeout=params.get("timeout"))
+
+        return fn
 
     async def _stream(self, litellm: Any, params: dict[str, Any], on_text: OnText | None,
-                      state: _Attempt) -> LlmResponse:
+                      delivered: list[str]) -> LlmResponse:
         stream = await litellm.acompletion(**{**params, "stream": True, "stream_options": {"include_usage": True}})
         assembler = StreamAssembler()
         async for chunk in stream:
@@ -162,33 +161,10 @@ class LitellmProvider:
                         await result
                 except Exception as exc:
                     raise _CallbackError(exc) from exc
-                state.delivered_chars += len(delta)
+                delivered.append(delta)
         return assembler.response()
 
     # --- reporting ----------------------------------------------------------------------
-
-    def _error(self, params: dict[str, Any], attempt: int, failure: Failure, *,
-               cut_after: int | None = None) -> ProviderError:
-        model = params["model"]
-        where = f" at {params['api_base']}" if params.get("api_base") else ""
-        status = f"HTTP {failure.status}" if failure.status else "no HTTP status"
-        tries = f"{attempt} attempt{'s' if attempt != 1 else ''}"
-        if failure.context_overflow:
-            head = f"model {model}{where}: the request exceeds the model's context window ({status})"
-        elif cut_after is not None:
-            head = (f"model {model}{where}: the stream broke after {cut_after} characters had been delivered "
-                    f"(not retried, the text would repeat)")
-        elif failure.timed_out:
-            head = f"model {model}{where}: timed out after {params['timeout']:g}s ({tries})"
-        elif failure.retry_after is not None and failure.retry_after > self.max_retry_after:
-            head = (f"model {model}{where}: {status}, the server asks to retry after "
-                    f"{failure.retry_after:g}s (more than max_retry_after={self.max_retry_after:g}s)")
-        elif failure.retryable:
-            head = f"model {model}{where}: {status}, gave up after {tries}"
-        else:
-            head = f"model {model}{where}: {status} ({tries}, not retryable)"
-        return ProviderError(f"{head}; last error: {failure.summary()}", retryable=failure.retryable,
-                             context_overflow=failure.context_overflow, status=failure.status)
 
     def _cost(self, litellm: Any, model: str, usage: Usage) -> float | None:
         """USD cost from configured prices or litellm's local cost map; None when unknown."""
