@@ -231,3 +231,82 @@ def test_output_schema_is_repaired_once_then_an_error(tmp_path, kit, model_serve
     assert not calls["agent_fixer"]["is_error"] and '{"cves": ["CVE-1", "CVE-2"]}' in results[calls["agent_fixer"]["id"]]
     assert calls["agent_hopeless"]["is_error"]
     assert "without satisfying its output_schema" in results[calls["agent_hopeless"]["id"]]
+
+
+def _start_run(tmp_path, kit, *args):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "clawkit", "run", *args], cwd=tmp_path, env=kit.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(predicate, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def _child_is_thinking(model_server, kit):
+    return lambda: bool(kit.requests_for(model_server, "researcher"))
+
+
+def test_ctrl_c_cancels_the_whole_tree(tmp_path, kit, model_server, store_at):
+    import signal
+
+    _tree(tmp_path, kit, model_server)
+    model_server.script(kit.ByModel(
+        lead=[Reply.tool_calls([("agent_researcher", {"task": "Take your time"})]), "never"],
+        researcher=[Fault.delay(60, then="too late")],
+    ))
+    proc = _start_run(tmp_path, kit, "parent.yaml", "Research slowly", "--json")
+    _wait_for(_child_is_thinking(model_server, kit))
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - t0 < 15  # the child's 60 s model call was abandoned, not awaited
+    store = store_at(tmp_path / ".clawkit" / "state.db")
+    (parent_session,) = [r["id"] for r in store.list() if r["agent"] == "lead"]
+    (parent_run,) = store.runs(parent_session)
+    (child_run,) = store.child_runs(parent_run["id"])
+    assert parent_run["status"] == "cancelled" and child_run["status"] == "cancelled"
+    assert [e["data"]["status"] for e in store.events(parent_session, "subagent.end")] == ["cancelled"]
+
+
+def test_resume_after_sigkill_mid_child_leaves_both_sessions_consistent(tmp_path, kit, model_server, store_at):
+    import signal
+
+    _tree(tmp_path, kit, model_server)
+    model_server.script(kit.ByModel(
+        lead=[Reply.tool_calls([("agent_researcher", {"task": "Take your time"})]), "Resumed: the research was interrupted."],
+        researcher=[Fault.delay(60, then="too late")],
+    ))
+    proc = _start_run(tmp_path, kit, "parent.yaml", "Research slowly", "--json")
+    _wait_for(_child_is_thinking(model_server, kit))
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    store = store_at(tmp_path / ".clawkit" / "state.db")
+    (parent_session,) = [r["id"] for r in store.list() if r["agent"] == "lead"]
+    (child_session,) = [r["id"] for r in store.list() if r["agent"] == "researcher"]
+    assert [m.role for m in store.messages(child_session)] == ["user"]  # the task, written before the child's model call
+    store.close()
+
+    result = kit.run_json(tmp_path, "parent.yaml", "Go on", "--session", parent_session)
+    assert result["reply"] == "Resumed: the research was interrupted."
+    resumed = kit.requests_for(model_server, "lead")[-1].messages
+    interrupted = [m for m in resumed if m["role"] == "tool"]
+    assert len(interrupted) == 1 and "interrupted" in interrupted[0]["content"]
+    store = store_at(tmp_path / ".clawkit" / "state.db")
+    runs = store.runs(parent_session)
+    assert [r["status"] for r in runs] == ["running", "done"]  # the killed run never ended; the resumed one did
+    (child_run,) = store.child_runs(runs[0]["id"])
+    assert child_run["session_id"] == child_session and child_run["ended"] is None
+    tree = kit.clawkit(tmp_path, "sessions", "show", parent_session, "--tree").stdout
+    assert "unfinished" in tree and "researcher" in tree
+    # the child's session is whole: it loads, and resuming it needs no repair
+    from clawkit.sessions import repair_interrupted
+
+    stored = store.messages(child_session)
+    assert repair_interrupted(stored) == stored
