@@ -175,6 +175,22 @@ def request_approval(ctx, call, reason):
     """
 
 
+@hookspec(firstresult=True)
+def confine_process(ctx, spec):
+    """Confine a process a tool is about to start (the kernel's process-execution hook).
+
+    ``spec`` is a :class:`clawkit.process.ProcessSpec` (tool name, argv, cwd, env,
+    timeout, output cap) as the tool would run it unconfined. A sandbox returns a
+    :class:`clawkit.process.ProcessLaunch` — the argv/env/cwd that run the same
+    command inside its jail, a description of the jail for the audit ledger, and a
+    cleanup — or an awaitable of one; None means no opinion. Tools call it through
+    :func:`clawkit.process.confine`; with no implementation they run the spec as is.
+    The first non-None answer wins. Failure: **fails closed** — raising (e.g. the
+    jail cannot be built here) refuses the process, and the tool reports the reason;
+    it never runs unconfined instead.
+    """
+
+
 @hookspec
 def after_tool_call(ctx, call, result):
     """After a tool ran, before its result enters the context.

@@ -26,6 +26,8 @@ class Grant(BaseModel):
     paths: list[str] = Field(default_factory=list, description="path globs or directories beyond the workspace")
     hosts: list[str] = Field(default_factory=list, description="host globs, host:port or CIDR networks for web_fetch")
     commands: list[str] = Field(default_factory=list, description="command-line globs shell_exec runs without approval")
+    access: Literal["rw", "ro"] = Field(
+        "rw", description="for paths: rw, or ro (a sandbox mounts them read-only for the tools it confines)")
     reason: str = Field("", description="why the agent needs it (recorded in the audit ledger)")
 
     @field_validator("tools")

@@ -214,6 +214,8 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
     for _, g, paths in grants:
         for key, values in (("paths", paths), ("hosts", g.hosts), ("commands", g.commands)):
             slot[key].extend(v for v in values if v not in slot[key])
+        if g.access == "ro":  # a sandbox mounts these read-only
+            slot.setdefault("readonly", []).extend(v for v in paths if v not in slot["readonly"])
     used = {i: g for i, g, _ in grants if i in ev.used_grants}
     info = {"requested": {**req.as_dict(), "risk": risk.value},
             "granted": {"grants": [used[i].model_dump(exclude_defaults=True) for i in ev.used_grants]} if used else {}}

@@ -10,6 +10,7 @@ import re
 import signal
 from typing import Any
 
+from clawkit.process import ProcessLaunch, ProcessSpec, confine
 from clawkit.tools import ToolError, tool
 
 from .paths import resolve
@@ -83,15 +84,24 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
     env = scrubbed_env(deny=cfg.env_deny, allow=cfg.env_allow)
     env["PWD"] = str(workdir)
     argv = list(command) if isinstance(command, list) else [cfg.shell, "-c", command]
+    # a sandbox plugin (confine_process) may jail it; it refuses rather than run it unconfined
+    launch = await confine(ctx, ProcessSpec("shell_exec", argv, str(workdir), env, limit, cfg.shell_output_bytes))
+    try:
+        return await _run(launch, cfg, limit)
+    finally:
+        await launch.close()
+
+
+async def _run(launch: ProcessLaunch, cfg: Any, limit: float) -> str:
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=str(workdir), env=env, stdin=asyncio.subprocess.DEVNULL,
+            *launch.argv, cwd=launch.cwd, env=launch.env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
         )
     except FileNotFoundError:
-        raise ToolError(f"command not found: {argv[0]!r}") from None
+        raise ToolError(f"command not found: {launch.argv[0]!r}") from None
     except PermissionError:
-        raise ToolError(f"permission denied running {argv[0]!r}") from None
+        raise ToolError(f"permission denied running {launch.argv[0]!r}") from None
     sink: dict[str, Any] = {"data": b"", "dropped": 0}
     reader = asyncio.ensure_future(_collect(proc.stdout, cfg.shell_output_bytes, sink))
     timed_out = False
@@ -119,6 +129,9 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
     output = sink["data"].decode("utf-8", errors="replace")
     if sink["dropped"]:
         output += f"\n[output truncated: {sink['dropped']} more bytes not shown]"
+    note = launch.explain(proc.returncode, timed_out)
+    if note:
+        output += f"\n[{note}]"
     if timed_out:
         raise ToolError(f"timed out after {limit:g} s; the process group was killed. Output so far:\n{output}")
     return f"exit code {proc.returncode}\n{output}"

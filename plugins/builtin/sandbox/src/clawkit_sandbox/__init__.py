@@ -1,0 +1,83 @@
+"""clawkit-sandbox: processes in a bubblewrap jail, untrusted tools in WebAssembly.
+
+* ``confine_process`` (the kernel's process-execution hook): every process a tool
+  starts (``shell_exec``…) runs inside a bubblewrap jail (:mod:`clawkit_sandbox.jail`);
+  where bwrap cannot run the process is refused with the cause and the setting
+  (``plugins.sandbox.mode: off``) that allows unsandboxed execution. Each jail is
+  recorded as a ``tool.sandbox`` event, which the policy's audit ledger keeps.
+* WebAssembly tools (:mod:`clawkit_sandbox.wasm`): WASI modules declared in
+  ``plugins.sandbox.wasm_tools`` (or registered by a plugin with :func:`wasm_tool`),
+  run with wasmtime: fuel, memory and wall-clock limits, only granted directories
+  preopened, no network, and host tools reachable only through the kernel's gates.
+* ``clawkit doctor``: does the sandbox work here?
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clawkit import hookimpl
+
+__all__ = ["SandboxConfig", "WasmToolConfig", "wasm_tool", "doctor_report"]
+
+
+def __getattr__(name: str) -> Any:
+    # ``clawkit --help`` imports every plugin: pydantic and wasmtime load on first use
+    from importlib import import_module
+
+    where = {"SandboxConfig": ".config", "WasmToolConfig": ".config", "wasm_tool": ".wasm", "doctor_report": ".doctor"}
+    if name not in where:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(where[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+@hookimpl
+def register_config(register):
+    from .config import SandboxConfig
+
+    register("sandbox", SandboxConfig)
+
+
+@hookimpl
+def confine_process(ctx, spec):
+    from .config import settings
+
+    cfg = settings(ctx)
+    if cfg.mode == "off":
+        _record(ctx, spec, {"mode": "off", "mounts": [], "network": "host (unsandboxed: plugins.sandbox.mode is off)"})
+        return None
+    from clawkit.process import ProcessRefused
+
+    from .jail import build
+
+    granted = ((getattr(ctx, "state", None) or {}).get("granted") or {}).get(spec.tool) or {}
+    try:
+        launch = build(ctx, spec, cfg, granted)
+    except ProcessRefused as exc:
+        _record(ctx, spec, {"mode": "refused", "reason": str(exc)})
+        raise
+    _record(ctx, spec, launch.sandbox)
+    return launch
+
+
+def _record(ctx: Any, spec: Any, sandbox: dict[str, Any]) -> None:
+    emit = getattr(ctx, "emit", None)
+    if emit is not None:  # a ``tool.*`` event: the policy plugin writes it to the audit ledger
+        emit("tool.sandbox", call_id=getattr(ctx, "step_id", None), tool=spec.tool, **sandbox)
+
+
+@hookimpl
+def register_tools(register, agent):
+    from .wasm import tools_for
+
+    for t in tools_for(agent):
+        register(t)
+
+
+@hookimpl
+def register_commands(cli):
+    from .doctor import register
+
+    register(cli)

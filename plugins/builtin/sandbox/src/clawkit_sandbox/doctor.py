@@ -1,0 +1,98 @@
+"""``clawkit doctor``: does the sandbox work on this machine? Each check runs the real thing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the CLI registers this command without loading pydantic
+    from .config import SandboxConfig
+
+
+def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
+    return {"check": name, "ok": ok, "detail": detail}
+
+
+async def _jailed(cfg: SandboxConfig, workspace: str, command: str) -> tuple[int | None, str]:
+    from clawkit.process import ProcessSpec
+
+    from .jail import build
+
+    ctx = SimpleNamespace(workspace=workspace, state={}, agent=None)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    launch = build(ctx, ProcessSpec("doctor", ["/bin/sh", "-c", command], workspace, env, 10.0), cfg, {})
+    try:
+        proc = await asyncio.create_subprocess_exec(*launch.argv, cwd=launch.cwd, env=launch.env,
+                                                    stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        out, _ = await asyncio.wait_for(proc.communicate(), 20)
+        return proc.returncode, out.decode("utf-8", "replace").strip()
+    finally:
+        await launch.close()
+
+
+def doctor_report(cfg: SandboxConfig | None = None) -> list[dict[str, Any]]:
+    """Checks (name, ok, detail) of the process jail and the WebAssembly runtime."""
+    from .config import SandboxConfig
+    from .jail import JAIL_UID, pids_cgroup_available, problem
+
+    cfg = cfg or SandboxConfig()
+    checks: list[dict[str, Any]] = []
+    cause = problem(cfg)
+    checks.append(_check("bubblewrap", cause is None, cause or "bwrap creates user, pid, ipc, uts and net namespaces"))
+    if cause is None:
+        with tempfile.TemporaryDirectory(prefix="clawkit-doctor-") as ws:
+            probe = ("id -u; test -e /root/. && echo HOME-VISIBLE; "
+                     "(echo x > /etc/clawkit-doctor) 2>/dev/null && echo ETC-WRITABLE; "
+                     "echo ok > inside.txt && cat inside.txt")
+            code, out = asyncio.run(_jailed(cfg, ws, probe))
+            lines = out.splitlines()
+            checks.append(_check("jail runs", code == 0 and "ok" in lines, f"exit {code}: {out[:300]}"))
+            checks.append(_check("jail user", bool(lines) and lines[0] == JAIL_UID, f"uid inside: {lines[0] if lines else '?'}"))
+            checks.append(_check("home hidden", "HOME-VISIBLE" not in lines, "/root is not visible inside"))
+            checks.append(_check("system read-only", "ETC-WRITABLE" not in lines, "/etc cannot be written inside"))
+            checks.append(_check("workspace writable", os.path.exists(os.path.join(ws, "inside.txt")),
+                                 "a file written inside appears in the workspace"))
+    pids = pids_cgroup_available()
+    root = os.geteuid() == 0
+    checks.append(_check("process limit", pids or not root,
+                         "cgroup pids.max" if pids else ("RLIMIT_NPROC (not root)" if not root else
+                                                          "root is exempt from RLIMIT_NPROC and no writable pids "
+                                                          "cgroup exists: a fork bomb is only stopped by the timeout")))
+    try:
+        from .wasm import engine
+
+        engine()
+        checks.append(_check("wasmtime", True, "WebAssembly tools can run (fuel, epoch deadlines, memory limits)"))
+    except Exception as exc:  # the jail still works without it
+        checks.append(_check("wasmtime", False, f"{type(exc).__name__}: {exc}"))
+    return checks
+
+
+def run(args: Any) -> int:
+    from .config import SandboxConfig
+
+    cfg = SandboxConfig(mode="bwrap", bwrap=args.bwrap) if args.bwrap else SandboxConfig()
+    checks = doctor_report(cfg)
+    if args.json:
+        print(json.dumps(checks, indent=2))
+    else:
+        for c in checks:
+            print(f"{'ok  ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}")
+        bad = [c for c in checks if not c["ok"]]
+        print("sandbox: works here" if not bad else
+              f"sandbox: {len(bad)} problem(s); until they are fixed shell_exec refuses to run commands "
+              "(set plugins.sandbox.mode: off to run them unsandboxed)", file=sys.stderr if bad else sys.stdout)
+    return 0 if all(c["ok"] for c in checks if c["check"] in ("bubblewrap", "jail runs")) else 1
+
+
+def register(cli: Any) -> None:
+    p = cli.command("doctor", help="check that the sandbox (bubblewrap jail, wasmtime) works on this machine")
+    p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.add_argument("--bwrap", help="the bubblewrap executable to check (default: bwrap on PATH)")
+    p.set_defaults(handler=run)
