@@ -212,7 +212,8 @@ def test_a_plugin_can_stop_the_turn(make_agent):
     r = agent.run("go")
     assert r.stop_reason == "stopped_by_plugin" and r.reply == "ok, stopping"
     last = agent.provider.requests[1]
-    assert last.tools == [] and last.messages[-1].content == "Stop: the same rule blocked you twice."
+    assert last.tools == [] and last.messages[-1].content.startswith("Stop: the same rule blocked you twice. ")
+    assert "what is left" in last.messages[-1].content  # the wrap-up round asks for a summary
 
 
 def test_events_are_committed_with_messages_and_at_turn_end(make_agent, workspace):

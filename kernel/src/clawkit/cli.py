@@ -15,6 +15,7 @@ from . import __version__
 from .errors import UsageError
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
+EXIT_BUDGET = 5  # a hard budget (tokens, cost, calls, wall time) stopped the run; the session can continue
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
+from .budget import ContextConfig
 from .errors import ConfigError
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
 
@@ -72,6 +73,7 @@ class AgentConfig(BaseModel):
     state_db: Path | None = Field(None, description="SQLite file for sessions; default <workspace>/.clawkit/state.db")
     plugins: Any = Field(default_factory=dict, description="per-plugin sections")
     limits: Limits = Field(default_factory=Limits)
+    context: ContextConfig = Field(default_factory=ContextConfig, description="how the window is shared between prompt sources")
     _source: Path | None = PrivateAttr(None)
 
     @property

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .types import Event, new_id
+from .types import Event, Outbound, Usage, new_id
 
 if TYPE_CHECKING:
     from .config import AgentConfig
@@ -27,8 +28,10 @@ class TurnContext:
     an event: persisted on the session and passed to every ``on_event``.
     """
 
-    __slots__ = ("agent", "session", "hooks", "tools", "trace_id", "task_id", "run_id", "parent_run_id", "parent_step_id",
-                 "state", "channel", "_agent_obj")
+    __slots__ = (
+        "agent", "session", "hooks", "tools", "trace_id", "task_id", "run_id", "parent_run_id", "parent_step_id",
+        "state", "channel", "_agent_obj", "usage", "model_calls", "tool_calls", "started", "deliver",
+    )
 
     def __init__(
         self,
@@ -57,6 +60,12 @@ class TurnContext:
         self.state: dict[str, Any] = {}
         self.channel = channel
         self._agent_obj = agent_obj
+        # running totals of this run, for plugins that watch budgets or progress
+        self.usage = Usage()
+        self.model_calls = 0
+        self.tool_calls = 0
+        self.started = time.monotonic()
+        self.deliver: Any = None  # the turn's delivery callback (None: nobody is listening)
 
     @property
     def step_id(self) -> str | None:
@@ -74,6 +83,14 @@ class TurnContext:
         return Path(self.agent.workspace)
 
     @property
+    def budget(self) -> Any:
+        """The :class:`clawkit.budget.ContextBudget` of this agent's window: ask it, keep no thresholds of your own."""
+        from .budget import ContextBudget
+
+        window = self.agent.model.context_window or self.agent.limits.context_window
+        return ContextBudget(window, self.agent.context)
+
+    @property
     def session_id(self) -> str:
         return self.session.id
 
@@ -85,6 +102,31 @@ class TurnContext:
         mid-turn (e.g. loading a skill) calls this.
         """
         self.state.pop("_system", None)
+
+    def stop(self, note: str, reason: str = "stopped_by_plugin", detail: str = "") -> None:
+        """End the turn: the next model call is the final round, with no tools offered.
+
+        ``note`` is shown to the model for that round (what happened, what to do now);
+        ``reason`` becomes the turn's ``stop_reason`` (the CLI maps some to exit codes,
+        e.g. ``budget``), ``detail`` a one-line explanation for the user. The first
+        stop of a turn wins.
+        """
+        if not self.state.get("stop_turn"):
+            self.state["stop_turn"] = note
+            self.state["stop_reason"] = reason
+            self.state["stop_detail"] = detail
+
+    async def notice(self, text: str, *, verbose_only: bool = True, **metadata: Any) -> None:
+        """Tell the user something about the run (an intervention, a budget warning).
+
+        With ``verbose_only`` the notice is delivered cancelled, and ``/verbose`` (or any
+        ``message_sending`` plugin) may un-cancel it; it always passes through the hooks.
+        """
+        runtime = self._agent_obj
+        if runtime is None:
+            return
+        out = Outbound(kind="notice", content=text, cancelled=verbose_only, metadata={"verbose_only": verbose_only, **metadata})
+        await runtime._send(self, out, self.deliver)
 
     def plugin_config(self, name: str) -> Any:
         """This agent's config section for plugin ``name``."""

@@ -36,6 +36,11 @@ class TurnResult:
     usage: Usage = field(default_factory=Usage)
     run_id: str = ""
     stop_reason: str = "done"
+    stop_detail: str = ""
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop_reason not in ("done", "handled")
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -43,6 +48,8 @@ class TurnResult:
             "reply": self.reply,
             "tool_calls": self.tool_calls,
             "usage": self.usage.model_dump(),
+            "stop_reason": self.stop_reason,
+            **({"stop_detail": self.stop_detail} if self.stop_detail else {}),
         }
 
 
@@ -204,6 +211,7 @@ class Agent:
         self._session = session
         ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id,
                           parent_run_id=parent_run_id, parent_step_id=parent_step_id)
+        ctx.deliver = deliver
         result = TurnResult(session_id=session.id, reply="", run_id=ctx.run_id)
         session.store.run_start({"id": ctx.run_id, "trace_id": ctx.trace_id, "task_id": ctx.task_id, "session_id": session.id,
                                  "agent": self.config.name, "parent_run_id": parent_run_id, "parent_step_id": parent_step_id,
@@ -240,7 +248,8 @@ class Agent:
         if ctx.state.get("reply") is not None:
             # a plugin answered the message itself (a directive-only message, /status, a dispatch to sub-agents)
             result.reply = await self._deliver_final(ctx, str(ctx.state["reply"]), deliver, streamed=False, persist=True)
-            result.stop_reason = "handled"
+            result.stop_reason = ctx.state.get("stop_reason") or "handled"  # e.g. a spent budget refused the turn
+            result.stop_detail = ctx.state.get("stop_detail", "")
             _add_usage(result.usage, ctx.state.get("reply_usage") or Usage())
             return
         await self._loop(ctx, result, deliver)
@@ -251,11 +260,24 @@ class Agent:
         rounds = 0
         tools_on = True
         while True:
+            if tools_on and ctx.state.get("stop_turn"):
+                # a plugin stopped the turn before this model call (a budget, say)
+                result.stop_reason = ctx.state.get("stop_reason", "stopped_by_plugin")
+                tools_on = self._stop(ctx, result, _note(ctx.state["stop_turn"]))
             request = await self._build_request(ctx, tools_on)
+            if tools_on and ctx.state.get("stop_turn"):
+                # a before_llm_call plugin stopped the turn: this call becomes the wrap-up round
+                result.stop_reason = ctx.state.get("stop_reason", "stopped_by_plugin")
+                tools_on = self._stop(ctx, result, _note(ctx.state["stop_turn"]))
+                request = await self._build_request(ctx, tools_on)
             response = await self._call_model(ctx, request, deliver)
             _add_usage(result.usage, response.usage)
+            _add_usage(ctx.usage, response.usage)
+            ctx.model_calls += 1
             if not tools_on:
                 response.tool_calls = []  # none were offered: calls now would have no results in history
+                if not response.content.strip():
+                    response.content = _fallback_summary(result)  # the wrap-up reply is never empty
             assistant = Message(role="assistant", content=response.content, tool_calls=response.tool_calls)
             self._append(session, assistant, ctx)
             if not response.tool_calls:
@@ -265,12 +287,17 @@ class Agent:
             ctx.state["rounds"] = rounds
             stop_note = await self.executor.run_calls(ctx, response.tool_calls, result, deliver)
             if stop_note is None and rounds >= self.config.limits.max_tool_rounds:
-                stop_note = f"Stopped: this turn reached max_tool_rounds ({rounds}). Answer with what you have."
+                stop_note = f"Stopped: this turn reached max_tool_rounds ({rounds})."
                 result.stop_reason = "max_tool_rounds"
             if stop_note is not None:
-                ctx.emit("turn.stopped", reason=result.stop_reason, note=stop_note)
-                self._append(session, Message(role="user", content=stop_note, metadata={"kernel_note": True}), ctx)
-                tools_on = False
+                tools_on = self._stop(ctx, result, _note(stop_note))
+
+    def _stop(self, ctx: TurnContext, result: TurnResult, note: str) -> bool:
+        """Record why the turn stops and ask for the wrap-up round; returns ``tools_on`` (False)."""
+        result.stop_detail = ctx.state.get("stop_detail", "") or note.split(". ")[0]
+        ctx.emit("turn.stopped", reason=result.stop_reason, note=note)
+        self._append(ctx.session, Message(role="user", content=note, metadata={"kernel_note": True, "wrap_up": True}), ctx)
+        return False
 
     def _append(self, session: Session, message: Message, ctx: TurnContext) -> None:
         session.store.append(session.id, message, ctx.run_id)
@@ -340,23 +367,32 @@ class Agent:
             for c, out in zip(preparing, outcomes):
                 if isinstance(out, Exception):
                     self.hooks.report("contributor.prepare", c.id, out)
-        budget = self.config.limits.context_window  # chars: ~a quarter of the window at ~4 chars per token
-        return assemble(contributors, cctx, total_chars=budget, on_error=lambda c, e: self.hooks.report("contributor", c.id, e))
+        budgets = ctx.budget.prompt_chars()
+        assembled = assemble(contributors, cctx, total_chars=sum(budgets.values()), budgets=budgets,
+                             on_error=lambda c, e: self.hooks.report("contributor", c.id, e))
+        for inc in assembled.cut + assembled.trimmed:  # nothing is dropped silently
+            ctx.emit("context.cut", source=inc.source, section=inc.id, action="dropped" if not inc.included else "trimmed",
+                     tokens_before=inc.chars_before // 4, tokens_after=inc.chars // 4 if inc.included else 0,
+                     tools=list(inc.tools))
+        return assembled
 
     async def _build_request(self, ctx: TurnContext, tools_on: bool) -> LlmRequest:
         system = ctx.state.get("_system")
         if system is None:  # once per turn: every round of a turn sees the same prompt (and caches)
             assembled = await self.system_prompt(ctx)
             system = ctx.state["_system"] = assembled.text if assembled is not None else self.config.instructions
+            ctx.state["_dropped_tools"] = assembled.dropped_tools if assembled is not None else set()
         request = LlmRequest(
             model=self.config.model.name,
             messages=list(ctx.session.history),
             system=system,
-            tools=[t.definition for t in self.tools.visible()] if tools_on else [],
+            tools=[t.definition for t in self.tools.visible() if t.name not in ctx.state.get("_dropped_tools", ())] if tools_on else [],
             metadata={"context_window": self.config.model.context_window or self.config.limits.context_window},
         )
         if self.hooks.has("before_llm_call"):
             request = await self.hooks.call_chain("before_llm_call", "request", LlmRequest, ctx=ctx, request=request)
+            if not tools_on:
+                request.tools = []  # the wrap-up round offers no tools, whatever a plugin added
         return request
 
     async def _call_model(self, ctx: TurnContext, request: LlmRequest, deliver: Deliver | None) -> LlmResponse:
@@ -413,6 +449,24 @@ class Agent:
     async def send(self, ctx: TurnContext, kind: str, content: str, deliver: Deliver | None, **metadata: Any) -> Outbound:
         """For plugins and sub-agents: deliver a ``routed`` or ``notice`` message through the hooks."""
         return await self._send(ctx, Outbound(kind=kind, content=content, metadata=metadata), deliver)  # type: ignore[arg-type]
+
+
+WRAP_UP = (
+    "Do not call any tools now. Reply to the user with a short summary: what was done so far, "
+    "what is left to do, and what you would need to continue."
+)
+
+
+def _note(stop: Any) -> str:
+    text = stop if isinstance(stop, str) else "Stopped by a plugin."
+    return f"{text.rstrip()} {WRAP_UP}"
+
+
+def _fallback_summary(result: TurnResult) -> str:
+    """What the user gets when the model's wrap-up reply is empty."""
+    calls = result.tool_calls
+    done = ", ".join(f"{c['name']}{' (failed)' if c.get('is_error') else ''}" for c in calls[-10:]) or "no tool calls"
+    return f"The turn stopped ({result.stop_reason}) before an answer was written. Tool calls made: {done}."
 
 
 def _add_usage(total: Usage, u: Usage | dict) -> None:

@@ -70,6 +70,8 @@ class PromptSection:
     heading: str
     content: str
     max_chars: int | None = None
+    # tools this section explains (when set, overrides the contributor's ``tools``)
+    tools: tuple[str, ...] | None = None
 
     def render(self) -> str:
         return f"## {self.heading}\n{self.content}" if self.heading else self.content
@@ -111,6 +113,12 @@ class PromptContributor:
     tags: list[Tag] = []
     priority: int = 100
     max_chars: int | None = None
+    # the context budget's source this section counts against (see clawkit.budget.SOURCES)
+    source: str = "contributors"
+    # tools this section explains: dropping the section drops them from the request too
+    tools: tuple[str, ...] = ()
+    # False: never trimmed, only dropped whole (skill instructions)
+    compressible: bool = True
 
     # Optional: ``async def prepare(self, ctx)`` — awaited (concurrently with the
     # other contributors' prepares) before assembly; do I/O there, not in contribute.
@@ -174,9 +182,17 @@ class Inclusion:
     chars: int = 0
     detail: str = ""
     text: str = ""
+    source: str = "contributors"
+    chars_before: int = 0  # the rendered size before a budget trimmed or cut it (0: untouched)
+    tools: tuple[str, ...] = ()
+    compressible: bool = True
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "included": self.included, "reason": self.reason, "priority": self.priority, "chars": self.chars, "detail": self.detail}
+        out = {"id": self.id, "included": self.included, "reason": self.reason, "priority": self.priority,
+               "chars": self.chars, "detail": self.detail, "source": self.source}
+        if self.chars_before:
+            out["chars_before"] = self.chars_before
+        return out
 
 
 @dataclass
@@ -188,8 +204,18 @@ class AssembledPrompt:
 
     @property
     def cut(self) -> list[Inclusion]:
-        """Sections dropped to fit the total budget."""
+        """Sections dropped to fit the budget."""
         return [r for r in self.report if r.reason == "cut by budget"]
+
+    @property
+    def trimmed(self) -> list[Inclusion]:
+        """Sections shortened to fit their source's budget."""
+        return [r for r in self.report if r.included and r.chars_before]
+
+    @property
+    def dropped_tools(self) -> set[str]:
+        """Tools whose explaining section was cut: they leave the request with it."""
+        return {t for r in self.cut for t in r.tools}
 
 
 def _tags(c: PromptContributor) -> list[Tag]:
@@ -215,68 +241,97 @@ def assemble(
     ctx: ContributorContext,
     total_chars: int | None = None,
     on_error: Callable[[PromptContributor, BaseException], Any] | None = None,
+    budgets: dict[str, int] | None = None,
 ) -> AssembledPrompt:
     """Select, order, render and budget the contributors' sections.
 
-    ``total_chars`` bounds the whole prompt (sections are joined by a blank line);
-    when it is exceeded the lowest-priority sections are cut, whole, until it
-    fits. A contributor that raises is reported as ``failed`` (and passed to
-    ``on_error``), never fatal.
+    ``budgets`` bounds each source's sections (characters per ``source``): over it, the
+    source's lowest-priority sections are trimmed (if ``compressible`` and enough room is
+    left) or cut, except ``system`` sections, which are only trimmed. ``total_chars`` then
+    bounds the whole prompt (sections joined by a blank line), cutting the lowest-priority
+    non-system sections first. A contributor that raises is reported as ``failed`` (and
+    passed to ``on_error``), never fatal.
     """
     report: list[Inclusion] = []
     chosen: list[Inclusion] = []
     for c in sorted(contributors, key=lambda c: (c.priority, c.id)):
-        try:
-            tags = _tags(c)
-        except ValueError as exc:
-            if on_error:
-                on_error(c, exc)
-            report.append(Inclusion(c.id, False, "failed", c.priority, detail=f"bad tag: {exc}"))
-            continue
-        if tags:
-            matched = [t for t in tags if tag_matches(t, ctx)]
-            if not matched:
-                report.append(Inclusion(c.id, False, "no tag matched", c.priority))
-                continue
-            reason = "tag matched"
-            detail = ", ".join(f"{t.dimension}:{t.value}" for t in matched)
-        else:
-            reason, detail = "untagged", ""
-        try:
-            if not c.should_contribute(ctx):
-                report.append(Inclusion(c.id, False, "filtered", c.priority, detail=detail))
-                continue
-            section = c.contribute(ctx)
-        except Exception as exc:
-            if on_error:
-                on_error(c, exc)
-            report.append(Inclusion(c.id, False, "failed", c.priority, detail=f"{type(exc).__name__}: {exc}"))
-            continue
-        if section is None:
-            report.append(Inclusion(c.id, False, "filtered", c.priority, detail="no section"))
-            continue
-        if isinstance(section, str):
-            text, limit = section, c.max_chars
-        else:
-            text = section.render()
-            limit = section.max_chars
-            if c.max_chars is not None and (limit is None or c.max_chars < limit):
-                limit = c.max_chars
-        if limit is not None and len(text) > limit:
-            text = _trim(text, limit)
-            detail = f"{detail}; trimmed to {limit} chars" if detail else f"trimmed to {limit} chars"
-        if not text.strip():
-            report.append(Inclusion(c.id, False, "filtered", c.priority, detail="empty section"))
-            continue
-        inc = Inclusion(c.id, True, reason, c.priority, len(text), detail, text)
-        chosen.append(inc)
+        inc = _render(c, ctx, on_error)
         report.append(inc)
+        if inc.included:
+            chosen.append(inc)
+    if budgets:
+        for source, limit in budgets.items():
+            _fit(chosen, [i for i in chosen if i.source == source], limit, f"the {source} budget ({limit} chars)")
     if total_chars is not None and chosen:
-        size = sum(i.chars for i in chosen) + 2 * (len(chosen) - 1)
-        while chosen and size > total_chars:  # lowest priority (last in order) goes first
-            inc = chosen.pop()
-            size -= inc.chars + (2 if chosen else 0)
-            over = f"{inc.chars} chars did not fit the {total_chars}-char prompt budget"
-            inc.included, inc.reason = False, "cut by budget"
-            inc.detail = f"{inc.detail}; {over}" if inc.detail else over
+        _fit(chosen, chosen, total_chars, f"the {total_chars}-char prompt budget", trim=False)
     return AssembledPrompt("\n\n".join(i.text for i in chosen), report)
+
+
+MIN_TRIM = 200  # a section trimmed below this is cut instead
+
+
+def _fit(chosen: list[Inclusion], group: list[Inclusion], limit: int, what: str, *, trim: bool = True) -> None:
+    """Make ``group`` (a part of ``chosen``) fit ``limit`` characters, lowest priority first."""
+    size = sum(i.chars for i in group) + 2 * max(0, len(group) - 1)
+    for inc in reversed(group):
+        if size <= limit:
+            return
+        room = limit - (size - inc.chars)
+        if inc.source == "system" or (trim and inc.compressible and room >= MIN_TRIM):
+            before = inc.chars
+            inc.text = _trim(inc.text, max(room, MIN_TRIM))
+            inc.chars, inc.chars_before = len(inc.text), inc.chars_before or before
+            size -= before - inc.chars
+            note = f"trimmed from {before} to {inc.chars} chars to fit {what}"
+            inc.detail = f"{inc.detail}; {note}" if inc.detail else note
+            continue
+        chosen.remove(inc)
+        size -= inc.chars + 2
+        inc.included, inc.reason, inc.chars_before = False, "cut by budget", inc.chars_before or inc.chars
+        over = f"{inc.chars} chars did not fit {what}" + (f"; its tools {', '.join(inc.tools)} leave the request" if inc.tools else "")
+        inc.detail = f"{inc.detail}; {over}" if inc.detail else over
+
+
+def _render(c: PromptContributor, ctx: ContributorContext, on_error: Callable[[PromptContributor, BaseException], Any] | None) -> Inclusion:
+    """One contributor's decision and section (``included`` False with the reason otherwise)."""
+    meta = {"source": getattr(c, "source", "contributors"), "tools": tuple(getattr(c, "tools", ()) or ()),
+            "compressible": getattr(c, "compressible", True)}
+    try:
+        tags = _tags(c)
+    except ValueError as exc:
+        if on_error:
+            on_error(c, exc)
+        return Inclusion(c.id, False, "failed", c.priority, detail=f"bad tag: {exc}", **meta)
+    if tags:
+        matched = [t for t in tags if tag_matches(t, ctx)]
+        if not matched:
+            return Inclusion(c.id, False, "no tag matched", c.priority, **meta)
+        reason = "tag matched"
+        detail = ", ".join(f"{t.dimension}:{t.value}" for t in matched)
+    else:
+        reason, detail = "untagged", ""
+    try:
+        if not c.should_contribute(ctx):
+            return Inclusion(c.id, False, "filtered", c.priority, detail=detail, **meta)
+        section = c.contribute(ctx)
+    except Exception as exc:
+        if on_error:
+            on_error(c, exc)
+        return Inclusion(c.id, False, "failed", c.priority, detail=f"{type(exc).__name__}: {exc}", **meta)
+    if section is None:
+        return Inclusion(c.id, False, "filtered", c.priority, detail="no section", **meta)
+    if isinstance(section, str):
+        text, limit = section, c.max_chars
+    else:
+        if section.tools is not None:
+            meta["tools"] = tuple(section.tools)
+        text = section.render()
+        limit = section.max_chars
+        if c.max_chars is not None and (limit is None or c.max_chars < limit):
+            limit = c.max_chars
+    if limit is not None and len(text) > limit and meta["compressible"]:
+        text = _trim(text, limit)
+        detail = f"{detail}; trimmed to {limit} chars" if detail else f"trimmed to {limit} chars"
+    if not text.strip():
+        return Inclusion(c.id, False, "filtered", c.priority, detail="empty section", **meta)
+    return Inclusion(c.id, True, reason, c.priority, len(text), detail, text, **meta)

@@ -40,8 +40,7 @@ class ToolExecutor:
             repeats["last"] = sig
             if repeats["count"] >= REPEAT_LIMIT:
                 stop = (
-                    f"Stopped: the call {call.name} with the same arguments was repeated {REPEAT_LIMIT} times in a row. "
-                    "Do not call it again; answer with what you have."
+                    f"Stopped: the call {call.name} with the same arguments was repeated {REPEAT_LIMIT} times in a row."
                 )
                 result.stop_reason = "repeated_call"
             runnable.append(call)
@@ -58,17 +57,19 @@ class ToolExecutor:
             results = [await self.one(ctx, runnable[0], deliver, False)]
         else:
             results = list(await asyncio.gather(*(self.one(ctx, c, deliver, in_thread) for c in runnable)))
+        ctx.tool_calls += len(runnable)
         halt = ctx.state.get("stop_turn")
         if stop is None and halt:
-            # a plugin (e.g. a sequence rule blocked the same call again and again) ends the turn
-            stop = halt if isinstance(halt, str) else "Stopped by a plugin: answer with what you have."
-            result.stop_reason = "stopped_by_plugin"
+            # a plugin (a sequence rule blocking the same call again and again, a budget) ends the turn
+            stop = halt if isinstance(halt, str) else "Stopped by a plugin."
+            result.stop_reason = ctx.state.get("stop_reason", "stopped_by_plugin")
         from .loop import _add_usage
 
         for call, res in zip(runnable, results):
             self.agent._append(ctx.session, Message(role="tool", content=res.content, tool_result=res), ctx)
             if res.metadata.get("usage"):  # a tool that ran models itself (a sub-agent): its usage rolls up
                 _add_usage(result.usage, res.metadata["usage"])
+                _add_usage(ctx.usage, res.metadata["usage"])  # and counts against the run's budgets
             result.tool_calls.append(
                 {"id": call.id, "name": call.name, "arguments": call.arguments, "is_error": res.is_error, "blocked": res.metadata.get("blocked", False)}
             )

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import EXIT_OK, EXIT_USAGE, add_agent_options, overrides_from
+from ..cli import EXIT_BUDGET, EXIT_OK, EXIT_USAGE, add_agent_options, overrides_from
 from ..errors import UsageError
 from ..hookspecs import hookimpl
 
@@ -104,6 +104,9 @@ def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None
         print(json.dumps(result.as_json(), default=str))
     else:
         print(f"[session {result.session_id}{trailer(result) if trailer else ''}]", file=sys.stderr)
+    if result.stop_reason == "budget":
+        print(f"clawkit: stopped by a budget: {result.stop_detail}; continue with --session {result.session_id} and a raised budget", file=sys.stderr)
+        return EXIT_BUDGET
     return EXIT_OK
 
 

@@ -237,3 +237,17 @@ def test_config_section_in_schema_and_entry_point(monkeypatch):
     assert "allow_elevated" in schema and "elevated_minutes" in schema
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "clawkit-directives")
     assert get_plugin_manager().get_plugin("directives") is clawkit_directives
+
+
+def test_verbose_shows_plugin_notices(make_agent):
+    class Notes:
+        @hookimpl
+        async def before_llm_call(self, ctx, request):
+            await ctx.notice("stop and think: 3 failures")
+
+    agent = make_agent(["ok", "ok", "ok"], plugins=(clawkit_directives, Notes()))
+    r, out = _run_collect(agent, "go")
+    assert [o.kind for o in out] == ["final_reply"]  # quiet by default
+    _run_collect(agent, "/verbose", r.session_id)
+    r, out = _run_collect(agent, "go", r.session_id)
+    assert [(o.kind, o.content) for o in out][0] == ("notice", "stop and think: 3 failures")

@@ -37,7 +37,7 @@ class CompactionConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
-    reserve_share: float = Field(0.15, gt=0, lt=0.9, description="share of the window kept free for the answer and the next turn")
+    reserve_share: float | None = Field(None, gt=0, lt=0.9, description="share of the window kept free (overrides the agent's context.summarize_at)")
     reserve_tokens: int | None = Field(None, gt=0, description="absolute reserve in tokens (overrides reserve_share)")
     keep_recent_share: float = Field(0.2, gt=0, lt=0.9, description="share of the window the most recent turns keep verbatim")
     model: ModelConfig | None = Field(None, description="summarizer model (a cheaper one); default: the agent's model")
@@ -72,9 +72,15 @@ def _window(ctx: Any, request: Any) -> int:
     return int(ctx.agent.model.context_window or ctx.agent.limits.context_window)
 
 
-def _reserve(cfg: CompactionConfig, ctx: Any, window: int) -> int:
-    reserve = cfg.reserve_tokens or int(window * cfg.reserve_share)
-    return max(reserve, int(getattr(ctx.agent.model, "max_tokens", None) or 0))
+def _limit(cfg: CompactionConfig, ctx: Any, window: int) -> int:
+    """Request size past which history is summarised: the context budget's ``summarize_at``
+    (default 70 % of the window), unless this section sets its own reserve."""
+    if cfg.reserve_tokens or cfg.reserve_share:
+        reserve = cfg.reserve_tokens or int(window * cfg.reserve_share)
+        return window - max(reserve, int(getattr(ctx.agent.model, "max_tokens", None) or 0))
+    from clawkit.budget import ContextBudget
+
+    return min(ContextBudget(window, ctx.agent.context).summarize_at_tokens, window - int(getattr(ctx.agent.model, "max_tokens", None) or 0))
 
 
 def _summarizer(ctx: Any, cfg: CompactionConfig, window: int) -> Summarizer | None:
@@ -147,7 +153,7 @@ async def before_llm_call(ctx, request):
     """Compact when the request would exceed the window minus the reserve."""
     cfg = _config(ctx)
     window = _window(ctx, request)
-    limit = window - _reserve(cfg, ctx, window)
+    limit = _limit(cfg, ctx, window)
     if request_tokens(request, get_counter(request.model)) <= limit:
         return None
     await compact(ctx, request, cfg, window=window, trigger="threshold")

@@ -23,6 +23,7 @@ class Identity(PromptContributor):
 
     id = "identity"
     priority = 0
+    source = "system"
 
     def contribute(self, ctx: ContributorContext) -> str:
         return f"You are {ctx.agent_id}, an AI agent."
@@ -33,6 +34,7 @@ class Instructions(PromptContributor):
 
     id = "instructions"
     priority = 10
+    source = "system"
 
     def should_contribute(self, ctx: ContributorContext) -> bool:
         return bool(getattr(ctx.agent, "instructions", ""))
@@ -67,6 +69,7 @@ class ProjectContext(PromptContributor):
 
     id = "project-context"
     priority = 50
+    source = "project_files"
 
     def __init__(self) -> None:
         self._cache: dict[str, tuple[tuple[int, int], str]] = {}

@@ -274,6 +274,9 @@ def message_sending(ctx, outbound):
         outbound.cancelled = False
         result = outbound.metadata.get("result")
         return f"tool result{' (error)' if result is not None and result.is_error else ''}:\n{text}"
+    if outbound.kind == "notice" and outbound.metadata.get("verbose_only"):
+        outbound.cancelled = False  # plugins' interventions (stop-and-think, budget warnings)
+        return None
     if outbound.kind == "final_reply":
         usage = _usage_line(_new_usage(ctx))
         if usage:

@@ -52,6 +52,7 @@ class MemoryRecall(PromptContributor):
 
     id = "memory.recall"
     priority = 60
+    source = "memory"
 
     def should_contribute(self, ctx: ContributorContext) -> bool:
         return STATE_KEY in ctx.state

@@ -13,6 +13,7 @@ class SkillIndexContributor(PromptContributor):
 
     id = "skills.index"
     priority = 80
+    source = "skills"
 
     def contribute(self, ctx: Any) -> PromptSection | None:
         reg = ctx.state.get("skills.registry")
@@ -33,6 +34,8 @@ class ActiveSkillsContributor(PromptContributor):
 
     id = "skills.active"
     priority = 85
+    source = "skills"
+    compressible = False  # never trimmed: dropped whole, and its skills' tools with it
 
     def contribute(self, ctx: Any) -> PromptSection | None:
         reg = ctx.state.get("skills.registry")
@@ -41,7 +44,8 @@ class ActiveSkillsContributor(PromptContributor):
         active = active_skills(_CtxView(ctx), reg)
         if not active:
             return None
-        return PromptSection("Active skills", "\n\n".join(s.system_prompt_section for s in active))
+        return PromptSection("Active skills", "\n\n".join(s.system_prompt_section for s in active),
+                             tools=tuple(t.name for s in active for t in s.tool_definitions))
 
 
 class _CtxView:

@@ -30,7 +30,8 @@ class TruncatorConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_share: float = Field(0.3, gt=0, le=1, description="largest share of the context window one tool result may take")
+    max_share: float | None = Field(None, gt=0, le=1, description="largest share of the window one tool result may take "
+                                    "(default: the agent's context.shares.tool_results, 0.3)")
     max_tokens: int | None = Field(None, gt=0, description="absolute token budget per tool result (overrides max_share)")
     keep_tail: Literal["auto", "always", "never"] = Field(
         "auto", description="keep the end of the output too: auto = when it carries errors, tracebacks, summaries or a closing brace")
@@ -65,8 +66,13 @@ def context_window(ctx: Any, request: LlmRequest | None = None) -> int:
     return int(getattr(agent.model, "context_window", None) or agent.limits.context_window)
 
 
-def budget_tokens(cfg: TruncatorConfig, window: int) -> int:
-    return cfg.max_tokens or max(64, int(window * cfg.max_share))
+def budget_tokens(cfg: TruncatorConfig, window: int, ctx: Any = None) -> int:
+    """Tokens one tool result may take: this section's cap, else the agent's context budget."""
+    share = cfg.max_share
+    if share is None:
+        context = getattr(getattr(ctx, "agent", None), "context", None)
+        share = context.shares.tool_results if context is not None else 0.3
+    return cfg.max_tokens or max(64, int(window * share))
 
 
 def counter_for(ctx: Any, cfg: TruncatorConfig) -> TokenCounter:
@@ -142,7 +148,7 @@ def after_tool_call(ctx, call, result):
     cfg = _config(ctx)
     if not isinstance(result.content, str) or not result.content:
         return None
-    budget = budget_tokens(cfg, context_window(ctx))
+    budget = budget_tokens(cfg, context_window(ctx), ctx)
     return cut_result(ctx, call, result, cfg, budget)
 
 
@@ -183,7 +189,7 @@ def read_tool_output(ctx, output_id: str, offset: int = 0, limit: int = DEFAULT_
     from clawkit.tools import ToolError
 
     cfg = _config(ctx)
-    cap = max(1000, int(budget_tokens(cfg, context_window(ctx)) * 3))  # ~3 chars per token keeps it within budget
+    cap = max(1000, int(budget_tokens(cfg, context_window(ctx), ctx) * 3))  # ~3 chars per token keeps it within budget
     limit = max(1, min(int(limit), cap))
     offset = max(0, int(offset))
     conn = ctx.session.store.conn

@@ -1,0 +1,115 @@
+"""Self-healing counters and the notes they trigger."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+KEY = "healing"
+SEEN_MAX = 500  # distinct call signatures remembered per session
+
+STOP_AND_THINK = (
+    "STOP and THINK. The last {n} tool calls failed. Before you call another tool, analyse the errors: "
+    "what exactly failed, why, and what you will do differently. Do not repeat a failing call unchanged; "
+    "if the task cannot be done this way, say so."
+)
+STAGNATION = (
+    "Stagnation alert: {n} tool calls without progress (no new call, no plan step completed). "
+    "Change your approach, or stop and tell the user what blocks you."
+)
+FOCUS = "Focus: the conversation is long. Your current instruction from the user is: \u00ab{text}\u00bb"
+
+
+class HealingConfig(BaseModel):
+    """``plugins.healing`` in the agent YAML."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    consecutive_failures: int = Field(3, ge=1, description="failing tool results in a row before the stop-and-think note")
+    stagnation_steps: int = Field(15, ge=1, description="tool calls without progress before the stagnation alert")
+    focus_share: float = Field(0.5, gt=0, le=1, description="share of the window the history may fill before the focus note")
+    focus_quote_chars: int = Field(400, ge=50, description="longest quote of the user's instruction in the focus note")
+
+
+def _config(ctx: Any) -> HealingConfig:
+    cfg = ctx.plugin_config("healing")
+    return cfg if isinstance(cfg, HealingConfig) else HealingConfig()
+
+
+def _state(session: Any) -> dict[str, Any]:
+    st = session.get(KEY) or {}
+    st.setdefault("failures", 0)
+    st.setdefault("since_progress", 0)
+    st.setdefault("seen", [])
+    st.setdefault("noted_failures", 0)
+    return st
+
+
+def _sig(call: Any) -> str:
+    return hashlib.sha1(call.signature().encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def observe(ctx: Any, st: dict[str, Any]) -> None:
+    """Count the tool results that arrived since the last request (blocked and denied calls too)."""
+    history = ctx.session.history
+    seen = ctx.state.get("healing.seen")
+    if seen is None or seen > len(history):
+        seen = len(history)  # the first request of a turn: nothing new yet
+    new = history[seen:]
+    ctx.state["healing.seen"] = len(history)
+    calls = {c.id: c for m in new if m.role == "assistant" for c in m.tool_calls}
+    plan = ctx.session.get("plan") or {}  # the plan (clawkit-plans), if any, is session metadata
+    done = sum(1 for s in plan.get("steps", []) if isinstance(s, dict) and s.get("status") == "done")
+    for m in new:
+        if m.role != "tool" or m.tool_result is None:
+            continue
+        failed = m.tool_result.is_error
+        st["failures"] = st["failures"] + 1 if failed else 0
+        if not failed:
+            st["noted_failures"] = 0
+        call = calls.get(m.tool_result.call_id)
+        sig = _sig(call) if call is not None else m.tool_result.call_id
+        if sig not in st["seen"] or done > st.get("plan_done", 0):
+            st["since_progress"] = 0
+        else:
+            st["since_progress"] += 1
+        if sig not in st["seen"]:
+            st["seen"] = (st["seen"] + [sig])[-SEEN_MAX:]
+        st["plan_done"] = done
+
+
+def _history_tokens(request: Any) -> int:
+    return sum(len(m.content or "") for m in request.messages) // 4  # ~4 chars a token: a cheap, stable estimate
+
+
+async def intervene(ctx: Any, request: Any) -> None:
+    cfg = _config(ctx)
+    if not cfg.enabled:
+        return
+    st = _state(ctx.session)
+    observe(ctx, st)
+    notes: list[str] = []
+    if st["failures"] >= cfg.consecutive_failures and st["failures"] > st["noted_failures"]:
+        notes.append(STOP_AND_THINK.format(n=st["failures"]))
+        st["noted_failures"] = st["failures"] + cfg.consecutive_failures - 1  # again after another streak
+        ctx.emit("healing.stop_and_think", failures=st["failures"])
+    if st["since_progress"] >= cfg.stagnation_steps:
+        notes.append(STAGNATION.format(n=st["since_progress"]))
+        ctx.emit("healing.stagnation", steps=st["since_progress"])
+        st["since_progress"] = 0
+    window = int(request.metadata.get("context_window") or ctx.agent.limits.context_window)
+    if _history_tokens(request) > cfg.focus_share * window:
+        last = next((m.content for m in reversed(request.messages) if m.role == "user" and not m.metadata.get("kernel_note")), "")
+        if last:
+            quote = last if len(last) <= cfg.focus_quote_chars else last[: cfg.focus_quote_chars] + "\u2026"
+            notes.append(FOCUS.format(text=quote))
+            ctx.emit("healing.focus", history_tokens=_history_tokens(request), window=window)
+    ctx.session.set(KEY, st)
+    if not notes:
+        return
+    request.system = (request.system + "\n\n" if request.system else "") + "\n\n".join(notes)
+    for note in notes:
+        await ctx.notice(note.split(".")[0] + ".", source="healing")

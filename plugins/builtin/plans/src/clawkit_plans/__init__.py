@@ -1,0 +1,54 @@
+"""clawkit-plans: the session's plan, kept by the model and shown to it.
+
+* ``update_plan(steps, note)`` replaces the session's plan: a list of steps, each
+  ``{"title", "status"}`` with status ``pending | in_progress | done | blocked``. The
+  plan is session metadata (key ``plan``): it is committed with the turn's next message,
+  survives a crash and ``--session`` resume, and appears in ``clawkit sessions show``
+  and ``sessions export``.
+* Every later request carries a ``## Plan`` section with the steps and an instruction
+  to follow the plan and update it (a plan updated mid-turn is in the next round).
+* Pre-analysis (``plugins.plans.pre_analysis.enabled``): before the turn, one call with
+  a minimal "lead architect" prompt and the user's message alone returns
+  ``{"is_complex", "reasoning", "plan"}``; a complex request starts with that plan in
+  place, a simple one goes straight to execution. Its usage is recorded like any call.
+
+The tool is offered only when the agent's ``tools:`` allows ``update_plan``.
+"""
+
+from __future__ import annotations
+
+from clawkit import hookimpl
+
+# Thin hookimpls: ``clawkit --help`` imports every plugin; the implementation (pydantic)
+# loads on first use.
+
+
+@hookimpl
+def register_config(register):
+    from .plan import PlansConfig
+
+    register("plans", PlansConfig)
+
+
+@hookimpl
+def register_tools(register, agent):
+    """The ``update_plan`` tool."""
+    from .plan import update_plan
+
+    register(update_plan)
+
+
+@hookimpl
+def register_prompt_contributor(register, agent):
+    """The ``## Plan`` section (or a one-line hint when there is no plan yet)."""
+    from .plan import PlanContributor
+
+    register(PlanContributor())
+
+
+@hookimpl(trylast=True)
+async def message_received(ctx, message):
+    """Pre-analysis, after other plugins have stripped directives from the message."""
+    from .analysis import pre_analyse
+
+    await pre_analyse(ctx, message)

@@ -1,0 +1,121 @@
+"""Which tool definitions a request carries, and ``find_tools``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import vectors
+from .index import index_for
+
+ACTIVE = "toolsearch.active"  # session metadata: tools brought in by find_tools
+FIND = "find_tools"
+
+
+class ToolSearchConfig(BaseModel):
+    """``plugins.toolsearch`` in the agent YAML."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    max_tools: int = Field(40, ge=1, description="more tools than this in a request → send only the relevant ones")
+    share: float = Field(0.15, gt=0, le=1, description="tool definitions over this share of the window → retrieval")
+    top_k: int = Field(8, ge=1, le=64, description="tools chosen by relevance per request")
+    embeddings: str | None = Field("local", description="embedding provider (registered through register_embedding_provider) "
+                                   "whose ranking is fused with BM25; null for BM25 alone")
+    find_limit: int = Field(8, ge=1, le=50, description="most tools find_tools returns")
+
+
+def _config(ctx: Any) -> ToolSearchConfig:
+    cfg = ctx.plugin_config("toolsearch")
+    return cfg if isinstance(cfg, ToolSearchConfig) else ToolSearchConfig()
+
+
+def _key(defs: list[Any]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    return tuple((d.name, d.description, tuple((d.parameters or {}).get("properties", {}))) for d in defs)
+
+
+_sizes: dict[int, tuple[Any, int]] = {}  # id(ToolDef) -> (the def, its JSON size): definitions rarely change
+
+
+def _size(d: Any) -> int:
+    hit = _sizes.get(id(d))
+    if hit is not None and hit[0] is d:
+        return hit[1]
+    n = len(json.dumps(d.openai_schema(), separators=(",", ":")))
+    if len(_sizes) > 20_000:
+        _sizes.clear()
+    _sizes[id(d)] = (d, n)
+    return n
+
+
+def def_tokens(defs: list[Any]) -> int:
+    """≈ tokens of the definitions as sent (JSON, ~4 characters a token)."""
+    return sum(_size(d) for d in defs) // 4
+
+
+def _query(request: Any) -> str:
+    for m in reversed(request.messages):
+        if m.role == "user" and not m.metadata.get("kernel_note"):
+            return m.content or ""
+    return ""
+
+
+def _used(ctx: Any) -> set[str]:
+    used = {c.name for m in ctx.session.history if m.role == "assistant" for c in m.tool_calls}
+    return used | set(ctx.session.get(ACTIVE) or [])
+
+
+def search(ctx: Any, cfg: ToolSearchConfig, key: tuple, query: str, k: int) -> list[str]:
+    """BM25, fused with the embedding provider's ranking when one is available."""
+    pool = max(50, k)
+    lexical = index_for(key).search(query, pool)
+    emb = vectors.provider(ctx.hooks, cfg.embeddings) if cfg.embeddings and query.strip() else None
+    if emb is None:
+        return lexical[:k]
+    try:
+        semantic = vectors.rank(emb, key, query, pool)
+    except Exception as exc:
+        ctx.emit("context.tools_embedding_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+        return lexical[:k]
+    return vectors.fuse(lexical, semantic, k=k)
+
+
+def select_tools(ctx: Any, request: Any) -> None:
+    cfg = _config(ctx)
+    defs = list(request.tools)
+    if not cfg.enabled or not defs:
+        return
+    window = int(request.metadata.get("context_window") or ctx.agent.limits.context_window)
+    before = def_tokens(defs)
+    if len(defs) <= cfg.max_tools and before <= cfg.share * window:
+        return
+    searchable = [d for d in defs if d.name != FIND]
+    ranked = search(ctx, cfg, _key(searchable), _query(request), cfg.top_k)
+    keep = set(ranked) | (_used(ctx) & {d.name for d in defs}) | {FIND}
+    request.tools = [d for d in defs if d.name in keep]
+    ctx.emit(
+        "context.tools_selected",
+        offered=len(defs), sent=len(request.tools), tokens_before=before, tokens_after=def_tokens(request.tools),
+        ranked=ranked, find_tools=any(d.name == FIND for d in defs),
+    )
+
+
+def find_tools(query: str, ctx: Any = None) -> str:
+    """Search every tool you may use for ones that fit a need; the ones found are offered from your next step on.
+
+    Args:
+        query: what the tool should do, in a few words
+    """
+    cfg = _config(ctx)
+    allowed = [t.definition for t in ctx.tools.visible() if t.name != FIND]
+    found = search(ctx, cfg, _key(allowed), query, cfg.find_limit)
+    if not found:
+        return f"No tool matches {query!r}."
+    active = list(dict.fromkeys([*(ctx.session.get(ACTIVE) or []), *found]))[-200:]
+    ctx.session.set(ACTIVE, active)
+    by_name = {d.name: d for d in allowed}
+    lines = [f"- {n}: {by_name[n].description.splitlines()[0] if by_name[n].description else ''}" for n in found]
+    return "Tools now available (call them directly):\n" + "\n".join(lines)
