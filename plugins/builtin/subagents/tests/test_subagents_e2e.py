@@ -19,6 +19,7 @@ def _tree(tmp_path, kit, model_server, *, parent_tools="[read_file, web_fetch, s
         model: {kit.model_block(model_server, "researcher")}
         instructions: You research things and report findings.
         tools: [read_file, write_file, web_fetch]
+        plugins: {{memory: {{enabled: false}}}}  # see conftest.CHILD_NOTE
         """)
     return kit.write(tmp_path / "parent.yaml", f"""
         name: lead
@@ -47,7 +48,7 @@ def test_delegation_attenuates_wraps_stamps_rolls_up_and_is_one_trace(tmp_path, 
     # exactly the attenuated set: own [read_file, write_file, web_fetch] ∩ narrowing [read_file, write_file] ∩ parent's
     # (the skills plugin's inert load_skill is granted by that plugin to every agent, the parent included)
     lead_first, lead_second = kit.requests_for(model_server, "lead")
-    assert set(kit.tool_names(child_first)) - {"load_skill"} == {"read_file"}
+    assert {n for n in kit.tool_names(child_first) if not n.startswith(("skill_", "load_skill"))} == {"read_file"}
     assert set(kit.tool_names(child_first)) <= set(kit.tool_names(lead_first))
     assert child_first.messages[-1]["content"] == "Find the CVE fixed in notes.md"  # natural language, not ClawDense
     assert "agent_researcher" in kit.tool_names(lead_first)
@@ -101,7 +102,7 @@ def test_delegation_attenuates_wraps_stamps_rolls_up_and_is_one_trace(tmp_path, 
 
 
 def _inline(kit, server, name, **extra) -> str:
-    fields = {"name": name, "model": json.loads(kit.model_block(server, name)), "tools": [], **extra}
+    fields = {"name": name, "model": json.loads(kit.model_block(server, name)), "tools": [], **kit.CHILD, **extra}
     return json.dumps(fields)
 
 
@@ -146,6 +147,7 @@ def test_depth_limit_and_a_tool_the_parent_lacks(tmp_path, kit, model_server):
         name: leaf
         model: {kit.model_block(model_server, "leaf")}
         tools: [read_file, shell_exec]
+        plugins: {{memory: {{enabled: false}}}}  # see conftest.CHILD_NOTE
         subagents:
           deeper: {{agent: {_inline(kit, model_server, "deeper")}}}
         """)
@@ -153,6 +155,7 @@ def test_depth_limit_and_a_tool_the_parent_lacks(tmp_path, kit, model_server):
         name: mid
         model: {kit.model_block(model_server, "mid")}
         tools: [read_file]
+        plugins: {{memory: {{enabled: false}}}}  # see conftest.CHILD_NOTE
         subagents:
           leaf: {{agent: leaf.yaml, description: the leaf}}
         """)
