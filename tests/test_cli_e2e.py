@@ -1,5 +1,7 @@
-"""End to end through the CLI: an agent in YAML, the real litellm provider, real HTTP
-to the loopback model server, two tools called concurrently, and every fault."""
+"""End to end through the CLI: an agent in YAML, the real provider plugins (the native
+``clawkit-http``, which ``provider: auto`` picks for ``openai/…``, and ``clawkit-litellm``
+where a test asks for it), real HTTP to the loopback model server, two tools called
+concurrently, and every fault."""
 
 from __future__ import annotations
 
@@ -74,21 +76,26 @@ def agent_dir(tmp_path, model_server):
     return tmp_path
 
 
-def clawkit(agent_dir: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+BOTH = "clawkit-http,clawkit-litellm"  # both providers installed: auto picks clawkit-http for openai/…
+PROVIDERS = pytest.mark.parametrize("providers", [BOTH, "clawkit-litellm"], ids=["http", "litellm"])
+
+
+def clawkit(agent_dir: Path, *args: str, timeout: float = 60, providers: str = BOTH) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(agent_dir / "site"), env.get("PYTHONPATH", "")])
-    env["CLAWKIT_LOAD_PLUGINS"] = "clawkit-litellm,weather-tools"  # the kernel path alone
+    env["CLAWKIT_LOAD_PLUGINS"] = f"{providers},weather-tools"  # the kernel path and the providers alone
     return subprocess.run(
         [sys.executable, "-m", "clawkit", *args], cwd=agent_dir, env=env, capture_output=True, text=True, timeout=timeout
     )
 
 
-def test_agent_answers_with_two_concurrent_tool_calls(agent_dir, model_server):
+@PROVIDERS
+def test_agent_answers_with_two_concurrent_tool_calls(agent_dir, model_server, providers):
     model_server.script(
         Reply.tool_calls([("get_weather", {"city": "Paris"}), ("get_time", {"city": "Paris"})]),
         "It is 18C and sunny in Paris, and 14:05.",
     )
-    out = clawkit(agent_dir, "run", "agent.yaml", "Weather and time in Paris?", "--json")
+    out = clawkit(agent_dir, "run", "agent.yaml", "Weather and time in Paris?", "--json", providers=providers)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["reply"] == "It is 18C and sunny in Paris, and 14:05."
@@ -146,9 +153,10 @@ def test_recovers_from_a_transient_fault(agent_dir, model_server, fault):
     del t0
 
 
-def test_fails_clearly_when_retries_are_exhausted(agent_dir, model_server):
+@PROVIDERS
+def test_fails_clearly_when_retries_are_exhausted(agent_dir, model_server, providers):
     model_server.script(Fault.status(503), Fault.status(503), Fault.status(503))
-    out = clawkit(agent_dir, "run", "agent.yaml", "hi")
+    out = clawkit(agent_dir, "run", "agent.yaml", "hi", providers=providers)
     assert out.returncode == 3
     assert "model call failed" in out.stderr and "503" in out.stderr and "3 attempts" in out.stderr
     assert "Traceback" not in out.stderr
@@ -182,7 +190,7 @@ def test_bad_config_exits_2_naming_file_line_field(agent_dir):
 
 def test_chat_reads_one_message_per_line_when_piped(agent_dir, model_server):
     model_server.script("First reply.", "Second reply.")
-    env = dict(os.environ, PYTHONPATH=str(agent_dir / "site"), CLAWKIT_LOAD_PLUGINS="clawkit-litellm,weather-tools")
+    env = dict(os.environ, PYTHONPATH=str(agent_dir / "site"), CLAWKIT_LOAD_PLUGINS=f"{BOTH},weather-tools")
     out = subprocess.run(
         [sys.executable, "-m", "clawkit", "chat", "agent.yaml"], input="hello\n\nhow are you?\n", cwd=agent_dir,
         env=env, capture_output=True, text=True, timeout=60,

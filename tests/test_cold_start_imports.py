@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = (
     "numpy", "litellm", "onnxruntime", "tokenizers", "tiktoken", "jsonschema", "json_repair", "watchfiles",
     "sqlite_vec", "sqlite_utils", "pysqlite3", "httpx", "openai", "re2", "regex", "wcmatch", "bs4", "lxml",
+    "starlette", "uvicorn", "opentelemetry",
 )
 #: Cheaper, but together they cost more than the whole kernel start: builtin plugins must not
 #: import them at import time either (unless the kernel itself already does).

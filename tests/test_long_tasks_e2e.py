@@ -196,8 +196,6 @@ from clawkit import hookimpl
 from clawkit.tools import tool_from_function
 
 def _tool(name, description, args):
-    def run(**kwargs):
-        return name + " done"
     t = tool_from_function(lambda query="": None, name=name)
     t.definition.description = description
     t.fn = lambda **kw: name + " done"
@@ -232,9 +230,12 @@ def test_300_tools_each_request_carries_at_most_k_and_find_tools_brings_another(
     assert out.returncode == 0, out.stderr
     sent = [{t["function"]["name"] for t in r.tools} for r in model_server.requests]
     k = 8
+    sys.path.insert(0, str(data))
+    from catalog import TOOLS
+
+    catalog = {t[0] for t in TOOLS}
     for names in sent:
-        extra = {"find_tools", "weather_forecast", "twilio_send_sms"}  # find_tools, and tools used or found stay
-        assert len(names - extra) <= k, names
+        assert len(names & catalog) <= k, names  # at most k of the 300 (used and found ones first)
     assert "weather_forecast" in sent[0] and "find_tools" in sent[0]
     assert "twilio_send_sms" not in sent[1] and "twilio_send_sms" in sent[2]
     result = json.loads(out.stdout)

@@ -39,7 +39,7 @@ def write(tmp_path, text, name="agent.yaml"):
 
 def test_minimal_agent_and_defaults(tmp_path):
     cfg = load_agent(write(tmp_path, "name: a\nmodel: openai/gpt-4o-mini\n"), env={})
-    assert cfg.model.name == "openai/gpt-4o-mini" and cfg.model.provider == "litellm"
+    assert cfg.model.name == "openai/gpt-4o-mini" and cfg.model.provider == "auto"
     assert cfg.limits.max_tool_rounds == 20 and cfg.tools == []
     assert cfg.workspace == tmp_path.resolve()
 

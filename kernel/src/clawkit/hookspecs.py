@@ -46,10 +46,12 @@ def register_config(register):
 def register_providers(register):
     """Register model providers.
 
-    ``register(name, factory)``: ``factory(model_config)`` returns an object with
-    ``async complete(request, on_text=None) -> LlmResponse`` (see
+    ``register(name, factory, serves=None)``: ``factory(model_config)`` returns an
+    object with ``async complete(request, on_text=None) -> LlmResponse`` (see
     :class:`clawkit.providers.Provider`). An agent's ``model.provider`` picks one by
-    name; the default is ``litellm``. Results: ignored. Failure: isolated.
+    name; the default ``auto`` takes the first provider whose ``serves(model_config)``
+    is true, else a catch-all (registered without ``serves``; ``litellm`` first).
+    Results: ignored. Failure: isolated.
     """
 
 
@@ -218,7 +220,9 @@ def message_sending(ctx, outbound):
 def on_event(event):
     """Observe an :class:`clawkit.types.Event`: ``session.start``, ``turn.end``,
     ``session.classified``, ``tool.blocked``, ``tool.approval``, ``hook.error``,
-    ``llm.retry``, ``agent.close``, ``compaction``, ``directive.change`` and any plugin's own.
+    ``llm.retry``, ``llm.call`` (each model call's timing and usage, no content),
+    ``turn.failed``, ``turn.resumed``, ``agent.close``, ``compaction``, ``directive.change``
+    and any plugin's own.
 
     Observe-only: results are ignored; events are also persisted on the session.
     Failure: isolated (an error here never emits another event).

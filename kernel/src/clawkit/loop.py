@@ -16,7 +16,7 @@ from .hooks import HookRunner, maybe_await
 from .plugins import get_plugin_manager
 from .prompt import ContributorContext, PromptContributor, assemble
 from .providers import Provider, ProviderError, ProviderRegistry
-from .sessions import Session, SessionStore, repair_interrupted
+from .sessions import LOCK_WAIT, Session, SessionStore, repair_interrupted
 from .toolexec import ToolExecutor
 from .tools import ToolRegistry
 from .types import Event, LlmRequest, LlmResponse, Message, Outbound, SessionClassification, ToolCall, Usage, new_id
@@ -140,7 +140,7 @@ class Agent:
 
     def provider_for(self, model_config: Any) -> Provider:
         """A provider for another model (classifier, summariser): same registry."""
-        return self._observe(self.providers.create(getattr(model_config, "provider", "litellm"), model_config))
+        return self._observe(self.providers.create(getattr(model_config, "provider", "auto"), model_config))
 
     # sessions -----------------------------------------------------------------------------
 
@@ -207,10 +207,42 @@ class Agent:
     ) -> TurnResult:
         """One turn: a run of this agent. ``trace_id``/``parent_run_id``/``parent_step_id``
         tie a sub-agent's run to the tool-call step of the run that spawned it."""
-        session = self.session(session_id)
+        session = await self._locked_session(session_id)
+        try:
+            return await self._locked_turn(session, text, deliver, trace_id, parent_run_id, parent_step_id)
+        finally:
+            self.store.unlock(session.id)
+
+    async def _locked_session(self, session_id: str | None) -> Session:
+        """The session, taken for this turn before anything is read from it: a process running a turn
+        on it is waited for, up to ``LOCK_WAIT`` seconds, then :class:`~clawkit.sessions.SessionBusy`
+        (no interleaved history, and no "interrupted" repair of a call that is still running)."""
+        if session_id is None:
+            session = self.session(None)
+            self.store.try_lock(session.id)  # brand new: nobody else can hold it
+            return session
+        if not self.store.try_lock(session_id):
+            waited, delay = 0.0, 0.02
+            while not self.store.try_lock(session_id):
+                if waited >= LOCK_WAIT:
+                    raise self.store.busy(session_id, waited)
+                await asyncio.sleep(delay)
+                waited += delay
+                delay = min(delay * 2, 0.25)
+            self._sessions.pop(session_id, None)  # the other process added to it: reload
+        try:
+            return self.session(session_id)
+        except BaseException:
+            self.store.unlock(session_id)
+            raise
+
+    async def _locked_turn(self, session: Session, text: str, deliver: Deliver | None, trace_id: str | None,
+                           parent_run_id: str | None, parent_step_id: str | None) -> TurnResult:
+        started = time.time()
         self._session = session
         ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id,
                           parent_run_id=parent_run_id, parent_step_id=parent_step_id)
+        ctx.state["_started"] = started
         ctx.deliver = deliver
         result = TurnResult(session_id=session.id, reply="", run_id=ctx.run_id)
         session.store.run_start({"id": ctx.run_id, "trace_id": ctx.trace_id, "task_id": ctx.task_id, "session_id": session.id,
@@ -222,6 +254,11 @@ class Agent:
             status = "done" if result.stop_reason in ("done", "handled") else result.stop_reason
         except (asyncio.CancelledError, KeyboardInterrupt):
             status = "cancelled"
+            raise
+        except Exception as exc:
+            # observers (telemetry, clawkit logs) see the failed run; content stays out of events
+            ctx.emit("turn.failed", error=type(exc).__name__, message=str(exc)[:500], usage=result.usage.model_dump(),
+                     duration=time.time() - started, agent=self.config.name)
             raise
         finally:
             session.store.run_end(ctx.run_id, status, {"usage": result.usage.model_dump(exclude_defaults=True)})
@@ -253,12 +290,58 @@ class Agent:
             _add_usage(result.usage, ctx.state.get("reply_usage") or Usage())
             return
         await self._loop(ctx, result, deliver)
-        ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump())
+        ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump(),
+                 duration=time.time() - ctx.state.get("_started", time.time()), agent=self.config.name)
 
-    async def _loop(self, ctx: TurnContext, result: TurnResult, deliver: Deliver | None) -> None:
+    async def resume(self, session_id: str, deliver: Deliver | None = None, *, trace_id: str | None = None) -> TurnResult:
+        """Finish a turn that stopped while its last tool calls had no results — a server
+        restarted while a call waited for approval (the approval is durable; the turn is not).
+
+        The unanswered calls go through the gates again (so an approver answers from its
+        durable record, bound to the call's id and arguments), then the loop continues as
+        the turn would have. With nothing unanswered, returns at once (``stop_reason``
+        ``"nothing_to_resume"``).
+        """
+        stored = self.store.messages(session_id)
+        answered = {m.tool_result.call_id for m in stored if m.role == "tool" and m.tool_result is not None}
+        last = next((m for m in reversed(stored) if m.role == "assistant"), None)
+        pending = [c for c in (last.tool_calls if last else []) if c.id not in answered]
+        result = TurnResult(session_id=session_id, reply="")
+        if not pending or stored[-1].role not in ("assistant", "tool"):
+            result.stop_reason = "nothing_to_resume"
+            return result
+        session = Session(self.store, session_id, self.config)
+        session.history = stored
+        self._sessions[session_id] = session
+        self._session = session
+        ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id)
+        ctx.deliver = deliver
+        result.run_id = ctx.run_id
+        started = ctx.state["_started"] = time.time()
+        self.store.run_start({"id": ctx.run_id, "trace_id": ctx.trace_id, "task_id": ctx.task_id, "session_id": session_id,
+                              "agent": self.config.name, "parent_run_id": None, "parent_step_id": None,
+                              "data": {"resumed_calls": [c.id for c in pending], "model": self.config.model.name}})
+        ctx.emit("turn.resumed", calls=[c.id for c in pending])
+        status = "error"
+        try:
+            stop_note = await self.executor.run_calls(ctx, pending, result, deliver)
+            if stop_note is not None:
+                self._append(session, Message(role="user", content=stop_note, metadata={"kernel_note": True}), ctx)
+            await self._loop(ctx, result, deliver, tools_on=stop_note is None)
+            ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump(),
+                     duration=time.time() - started, agent=self.config.name)
+            status = "done" if result.stop_reason == "done" else result.stop_reason
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            status = "cancelled"
+            raise
+        finally:
+            self.store.run_end(ctx.run_id, status, {"usage": result.usage.model_dump(exclude_defaults=True)})
+            session.store.flush()
+        return result
+
+    async def _loop(self, ctx: TurnContext, result: TurnResult, deliver: Deliver | None, *, tools_on: bool = True) -> None:
         session = ctx.session
         rounds = 0
-        tools_on = True
         while True:
             if tools_on and ctx.state.get("stop_turn"):
                 # a plugin stopped the turn before this model call (a budget, say)
@@ -422,6 +505,10 @@ class Agent:
         store.record_usage(ctx.session.id, ctx.run_id, response.model or request.model, response.usage)
         store.step(ctx.run_id, new_id("step"), "llm", response.model or request.model, started, time.time(), "ok",
                    {"usage": response.usage.model_dump(exclude_defaults=True)})
+        # observers (telemetry, logs) see each model call with its timing; content stays out of events
+        ctx.emit("llm.call", model=request.model, response_model=response.model, started=started,
+                 duration=time.time() - started, usage=response.usage.model_dump(), finish_reason=response.finish_reason,
+                 tool_calls=len(response.tool_calls), stream=request.stream)
         return response
 
     # delivery -----------------------------------------------------------------------------

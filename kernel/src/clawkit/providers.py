@@ -1,6 +1,10 @@
 """Model providers: the interface, and the registry fed by ``register_providers``.
 
-The kernel never imports a model SDK; ``clawkit-litellm`` is the default provider.
+The kernel never imports a model SDK. ``model.provider: auto`` (the default) asks
+the registered providers which one serves the model: a provider registered with a
+``serves(model_config)`` predicate that says yes wins (``clawkit-http`` serves the
+OpenAI and Anthropic wire formats natively); otherwise a catch-all provider (one
+registered without ``serves``, ``litellm`` first) takes it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ class Provider(Protocol):
     it returns an awaitable) as it arrives; the full :class:`LlmResponse`, with
     tool calls and usage, is returned at the end. Errors raise
     :class:`ProviderError`.
+
+    Optionally ``warm()``: load heavy dependencies ahead of the first call. A long-lived
+    process (``clawkit serve``) calls it at start-up, in a thread, so the first request's
+    import does not stall every other request on the event loop.
     """
 
     async def complete(self, request: LlmRequest, on_text: OnText | None = None) -> LlmResponse: ...
@@ -37,13 +45,32 @@ class ProviderRegistry:
 
     def __init__(self) -> None:
         self.factories: dict[str, ProviderFactory] = {}
+        self.serves: dict[str, Callable[[Any], bool] | None] = {}
 
-    def register(self, name: str, factory: ProviderFactory) -> None:
+    def register(self, name: str, factory: ProviderFactory, serves: Callable[[Any], bool] | None = None) -> None:
+        """Add provider ``name``; ``serves(model_config)`` says which models ``auto`` gives it
+        (None: a catch-all, used when no specific provider serves the model)."""
         if name in self.factories:
             raise ValueError(f"model provider {name!r} is registered twice")
         self.factories[name] = factory
+        self.serves[name] = serves
+
+    def choose(self, model_config: Any) -> str:
+        """The provider ``model.provider: auto`` resolves to for ``model_config``."""
+        for name, serves in self.serves.items():
+            if serves is not None and serves(model_config):
+                return name
+        catch_all = sorted((n for n, s in self.serves.items() if s is None), key=lambda n: (n != "litellm", n))
+        if catch_all:
+            return catch_all[0]
+        known = ", ".join(sorted(self.factories)) or "none"
+        model = getattr(model_config, "name", model_config)
+        raise ProviderError(f"no installed model provider serves model {model!r} (installed: {known}; "
+                            f"clawkit-litellm serves every provider litellm knows)")
 
     def create(self, name: str, model_config: Any) -> Provider:
+        if name == "auto":
+            name = self.choose(model_config)
         try:
             factory = self.factories[name]
         except KeyError:

@@ -192,3 +192,23 @@ def truncate_to_tokens(text: str, max_tokens: int, model: str | None = None) -> 
     if tokens is None:
         return head[: int(max_tokens * CHARS_PER_TOKEN)]
     return head if len(tokens) <= max_tokens else counter.decode(tokens[:max_tokens])
+
+
+def max_request_tokens(request: Any) -> int:
+    """An upper bound of a request's tokens (system, tool schemas, messages with their
+    per-message and per-call overheads), computed without a tokenizer.
+
+    A token covers at least one UTF-8 byte and a character takes at most four bytes (six
+    in JSON's ``\\uXXXX`` escapes of tool arguments), so most turns can tell they are far
+    below a window limit without loading or running tiktoken."""
+    chars = len(request.system)
+    for t in request.tools:
+        chars += len(t.name) + len(t.description) + len(str(t.parameters)) + 100
+    overhead = 0
+    for m in request.messages:
+        chars += len(m.content)
+        overhead += 4
+        for c in m.tool_calls:
+            chars += 2 * len(str(c.arguments)) + 4
+            overhead += 8
+    return 4 * chars + overhead

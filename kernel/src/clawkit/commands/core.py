@@ -36,6 +36,8 @@ def register(cli) -> None:
     p.add_argument("message", help="the user message")
     p.add_argument("--session", help="resume this session id")
     p.add_argument("--json", action="store_true", help='print {"session_id", "reply", "tool_calls", "usage"}')
+    p.add_argument("--record", metavar="FILE", help="record the model traffic to a cassette (JSON, or YAML by extension)")
+    p.add_argument("--replay", metavar="FILE", help="answer model calls from a cassette, offline (see docs/testing.md)")
     add_agent_options(p)
     p.set_defaults(handler=cmd_run)
 
@@ -111,7 +113,47 @@ def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None
 
 
 def cmd_run(args) -> int:
+    if getattr(args, "record", None) or getattr(args, "replay", None):
+        return _run_with_cassette(args)
     return run_and_report(_open(args), args.message, as_json=args.json, session_id=args.session)
+
+
+def _run_with_cassette(args) -> int:
+    """The model's ``api_base`` goes through a loopback cassette server: recording forwards to the real
+    endpoint; replaying answers from the file and refuses any non-loopback connection."""
+    from contextlib import nullcontext
+
+    from ..testing.cassette import CassetteError, CassetteServer, default_upstream, loopback_only
+
+    if args.record and args.replay:
+        raise UsageError("--record and --replay exclude each other")
+    agent = _open(args)
+    model = agent.config.model
+    upstream = model.api_base or default_upstream(model.name)
+    if args.record and not upstream:
+        agent.close()
+        raise UsageError(f"--record: set model.api_base for {model.name!r} (the endpoint to record from)")
+    try:
+        server = CassetteServer(args.record or args.replay, record=bool(args.record), upstream=upstream).start()
+    except CassetteError as exc:
+        agent.close()
+        raise UsageError(str(exc).splitlines()[0]) from None
+    model.api_base = server.url
+    try:
+        with loopback_only() if args.replay else nullcontext():
+            code = run_and_report(agent, args.message, as_json=args.json, session_id=args.session)
+    except Exception:
+        if not server.mismatches:
+            raise
+        code = 1  # the mismatch's diff, below, says more than the provider's 400
+    finally:
+        server.stop()
+    if server.mismatches:
+        print(f"clawkit: {server.mismatches[0]}", file=sys.stderr)
+        return 1
+    if args.record:
+        print(f"[recorded {len(server.cassette.entries)} model call(s) to {args.record}]", file=sys.stderr)
+    return code
 
 
 def terminal_approver(call, reason: str, ctx) -> bool:
@@ -140,6 +182,7 @@ def _interactive_approver():
 def cmd_chat(args) -> int:
     interactive = sys.stdin.isatty()
     agent = _open(args, approver=_interactive_approver() if interactive else None)
+    agent.channel = "chat" if interactive else "pipe"  # plugins accept some things (/elevated) only from a person
     session_id = agent.session(args.session).id
     if interactive:
         print(f"clawkit chat — agent {agent.config.name}, session {session_id}. {CHAT_HELP}")

@@ -1,7 +1,7 @@
 """``clawkit demo``: a full agent turn with no API key and no network.
 
 A loopback OpenAI-compatible server (the test kit's ``ModelServer``) plays a small
-scripted model; the agent reaches it through the real provider plugin (litellm),
+scripted model; the agent reaches it through the real provider plugin (clawkit-http, or litellm without it),
 calls a real tool in the current directory, streams its answer and persists the
 session — every part of clawkit but the intelligence. Point an agent YAML at a
 real model (``clawkit run agent.yaml "…"``) for that.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,68 @@ try:  # the HTTP model server
     from .server import model_server  # noqa: F401
 except ImportError:  # pragma: no cover - while the server module is being written
     pass
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _clawkit_home(tmp_path_factory) -> None:
+    """Tests never write the user's per-user clawkit state (the workspace index ``clawkit logs``
+    reads): ``CLAWKIT_HOME`` points at a temporary folder unless the run set it."""
+    import os
+
+    if not os.environ.get("CLAWKIT_HOME"):
+        os.environ["CLAWKIT_HOME"] = str(tmp_path_factory.mktemp("clawkit-home"))
+def pytest_addoption(parser) -> None:
+    parser.addoption("--record-cassettes", action="store_true", default=False,
+                     help="clawkit: record model traffic into cassettes (default: replay them; or CLAWKIT_RECORD=1)")
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "cassette(path): this test's cassette file (default: cassettes/<test name>.json beside the test)")
+
+
+def recording(config) -> bool:
+    """Record when asked (``--record-cassettes`` or ``CLAWKIT_RECORD=1``); replay otherwise."""
+    return bool(config.getoption("--record-cassettes", default=False)) or os.environ.get("CLAWKIT_RECORD", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture
+def cassette(request):
+    """``cassette(upstream=None, path=None)`` → a started :class:`clawkit.testing.cassette.CassetteServer`;
+    give its ``url`` to the model as ``api_base``.
+
+    Replays by default: the file must exist, nothing is forwarded, and any connection beyond
+    loopback raises for the rest of the test. With ``--record-cassettes`` (or ``CLAWKIT_RECORD=1``)
+    it forwards to ``upstream`` (default ``CLAWKIT_CASSETTE_UPSTREAM``) and writes the file at the
+    end. The path comes from the argument, a ``@pytest.mark.cassette(path)`` marker, or
+    ``cassettes/<test name>.json`` beside the test file. A replayed request that matches nothing
+    fails the test with a diff against the nearest recorded request.
+    """
+    from .cassette import CassetteServer, loopback_only
+
+    record = recording(request.config)
+    servers: list[CassetteServer] = []
+    guard = None
+    if not record:
+        guard = loopback_only().__enter__()
+
+    def factory(upstream: str | None = None, path: str | Path | None = None) -> CassetteServer:
+        marker = request.node.get_closest_marker("cassette")
+        where = Path(path or (marker.args[0] if marker and marker.args else f"cassettes/{request.node.name}.json"))
+        if not where.is_absolute():
+            where = Path(request.node.path).parent / where
+        server = CassetteServer(where, record=record, upstream=upstream or os.environ.get("CLAWKIT_CASSETTE_UPSTREAM")).start()
+        servers.append(server)
+        return server
+
+    try:
+        yield factory
+    finally:
+        if guard is not None:
+            guard.__exit__(None, None, None)
+        for server in servers:
+            server.stop()
+    for server in servers:
+        server.check()
 
 
 @pytest.fixture
@@ -77,3 +140,12 @@ def http_agent(make_agent, model_server):
         return make_agent(plugins=(litellm_plugin, *plugins), provider="config", **config)
 
     return factory
+
+
+def pytest_configure(config: Any) -> None:
+    """Keep the audit key and anchors of test runs out of the user's config directory."""
+    import os
+    import tempfile
+
+    if not os.environ.get("CLAWKIT_AUDIT_HOME"):
+        os.environ["CLAWKIT_AUDIT_HOME"] = tempfile.mkdtemp(prefix="clawkit-audit-")

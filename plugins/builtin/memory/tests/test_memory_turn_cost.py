@@ -210,3 +210,45 @@ def test_a_new_process_recalls_the_last_processes_session_on_its_first_turn(make
     b.run("where did we decide to host the wiki last week?")
     hits = spy.states[0]["hits"]
     assert hits and hits[0].path == f"session:{first.session_id}" and "Hetzner" in hits[0].text
+
+
+def test_idle_memory_loads_no_index_and_indexes_the_first_turn_later(make_agent, workspace, monkeypatch):
+    """Nothing in memory, nothing to catch up on: the first turn opens no memory database (so
+    neither numpy, sqlite-vec nor the embedding runtime is needed); the finished turn is
+    indexed off the reply path shortly after, and the next turn takes the full path."""
+    monkeypatch.setattr("clawkit_memory.config.EPISODE_DELAY", 0.05)
+    agent = make_agent(script=["Noted: your cat is called Miso.", "Miso."], plugins=(clawkit_memory,), tools=TOOLS)
+    db = workspace / ".clawkit" / "memory.db"
+    agent.run("my cat is called Miso")
+    assert not db.exists() and not clawkit_memory.service_loaded(agent.config)
+    deadline = time.monotonic() + 30
+    while not clawkit_memory.service_loaded(agent.config) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    mem = memory_for(agent.config)
+    mem.wait_idle(timeout=30)
+    assert db.exists() and mem.maybe_has_memory()
+    hits = mem.search("cat name", k=3, mode="keyword")
+    assert any("Miso" in h.text for h in hits)
+    agent.run("what is my cat called?")  # memory is no longer idle: the full path, recall included
+    assert clawkit_memory.service_loaded(agent.config)
+
+
+def test_identical_recall_with_nothing_new_skips_the_search(make_agent, workspace, monkeypatch):
+    (workspace / "MEMORY.md").write_text("# Pets\n\nThe user's dog is called Pixel.\n")
+    agent = make_agent(script=[], plugins=(clawkit_memory,), tools=TOOLS, plugin_config={"memory": {"watch": False}})
+    mem = memory_for(agent.config)
+    first: dict = {}
+    hits = mem.recall("what is the dog called?", timings=first)
+    searches = []
+    original = mem.searcher.search
+    monkeypatch.setattr(mem.searcher, "search", lambda *a, **k: searches.append(a) or original(*a, **k))
+    again: dict = {}
+    assert [h.text for h in mem.recall("what is the dog called?", timings=again)] == [h.text for h in hits]
+    assert again.get("cached") == 1.0 and searches == [] and "Pixel" in hits[0].text
+    mem.recall("and the cat?")  # another query searches
+    assert len(searches) == 1
+    (workspace / "MEMORY.md").write_text("# Pets\n\nThe user's dog is now called Byte.\n")
+    mem.refresh(force=True)
+    fresh: dict = {}
+    changed = mem.recall("what is the dog called?", timings=fresh)
+    assert "cached" not in fresh and len(searches) == 2 and "Byte" in changed[0].text

@@ -24,7 +24,7 @@ from .compactor import (
     request_tokens,
     split_point,
 )
-from clawkit.tokens import get_counter
+from clawkit.tokens import get_counter, max_request_tokens
 
 log = logging.getLogger("clawkit.compaction")
 _LIMIT = re.compile(r"maximum context length is (\d[\d,]*)", re.IGNORECASE)
@@ -154,7 +154,7 @@ async def before_llm_call(ctx, request):
     cfg = _config(ctx)
     window = _window(ctx, request)
     limit = _limit(cfg, ctx, window)
-    if request_tokens(request, get_counter(request.model)) <= limit:
+    if max_request_tokens(request) <= limit or request_tokens(request, get_counter(request.model)) <= limit:
         return None
     await compact(ctx, request, cfg, window=window, trigger="threshold")
     return request

@@ -65,6 +65,12 @@ class LitellmProvider:
         self.on_retry = on_retry
         self.sleep = sleep
 
+    def warm(self) -> None:
+        """Import litellm now (servers call this at start-up, off the event loop)."""
+        from ._litellm import load_litellm
+
+        load_litellm()
+
     # --- the call -----------------------------------------------------------------------
 
     def build_params(self, request: LlmRequest) -> dict[str, Any]:

@@ -8,6 +8,7 @@ adds ``clawkit memory …`` commands. See docs/plugins/memory.md.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from clawkit.hookspecs import hookimpl
@@ -66,24 +67,61 @@ def register_tools(register, agent):
 @hookimpl
 def register_prompt_contributor(register, agent):
     """The recall contributor (it contributes only when a retrieval was started this turn)."""
-    from .service import config_of
+    from .config import config_of
 
     if config_of(agent).recall.enabled:
         register(_recall())
 
 
 _ENDING: dict[str, tuple[Any, Any]] = {}  # session id -> (memory, state db) of a turn in progress
+_IDLE_ENDING: dict[str, tuple[Any, Any, Any]] = {}  # the same for turns that found memory idle
+
+
+def service_loaded(agent: Any) -> bool:
+    """Whether this process already has a memory service for ``agent`` (without loading one)."""
+    import sys
+
+    service = sys.modules.get(__name__ + ".service")  # may be mid-import in another thread
+    return id(agent) in getattr(service, "_by_agent", ())
+
+
+def _idle(ctx: Any, state_db: Any) -> bool:
+    """True when memory surely holds nothing and nothing waits to be indexed: no service yet in
+    this process, no memory database, no memory files, no other session of this agent. Then the
+    index (numpy, sqlite-vec) and the embedding runtime are not even loaded."""
+    from . import service_loaded
+    from .config import MEMORY_ROOTS, config_of, db_path
+
+    if service_loaded(ctx.agent):
+        return False
+    cfg = config_of(ctx.agent)
+    workspace = Path(ctx.agent.workspace)
+    if cfg.paths or db_path(workspace, cfg).exists() or any((workspace / r).exists() for r in MEMORY_ROOTS):
+        return False
+    if state_db is None or not cfg.sessions:
+        return True
+    try:
+        other = ctx.session.store.conn.execute("SELECT 1 FROM sessions WHERE agent = ? AND id != ? LIMIT 1",
+                                               (ctx.agent.name, ctx.session.id)).fetchone()
+    except Exception:  # a store without the kernel's table layout: take the full path
+        return False
+    return other is None
 
 
 @hookimpl
 def message_received(ctx, message):
     """Start retrieval for the incoming message, and the file watcher on first use."""
     from .recall import start_recall, state_db_of
+
+    state_db = state_db_of(ctx)
+    if _idle(ctx, state_db):
+        if state_db is not None:
+            _IDLE_ENDING[ctx.session.id] = (ctx.agent, ctx.hooks, state_db)
+        return
     from .service import memory_for
 
     mem = memory_for(ctx.agent, ctx.hooks)
     mem.start_watching()
-    state_db = state_db_of(ctx)
     if state_db is not None and mem.cfg.sessions:
         mem.note_state_db(state_db)  # first time: catch up on earlier sessions (background)
         if len(_ENDING) >= 1024:
@@ -100,6 +138,57 @@ def on_event(event):
         ending = _ENDING.pop(event.session_id, None)
         if ending is not None:
             ending[0].index_sessions_later(ending[1])
+        idle = _IDLE_ENDING.pop(event.session_id, None)
+        if idle is not None:
+            _index_first_turn_later(*idle)
+
+
+def _index_first_turn_later(agent: Any, hooks: Any, state_db: Any) -> None:
+    """The first turn of an idle memory is indexed off the reply path: a daemon timer builds the
+    service after the usual episode delay (a one-shot run has exited by then and leaves the
+    turn to the next process, which catches up on earlier sessions first). Whoever builds the
+    service first (the timer, a tool, ``memory_for``) queues the pending turn."""
+    import threading
+
+    _PENDING.setdefault(id(agent), (agent, set()))[1].add(state_db)
+
+    def later() -> None:
+        from .service import memory_for
+
+        try:
+            memory_for(agent, hooks)
+        except Exception:  # shut down meanwhile: the next process catches up
+            pass
+
+    from .config import EPISODE_DELAY
+
+    timer = threading.Timer(EPISODE_DELAY, later)
+    timer.daemon = True
+    _TIMERS.add(timer)
+    timer.start()
+
+
+_PENDING: dict[int, tuple[Any, set]] = {}  # id(agent config) -> (config, state dbs with unindexed turns)
+
+
+def take_pending(agent: Any) -> set:
+    """State databases whose turns ``agent`` finished while memory was idle (called once by
+    the service when it is built)."""
+    entry = _PENDING.pop(id(agent), None)
+    return entry[1] if entry is not None and entry[0] is agent else set()
+
+
+_TIMERS: Any = set()
+
+
+def _cancel_timers() -> None:
+    for timer in list(_TIMERS):
+        timer.cancel()  # a process exiting leaves the turn to the next one
+
+
+import atexit  # noqa: E402
+
+atexit.register(_cancel_timers)
 
 
 @hookimpl

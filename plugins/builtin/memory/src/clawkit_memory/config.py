@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+MEMORY_ROOTS = ("MEMORY.md", "memory")  # memory files in the workspace: a file and a folder
+EPISODE_DELAY = 0.25  # seconds after a turn's end before its episode is indexed (when the thread is free)
 
 
 class EmbeddingConfig(BaseModel):
@@ -81,3 +85,22 @@ class MemoryConfig(BaseModel):
     chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     recall: RecallConfig = Field(default_factory=RecallConfig)
+
+
+def config_of(agent: Any) -> MemoryConfig:
+    """The agent's ``plugins.memory`` section as a :class:`MemoryConfig` (defaults when absent)."""
+    section = agent.plugin("memory") if hasattr(agent, "plugin") else None
+    if section is None:
+        return MemoryConfig()
+    if isinstance(section, MemoryConfig):
+        return section
+    data = section.model_dump() if hasattr(section, "model_dump") else dict(section)
+    data.pop("enabled", None)
+    return MemoryConfig.model_validate(data)
+
+
+def db_path(workspace: Path, cfg: MemoryConfig) -> Path:
+    if cfg.db:
+        p = Path(cfg.db)
+        return (p if p.is_absolute() else workspace / p).resolve()
+    return (workspace / ".clawkit" / "memory.db").resolve()

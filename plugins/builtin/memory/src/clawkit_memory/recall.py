@@ -15,12 +15,14 @@ import asyncio
 import concurrent.futures
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawkit.prompt import ContributorContext, PromptContributor, PromptSection
 
-from .service import AgentMemory
 from .tools import session_partitions
+
+if TYPE_CHECKING:
+    from .service import AgentMemory
 
 STATE_KEY = "memory.recall"
 
@@ -34,7 +36,7 @@ def state_db_of(ctx: Any) -> Path | None:
     return path if path.name != ":memory:" else None
 
 
-def start_recall(ctx: Any, mem: AgentMemory, text: str) -> None:
+def start_recall(ctx: Any, mem: "AgentMemory", text: str) -> None:
     """Kick off retrieval for ``text`` on the memory worker; the contributor collects it from
     ``ctx.state``. Nothing starts when there is surely nothing to recall (empty memory)."""
     extra = session_partitions(ctx)

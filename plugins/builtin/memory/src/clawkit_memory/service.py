@@ -7,6 +7,7 @@ every partition stored in the same file.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -14,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .config import MemoryConfig
+from .config import EPISODE_DELAY, MEMORY_ROOTS, MemoryConfig, config_of, db_path  # noqa: F401  (re-exported)
 from .embeddings import collect_providers, resolve_provider
 from .index import IndexReport, MemoryIndex
 from .search import Hit, Searcher
@@ -22,34 +23,13 @@ from .worker import MemoryWorker
 
 log = logging.getLogger("clawkit.memory")
 
-MEMORY_ROOTS = ("MEMORY.md", "memory")
 SAFETY_SYNC_SECONDS = 2.0  # with a watcher running, a stat sweep at most this often
 SESSIONS_PER_STEP = 16  # sessions indexed per step of episode indexing
-EPISODE_DELAY = 0.25  # seconds after a turn's end before its episode is indexed (when the thread is free)
 
 _indexes: dict[Path, MemoryIndex] = {}
 _services: dict[tuple[Path, str], "AgentMemory"] = {}
 _by_agent: dict[int, tuple[Any, "AgentMemory"]] = {}
 _lock = threading.Lock()
-
-
-def config_of(agent: Any) -> MemoryConfig:
-    """The agent's ``plugins.memory`` section as a :class:`MemoryConfig` (defaults when absent)."""
-    section = agent.plugin("memory") if hasattr(agent, "plugin") else None
-    if section is None:
-        return MemoryConfig()
-    if isinstance(section, MemoryConfig):
-        return section
-    data = section.model_dump() if hasattr(section, "model_dump") else dict(section)
-    data.pop("enabled", None)
-    return MemoryConfig.model_validate(data)
-
-
-def db_path(workspace: Path, cfg: MemoryConfig) -> Path:
-    if cfg.db:
-        p = Path(cfg.db)
-        return (p if p.is_absolute() else workspace / p).resolve()
-    return (workspace / ".clawkit" / "memory.db").resolve()
 
 
 def memory_for(agent: Any, hooks: Any = None, *, progress: bool = False) -> "AgentMemory":
@@ -77,7 +57,31 @@ def memory_for(agent: Any, hooks: Any = None, *, progress: bool = False) -> "Age
         _by_agent[id(agent)] = (agent, svc)  # the config is held, so its id is not reused
     if progress:
         svc.index.progress = True
+    from . import take_pending
+
+    for state_db in take_pending(agent):  # turns finished while memory was idle
+        svc.index_sessions_later(state_db)
     return svc
+
+
+EXIT_WAIT = 30.0  # seconds the process may wait at exit for a memory job already running
+
+
+def _at_exit() -> None:
+    """Queued background work is dropped (the next process catches up), but a job already
+    running (embedding in onnxruntime) is waited for: a native thread still inside the
+    runtime when the interpreter tears down aborts the process (SIGABRT)."""
+    with _lock:
+        services = list(_services.values())
+    for svc in services:
+        svc._watch_stop.set()
+        svc.executor.shutdown()
+    deadline = time.monotonic() + EXIT_WAIT
+    for svc in services:
+        svc.executor.join(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_at_exit)
 
 
 def close_all() -> None:
@@ -116,6 +120,7 @@ class AgentMemory:
         self._episodes_running = 0
         self._episodes_guard = threading.Lock()
         self.last_episodes: IndexReport | None = None
+        self._last_recall: tuple[tuple, list[Hit]] | None = None  # (query, partitions, index version), hits
 
     @property
     def workspace(self) -> Path:
@@ -272,9 +277,17 @@ class AgentMemory:
         t["refresh_ms"] = (t1 - t0) * 1000
         parts = self.readable(extra_partitions)
         with self.index.lock:
+            version = (self.index.generation, self.index.conn.execute("PRAGMA data_version").fetchone()[0])
+            key = (query, tuple(parts), session_id, version)
+            if self._last_recall is not None and self._last_recall[0] == key:
+                # nothing written since the same query: the same answer, without a search
+                t["embed_ms"] = t["search_ms"] = 0.0
+                t["cached"] = 1.0
+                return list(self._last_recall[1])
             empty = not self.searcher._count(parts)
         if empty:
             t["embed_ms"] = t["search_ms"] = 0.0
+            self._last_recall = (key, [])
             return []
         self.index.query_vector(query)  # the model's work, timed on its own; search() takes it from the cache
         t2 = time.perf_counter()
@@ -282,7 +295,9 @@ class AgentMemory:
         rc = self.cfg.recall
         hits = self.search(query, k=rc.k, extra_partitions=extra_partitions, exclude_session=session_id, refresh=False)
         t["search_ms"] = (time.perf_counter() - t2) * 1000
-        return [h for h in hits if h.similarity >= rc.min_similarity]
+        found = [h for h in hits if h.similarity >= rc.min_similarity]
+        self._last_recall = (key, found)
+        return list(found)
 
     def close(self) -> None:
         self._watch_stop.set()

@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawkit.tools import ToolError, tool
 
-from .search import FilterError, format_hits
-from .service import AgentMemory, memory_for
+if TYPE_CHECKING:  # the index (numpy, sqlite-vec) loads when a tool first runs, not when tools register
+    from .service import AgentMemory
 
 SESSION_READ_KEY = "memory_read_partitions"  # session metadata: extra partitions this session may read
 
 
-def _memory(ctx: Any) -> AgentMemory:
+def _memory(ctx: Any) -> "AgentMemory":
+    from .service import memory_for
+
     return memory_for(ctx.agent, ctx.hooks)
 
 
@@ -34,6 +36,8 @@ def memory_search(query: str, k: int = 5, filters: dict[str, Any] | None = None,
     """
     if not query.strip():
         raise ToolError("query is empty")
+    from .search import FilterError, format_hits
+
     mem = _memory(ctx)
     try:
         hits = mem.search(query, k=max(1, min(int(k), 20)), filters=filters, extra_partitions=session_partitions(ctx))
@@ -83,7 +87,7 @@ def memory_get(path: str, from_line: int = 1, lines: int = 40, ctx: Any = None) 
     return "\n".join(f"{n}: {ln}" for n, ln in enumerate(chunk, start))
 
 
-def _is_memory_file(mem: AgentMemory, target: Path) -> bool:
+def _is_memory_file(mem: "AgentMemory", target: Path) -> bool:
     ws = mem.workspace
     try:
         rel = target.relative_to(ws)
@@ -92,7 +96,7 @@ def _is_memory_file(mem: AgentMemory, target: Path) -> bool:
     return rel.as_posix() == "MEMORY.md" or (rel.parts[:1] == ("memory",) and target.suffix.lower() in (".md", ".markdown", ".txt"))
 
 
-def save_target(mem: AgentMemory, now: float | None = None) -> Path:
+def save_target(mem: "AgentMemory", now: float | None = None) -> Path:
     """Where ``memory_save`` writes; refuses anything but the workspace's memory files."""
     name = mem.cfg.save_file.format(date=time.strftime("%Y-%m-%d", time.localtime(now)))
     target = (mem.workspace / name).resolve()

@@ -90,3 +90,11 @@ class MemoryWorker:
             self._cv.notify_all()
         for fut in pending:
             fut.cancel()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end (after :meth:`shutdown`); True when it has."""
+        thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()

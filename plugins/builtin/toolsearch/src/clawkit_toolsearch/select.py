@@ -25,7 +25,7 @@ class ToolSearchConfig(BaseModel):
     top_k: int = Field(8, ge=1, le=64, description="tools chosen by relevance per request")
     embeddings: str | None = Field("local", description="embedding provider (registered through register_embedding_provider) "
                                    "whose ranking is fused with BM25; null for BM25 alone")
-    find_limit: int = Field(8, ge=1, le=50, description="most tools find_tools returns")
+    find_limit: int = Field(5, ge=1, le=50, description="most tools find_tools returns (and brings into the next requests)")
 
 
 def _config(ctx: Any) -> ToolSearchConfig:
@@ -63,9 +63,10 @@ def _query(request: Any) -> str:
     return ""
 
 
-def _used(ctx: Any) -> set[str]:
-    used = {c.name for m in ctx.session.history if m.role == "assistant" for c in m.tool_calls}
-    return used | set(ctx.session.get(ACTIVE) or [])
+def _used(ctx: Any) -> list[str]:
+    """Tools found with find_tools or called in the session, most recent last."""
+    used = [c.name for m in ctx.session.history if m.role == "assistant" for c in m.tool_calls]
+    return list(dict.fromkeys([*(ctx.session.get(ACTIVE) or []), *used]))
 
 
 def search(ctx: Any, cfg: ToolSearchConfig, key: tuple, query: str, k: int) -> list[str]:
@@ -93,8 +94,15 @@ def select_tools(ctx: Any, request: Any) -> None:
     if len(defs) <= cfg.max_tools and before <= cfg.share * window:
         return
     searchable = [d for d in defs if d.name != FIND]
-    ranked = search(ctx, cfg, _key(searchable), _query(request), cfg.top_k)
-    keep = set(ranked) | (_used(ctx) & {d.name for d in defs}) | {FIND}
+    ranked = search(ctx, cfg, _key(searchable), _query(request), 2 * cfg.top_k)
+    offered = {d.name for d in defs}
+    pinned = [n for n in _used(ctx) if n in offered and n != FIND][-cfg.top_k:]  # used or found: they stay
+    keep = set(pinned)
+    for name in ranked:  # then the most relevant, up to top_k in all
+        if len(keep) >= cfg.top_k:
+            break
+        keep.add(name)
+    keep.add(FIND)
     request.tools = [d for d in defs if d.name in keep]
     ctx.emit(
         "context.tools_selected",

@@ -17,7 +17,7 @@ from clawkit import LlmRequest, ToolCall, ToolResult
 from . import store
 from .cut import CutPlan, char_plan, plan_cut
 from .history import message_tokens, trim_history
-from clawkit.tokens import TokenCounter, get_counter
+from clawkit.tokens import TokenCounter, get_counter, max_request_tokens
 
 log = logging.getLogger("clawkit.truncator")
 
@@ -160,8 +160,10 @@ def before_llm_call(ctx, request):
     cfg = _config(ctx)
     if not cfg.trim_history or not request.messages:
         return None
-    counter = counter_for(ctx, cfg)
     window = context_window(ctx, request)
+    if max_request_tokens(request) < window * cfg.history_trigger:  # most turns: no tokenizer at all
+        return None
+    counter = counter_for(ctx, cfg)
     fixed = counter.count(request.system) + sum(counter.count(t.model_dump_json()) for t in request.tools)
     trimmed = trim_history(request.messages, window, counter, fixed_tokens=fixed, trigger=cfg.history_trigger,
                            target=cfg.history_target, keep_turns=cfg.history_keep_turns, soft_tokens=cfg.history_soft_tokens)
@@ -175,6 +177,22 @@ def before_llm_call(ctx, request):
 
 
 # --- reading stored outputs back ---------------------------------------------------------
+
+
+def linear_regex(pattern: str):
+    """``pattern`` compiled by RE2 (linear time: a model-chosen pattern cannot hang the turn).
+    Backreferences and look-around, which have no linear-time algorithm, are refused."""
+    import re2
+
+    if len(pattern) > 2000:
+        raise ValueError("longer than 2000 characters")
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(f"{why} (patterns run in linear time: no backreferences or look-around)") from None
 
 
 def read_tool_output(ctx, output_id: str, offset: int = 0, limit: int = DEFAULT_READ_CHARS, pattern: str | None = None) -> str:
@@ -196,8 +214,8 @@ def read_tool_output(ctx, output_id: str, offset: int = 0, limit: int = DEFAULT_
     try:
         if pattern:
             try:
-                rx = re.compile(pattern)
-            except re.error as exc:
+                rx = linear_regex(pattern)
+            except (re.error, ValueError) as exc:
                 raise ToolError(f"invalid pattern {pattern!r}: {exc}") from None
             lines, resume, first = store.grep(conn, ctx.session.id, output_id, rx, offset, limit)
             more = f" Continue with offset={resume}." if resume is not None else " No more matches."

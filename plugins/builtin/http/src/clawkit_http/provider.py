@@ -1,0 +1,260 @@
+"""The native provider: one ``complete`` call = one model answer over httpx, retried as needed.
+
+Retries are the kernel's (:func:`clawkit.retry.call_with_retries`, from the model
+config's ``max_retries``, ``retry_base_delay``, ``retry_max_delay``,
+``max_retry_after``, ``retry_timeout``): every failure is classified here into a
+:class:`~clawkit.errors.ProviderError` kind first.
+
+Provider-only settings, read from the model config's extra keys (not sent to the
+model): ``api_format`` (``openai`` | ``anthropic``), ``headers`` (extra HTTP
+headers), ``max_connections`` (per event loop, 1000), ``input_cost_per_token`` /
+``output_cost_per_token`` (prices for models the bundled table does not know).
+Every other extra key goes into the request body.
+
+A stream that breaks after text reached the user is not retried (the user would
+see the text twice): it raises ``ProviderError(kind="stream_cut")`` with the text
+delivered so far in ``partial_text``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+from typing import Any, Awaitable, Callable
+
+from clawkit.providers import OnText, ProviderError
+from clawkit.retry import OnRetry, RetryPolicy, call_with_retries
+from clawkit.types import LlmRequest, LlmResponse
+
+from . import anthropic_format, openai_format, wire_format
+from .errors import Failure, from_exception, from_status
+from .prices import price_per_token
+
+
+PROVIDER_ONLY = ("api_format", "headers", "max_connections", "input_cost_per_token", "output_cost_per_token")
+RETRY_SETTINGS = ("retry_base_delay", "retry_max_delay", "max_retry_after", "retry_timeout")
+LOCAL_API_KEY = "sk-clawkit-no-key"
+DEFAULTS = {
+    "openai": ("OPENAI_BASE_URL", "https://api.openai.com/v1", "OPENAI_API_KEY"),
+    "anthropic": ("ANTHROPIC_BASE_URL", "https://api.anthropic.com", "ANTHROPIC_API_KEY"),
+}
+
+
+class _CallbackError(Exception):
+    """An exception from ``on_text``: the caller's, not a model failure."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Failed(Exception):
+    def __init__(self, failure: Failure):
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+class HttpProvider:
+    """A :class:`clawkit.providers.Provider` speaking OpenAI chat completions or Anthropic Messages.
+
+    ``config`` is a :class:`clawkit.config.ModelConfig`; ``on_retry(notice)`` (a
+    :class:`clawkit.retry.RetryNotice`) is told about each retry before its wait (the
+    agent emits ``llm.retry``); ``sleep`` is injectable.
+    """
+
+    def __init__(self, config: Any, *, on_retry: OnRetry | None = None,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+        self.config = config
+        extras = dict(config.settings()) if hasattr(config, "settings") else {}
+        self.format = wire_format(config) or "openai"
+        self.wire = anthropic_format if self.format == "anthropic" else openai_format
+        self.headers = {str(k): str(v) for k, v in (extras.pop("headers", None) or {}).items()}
+        for key in RETRY_SETTINGS:  # ModelConfig fields (older configs carry them as extras): never sent
+            extras.pop(key, None)
+        self.policy = RetryPolicy.from_model_config(config)
+        self.max_connections = int(extras.pop("max_connections", 1000))
+        self.prices = (extras.pop("input_cost_per_token", None), extras.pop("output_cost_per_token", None))
+        extras.pop("api_format", None)
+        self.extra_body = extras
+        self.on_retry = on_retry
+        self.sleep = sleep
+        env_base, default_base, env_key = DEFAULTS[self.format]
+        self.base = (config.api_base or os.environ.get(env_base) or default_base).rstrip("/")
+        self.api_key = config.api_key or os.environ.get(env_key) or (LOCAL_API_KEY if config.api_base else None)
+        self._client: Any = None
+        self._loop: Any = None
+
+    # --- plumbing -----------------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> str:
+        if self.format == "anthropic":
+            base = self.base[:-3] if self.base.endswith("/v1") else self.base
+            return base + anthropic_format.PATH
+        return self.base + openai_format.PATH
+
+    def _headers(self) -> dict[str, str]:
+        if self.format == "anthropic":
+            head = {"x-api-key": self.api_key or "", "anthropic-version": anthropic_format.VERSION}
+        else:
+            head = {"Authorization": f"Bearer {self.api_key}"}
+        return {**head, "Content-Type": "application/json", **self.headers}
+
+    def client(self) -> Any:
+        """One connection pool per event loop (``Agent.run`` starts a loop per turn)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            import httpx
+
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.config.timeout),
+                limits=httpx.Limits(max_connections=self.max_connections,
+                                    max_keepalive_connections=min(self.max_connections, 100)))
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def model_id(self, request: LlmRequest) -> str:
+        """The model as the server knows it: ``openai/gpt-4o`` → ``gpt-4o``."""
+        name = request.model or self.config.name
+        prefix, sep, rest = name.partition("/")
+        return rest if sep and prefix in ("openai", "anthropic") else name
+
+    # --- the call -----------------------------------------------------------------------
+
+    async def complete(self, request: LlmRequest, on_text: OnText | None = None) -> LlmResponse:
+        """One model answer; retries transient failures; raises :class:`ProviderError`."""
+        body = self.wire.build_body(request, self.model_id(request), self.config, self.extra_body)
+
+        async def attempt(n: int) -> LlmResponse:
+            if not self.api_key:  # through the retry helper, so the error says it is not retried
+                raise self._error(request, Failure("auth", f"no API key: set model.api_key or "
+                                                   f"${DEFAULTS[self.format][2]}", False, reason="no API key"))
+            delivered: list[str] = []
+            try:
+                if body["stream"]:
+                    return await self._stream(body, on_text, delivered)
+                return await self._whole(body)
+            except _Failed as exc:
+                raise self._error(request, exc.failure, partial="".join(delivered)) from exc.__cause__
+
+        def classify(exc: BaseException) -> ProviderError:
+            if isinstance(exc, _CallbackError):
+                raise exc  # a display failure is the caller's, not the model's
+            return self._error(request, from_exception(exc, streaming=bool(body["stream"])))
+
+        try:
+            response = await call_with_retries(attempt, policy=self.policy, classify=classify,
+                                               on_retry=self.on_retry, sleep=self.sleep)
+        except _CallbackError as exc:
+            raise exc.error from None
+        response.usage.cost = self._cost(body["model"], response)
+        response.model = response.model or body["model"]
+        return response
+
+    async def _post_failed(self, response: Any) -> _Failed:
+        raw = await response.aread()
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = raw.decode("utf-8", "replace")
+        message = self.wire.error_message(data)
+        return _Failed(from_status(response.status_code, f"HTTP {response.status_code}: {message}", response.headers))
+
+    async def _whole(self, body: dict[str, Any]) -> LlmResponse:
+        try:
+            response = await self.client().post(self.endpoint, json=body, headers=self._headers())
+            if response.status_code >= 400:
+                raise await self._post_failed(response)
+            data = response.json()
+        except _Failed:
+            raise
+        except ValueError as exc:
+            raise _Failed(Failure("stream_cut", f"the answer is not valid JSON: {exc}", True)) from exc
+        except Exception as exc:
+            raise _Failed(from_exception(exc, streaming=False)) from exc
+        return self.wire.parse_response(data)
+
+    async def _stream(self, body: dict[str, Any], on_text: OnText | None, delivered: list[str]) -> LlmResponse:
+        assembler = self.wire.StreamAssembler()
+        try:
+            async with self.client().stream("POST", self.endpoint, json=body, headers=self._headers()) as response:
+                if response.status_code >= 400:
+                    raise await self._post_failed(response)
+                data: list[str] = []
+                async for line in response.aiter_lines():
+                    if line.startswith("data:"):
+                        data.append(line[5:].lstrip(" "))
+                        continue
+                    if line or not data:
+                        continue  # event names, comments, keep-alives
+                    payload, data = "\n".join(data), []
+                    if payload == "[DONE]":
+                        assembler.done = True
+                        break
+                    delta = assembler.add(json.loads(payload))
+                    if delta:
+                        await self._deliver(on_text, delta)
+                        delivered.append(delta)
+        except (_Failed, _CallbackError):
+            raise
+        except anthropic_format.StreamError as exc:
+            retryable = exc.type in ("overloaded_error", "api_error", "rate_limit_error")
+            raise _Failed(Failure("http", f"{exc.type}: {exc}", retryable)) from exc
+        except ValueError as exc:
+            raise _Failed(Failure("stream_cut", f"a stream event is not valid JSON: {exc}", True)) from exc
+        except Exception as exc:
+            raise _Failed(from_exception(exc, streaming=True)) from exc
+        if not assembler.complete:
+            raise _Failed(Failure("stream_cut", "the stream ended before the model finished its answer", True))
+        return assembler.response()
+
+    @staticmethod
+    async def _deliver(on_text: OnText | None, delta: str) -> None:
+        if on_text is None:
+            return
+        try:
+            result = on_text(delta)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            raise _CallbackError(exc) from exc
+
+    # --- reporting ----------------------------------------------------------------------
+
+    def _error(self, request: LlmRequest, failure: Failure, *, partial: str = "") -> ProviderError:
+        model = request.model or self.config.name
+        where = f"model {model} at {self.endpoint}"
+        if failure.kind == "context_overflow":
+            head = f"{where}: the request exceeds the model's context window"
+        elif partial:
+            head = (f"{where}: the stream broke after {len(partial)} characters had been delivered "
+                    f"(not retried, the text would repeat)")
+        elif failure.kind == "timeout":
+            head = f"{where}: no answer within {self.config.timeout:g}s"
+        else:
+            head = where
+        reason = failure.reason if not partial else "the stream broke mid-answer"
+        return ProviderError(f"{head}: {failure.message}", kind="stream_cut" if partial else failure.kind,
+                             endpoint=self.endpoint, status=failure.status,
+                             retryable=False if partial else failure.retryable, retry_after=failure.retry_after,
+                             partial_text=partial or None, model=model, reason=reason)
+
+    def _cost(self, model: str, response: LlmResponse) -> float | None:
+        usage = response.usage
+        if not usage.total_tokens:
+            return None
+        inp, out = self.prices
+        if inp is None and out is None:
+            found = price_per_token(response.model or model, self.format) or (
+                price_per_token(model, self.format) if response.model and response.model != model else None)
+            if found is None:
+                return None
+            inp, out = found
+        return usage.prompt_tokens * float(inp or 0) + usage.completion_tokens * float(out or 0)

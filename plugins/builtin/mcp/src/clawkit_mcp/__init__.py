@@ -1,0 +1,68 @@
+"""clawkit-mcp: Model Context Protocol both ways.
+
+* MCP servers declared under ``mcp.servers`` in the agent YAML (stdio ``command`` or
+  streamable HTTP ``url``) give tools named ``mcp__<server>__<tool>``; the agent's
+  ``tools:`` allowlist (globs) decides which are shown. They are ``guarded`` by default,
+  pass every ``before_tool_call`` gate, and their results are untrusted content.
+* Servers start on the first turn that can use them, are reused across turns, restarted
+  after a crash (with backoff) and stopped on ``Agent.close()`` and at exit.
+* ``clawkit mcp list AGENT.yaml`` shows servers, state and tools; ``clawkit mcp serve
+  AGENT.yaml`` exposes the agent itself as an MCP server (stdio or streamable HTTP).
+"""
+
+from __future__ import annotations
+
+from clawkit import hookimpl
+
+# Thin hookimpls: ``clawkit --help`` imports every plugin; the mcp SDK loads only when used.
+
+
+@hookimpl
+def register_config(register):
+    from .config import McpConfig
+
+    register("mcp", McpConfig, top_level=True)
+
+
+@hookimpl
+def message_received(ctx):
+    if getattr(getattr(ctx.agent, "mcp", None), "servers", None):
+        from .plugin import message_received as impl
+
+        return impl(ctx)
+    return None
+
+
+@hookimpl
+def before_llm_call(ctx, request):
+    if getattr(getattr(ctx.agent, "mcp", None), "servers", None):
+        from .plugin import before_llm_call as impl
+
+        return impl(ctx, request)
+    return None
+
+
+@hookimpl
+def register_prompt_contributor(register, agent):
+    if getattr(getattr(agent, "mcp", None), "servers", None):
+        from .plugin import contributors
+
+        for c in contributors(agent):
+            register(c)
+
+
+@hookimpl
+def on_event(event):
+    if event.type == "agent.close":
+        import sys
+
+        plugin = sys.modules.get("clawkit_mcp.plugin")
+        if plugin is not None:  # nothing was started when the module was never loaded
+            plugin.close_closed_agents()
+
+
+@hookimpl
+def register_commands(cli):
+    from .commands import register
+
+    register(cli)

@@ -1,0 +1,26 @@
+"""clawkit-serve: ``clawkit serve AGENT.yaml…`` — agents as an HTTP service.
+
+An OpenAI-compatible ``/v1/chat/completions``, a native API (sessions, live events,
+approvals, the audit ledger), bearer API keys kept hashed in the state database
+(``clawkit keys``), durable approvals, and a web panel at ``/panel``. Starlette and
+uvicorn load only when the server starts: ``clawkit --help`` never imports them.
+See docs/serve.md.
+"""
+
+from __future__ import annotations
+
+from clawkit import hookimpl
+
+
+@hookimpl
+def register_config(register):
+    from .config import ServeConfig
+
+    register("serve", ServeConfig)
+
+
+@hookimpl
+def register_commands(cli):
+    from .cli import register
+
+    register(cli)

@@ -1,0 +1,205 @@
+"""The ASGI application: auth, limits, errors, lifespan; the routes live in api_*.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
+
+from .approvals import ApprovalBroker
+from .keys import ApiKey, KeyStore, RateLimiter
+
+log = logging.getLogger("clawkit.serve")
+
+
+@dataclass
+class ServeOptions:
+    max_body: int = 1_048_576
+    rate_per_minute: int = 120
+    cors_origins: list[str] = field(default_factory=list)
+    dev: bool = False  # no keys: every request acts as a full key (loopback only; checked by the CLI)
+    shutdown_timeout: float = 30.0
+    sweep_every: float = 30.0
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str, *, code: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.code, self.headers = status, message, code, headers or {}
+
+
+ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+               404: "not_found_error", 409: "conflict_error", 410: "gone_error", 413: "request_too_large",
+               429: "rate_limit_error", 502: "upstream_error", 503: "unavailable"}
+
+
+def error_response(status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    """OpenAI-style error bodies, so OpenAI clients raise their usual exceptions."""
+    body = {"error": {"message": message, "type": ERROR_TYPES.get(status, "server_error"), "code": code}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+DEV_KEY = ApiKey(id="dev", name="development (no keys)", role="full")
+
+
+class Server:
+    """What the routes share: the runner, keys, approvals, options."""
+
+    def __init__(self, runner: Any, keys: KeyStore, broker: ApprovalBroker, options: ServeOptions):
+        self.runner, self.keys, self.broker, self.options = runner, keys, broker, options
+        self.limiter = RateLimiter(options.rate_per_minute)
+
+    def authorize(self, request: Request, action: str = "read", agent: str | None = None) -> ApiKey:
+        """The caller's key, or an HttpError: 401 (no/unknown key), 403 (role or agent), 429 (rate)."""
+        key = request.scope.get("clawkit.key")
+        if key is None:
+            header = request.headers.get("authorization", "")
+            scheme, _, token = header.partition(" ")
+            if self.options.dev and not header:
+                key = DEV_KEY
+            elif scheme.lower() != "bearer" or not token.strip():
+                raise HttpError(401, "missing API key: send 'Authorization: Bearer <key>'", code="missing_api_key",
+                                headers={"WWW-Authenticate": "Bearer"})
+            else:
+                key = self.keys.authenticate(token.strip())
+                if key is None:
+                    raise HttpError(401, "invalid or revoked API key", code="invalid_api_key",
+                                    headers={"WWW-Authenticate": "Bearer"})
+            ok, wait = self.limiter.allow(key)
+            if not ok:
+                raise HttpError(429, f"rate limit of key {key.id} exceeded; retry in {wait:.1f} s", code="rate_limited",
+                                headers={"Retry-After": str(max(1, round(wait)))})
+            request.scope["clawkit.key"] = key
+        if not key.can(action):
+            raise HttpError(403, f"key {key.id} (role {key.role}) may not {action}", code="forbidden_role")
+        if agent is not None and not key.allows_agent(agent):
+            raise HttpError(403, f"key {key.id} is not scoped to agent {agent!r}", code="forbidden_agent")
+        return key
+
+    async def read_json(self, request: Request) -> dict[str, Any]:
+        """The body as a JSON object, at most ``max_body`` bytes (413 past it, counted as it streams)."""
+        limit = self.options.max_body
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise HttpError(413, f"request body of {declared} bytes exceeds the limit of {limit} bytes", code="too_large")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise HttpError(413, f"request body exceeds the limit of {limit} bytes", code="too_large")
+            chunks.append(chunk)
+        try:
+            body = json.loads(b"".join(chunks) or b"{}")
+        except ValueError as exc:
+            raise HttpError(400, f"request body is not JSON: {exc}", code="bad_json") from None
+        if not isinstance(body, dict):
+            raise HttpError(400, "request body must be a JSON object", code="bad_json")
+        return body
+
+    def agent_for_session(self, request: Request, session_id: str, action: str = "read") -> str:
+        from .runner import UnknownSession
+
+        self.authorize(request, action)
+        try:
+            agent = self.runner.agent_of(session_id)
+        except UnknownSession:
+            raise HttpError(404, f"no session {session_id}", code="session_not_found") from None
+        self.authorize(request, action, agent)
+        return agent
+
+    def db_of(self, agent: str) -> str:
+        return str(self.runner.agents[agent].store.path)
+
+
+def create_app(server: Server) -> Starlette:
+    from . import api_native, api_openai, panel
+    from .runner import Checkpointed
+
+    async def on_http_error(request: Request, exc: HttpError) -> JSONResponse:
+        return error_response(exc.status, exc.message, exc.code, exc.headers)
+
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True})
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette):
+        loop = asyncio.get_running_loop()
+        server.runner.hub.bind(loop)
+        server.broker.on_orphan_answer = lambda row: server.runner.resume_later(row["agent"], row["session_id"])
+        server.runner.waiting_sessions = server.broker.waiting_sessions
+        server.runner.before_turn = server.broker.supersede
+        await server.runner.warm()
+        sweeper = asyncio.ensure_future(_sweep(server))
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            await server.runner.shutdown(server.options.shutdown_timeout)  # once more: idempotent
+            await server.runner.close()
+
+    async def on_checkpointed(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(503, str(exc), "checkpointed", {"Retry-After": "5"})
+
+    routes = [Route("/healthz", healthz), *api_openai.routes(server), *api_native.routes(server),
+              *panel.routes(server), Mount("/panel/static", app=panel.static_files(), name="panel-static")]
+    app = Starlette(routes=routes, exception_handlers={HttpError: on_http_error, Checkpointed: on_checkpointed}, lifespan=lifespan)
+    if server.options.cors_origins:
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=server.options.cors_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type", "X-Clawkit-Session", "X-Clawkit-Wait"],
+                           expose_headers=["X-Clawkit-Session"])
+    app.state.server = server
+    return app
+
+
+async def _sweep(server: Server) -> None:
+    """Expire requests nobody answered in time, and resume their turns so the model is told."""
+    while True:
+        try:
+            server.broker.sweep()
+        except Exception:
+            log.exception("approval sweep failed")
+        await asyncio.sleep(server.options.sweep_every)
+
+
+def uvicorn_server(app: Starlette, **config: Any) -> Any:
+    """A uvicorn server whose shutdown first settles the turns: running ones get
+    ``shutdown_timeout`` to finish, ones waiting for approval are checkpointed at once —
+    before uvicorn waits for the open requests those turns hold."""
+    import uvicorn
+
+    class ClawkitServer(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            server: Server = app.state.server
+            started = time.monotonic()
+            await server.runner.shutdown(server.options.shutdown_timeout)
+            log.info("clawkit serve: turns settled in %.1f s", time.monotonic() - started)
+            await super().shutdown(sockets=sockets)
+
+    config.setdefault("timeout_graceful_shutdown", app.state.server.options.shutdown_timeout + 5)
+    return ClawkitServer(uvicorn.Config(app, **config))
+
+
+def build(paths: list[str | Path], db: str | Path, options: ServeOptions, overrides: dict | None = None,
+          approval_timeout: float = 3600.0) -> Starlette:
+    """The app for ``clawkit serve``: agents from ``paths``, keys and approvals in ``db``."""
+    from .keys import connect
+    from .runner import InProcessRunner
+
+    conn = connect(db)
+    keys = KeyStore(conn)
+    broker = ApprovalBroker(conn, timeout=approval_timeout)
+    runner = InProcessRunner(paths, broker.approver, overrides=overrides)
+    broker.publish = runner.hub.publish
+    return create_app(Server(runner, keys, broker, options))
