@@ -109,7 +109,7 @@ def workspace_db(args: argparse.Namespace) -> Any:
 
 
 def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
-    import yaml
+    from . import safeyaml
 
     out: dict[str, Any] = {}
     if getattr(args, "model", None):
@@ -120,7 +120,7 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UsageError(f"--set {item!r}: expected KEY=VALUE")
-        out[key.strip()] = yaml.safe_load(value) if value else ""
+        out[key.strip()] = safeyaml.safe_load(value, f"--set {key.strip()}") if value else ""
     return out
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
+from . import safeyaml
 from .budget import ContextConfig
 from .errors import ConfigError
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
@@ -51,6 +52,7 @@ class Limits(BaseModel):
     max_tool_rounds: int = Field(20, gt=0, description="model calls with tool use allowed in one turn")
     max_depth: int = Field(2, ge=0, description="sub-agent nesting allowed below this agent (an agent at the limit gets no agent tools)")
     max_parallel_subagents: int = Field(4, gt=0, description="sub-agents one model response may run at once")
+    tool_timeout: float = Field(900.0, gt=0, description="seconds any one tool call may take before it is abandoned with an error")
 
 
 class PluginSection(BaseModel):
@@ -185,7 +187,7 @@ def parse_yaml(text: str, file: str, env: dict[str, str] | None = None) -> tuple
     """Parse YAML keeping each key's line: ``(data, {path: line})``."""
     env = dict(os.environ) if env is None else env
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = safeyaml.compose(text, file)  # bounded: alias bombs and deep nesting are refused
     except yaml.YAMLError as exc:
         # the construct that was left open (context) locates the mistake better than
         # where the parser gave up, which is often the end of the file

@@ -18,7 +18,7 @@ from .hooks import HookRunner, maybe_await
 from .plugins import get_plugin_manager
 from .prompt import ContributorContext, PromptContributor, assemble
 from .providers import Provider, ProviderError, ProviderRegistry
-from .sessions import Session, SessionStore, repair_interrupted
+from .sessions import LOCK_WAIT, Session, SessionStore, repair_interrupted
 from .toolexec import ToolExecutor
 from .tools import ToolRegistry
 from .types import Event, LlmRequest, LlmResponse, Message, Outbound, SessionClassification, ToolCall, Usage, new_id
@@ -239,8 +239,38 @@ class Agent:
     ) -> TurnResult:
         """One turn: a run of this agent. ``trace_id``/``parent_run_id``/``parent_step_id``
         tie a sub-agent's run to the tool-call step of the run that spawned it."""
+        session = await self._locked_session(session_id)
+        try:
+            return await self._locked_turn(session, text, deliver, trace_id, parent_run_id, parent_step_id)
+        finally:
+            self.store.unlock(session.id)
+
+    async def _locked_session(self, session_id: str | None) -> Session:
+        """The session, taken for this turn before anything is read from it: a process running a turn
+        on it is waited for, up to ``LOCK_WAIT`` seconds, then :class:`~clawkit.sessions.SessionBusy`
+        (no interleaved history, and no "interrupted" repair of a call that is still running)."""
+        if session_id is None:
+            session = self.session(None)
+            self.store.try_lock(session.id)  # brand new: nobody else can hold it
+            return session
+        if not self.store.try_lock(session_id):
+            waited, delay = 0.0, 0.02
+            while not self.store.try_lock(session_id):
+                if waited >= LOCK_WAIT:
+                    raise self.store.busy(session_id, waited)
+                await asyncio.sleep(delay)
+                waited += delay
+                delay = min(delay * 2, 0.25)
+            self._sessions.pop(session_id, None)  # the other process added to it: reload
+        try:
+            return self.session(session_id)
+        except BaseException:
+            self.store.unlock(session_id)
+            raise
+
+    async def _locked_turn(self, session: Session, text: str, deliver: Deliver | None, trace_id: str | None,
+                           parent_run_id: str | None, parent_step_id: str | None) -> TurnResult:
         started = time.time()
-        session = self.session(session_id)
         self._session = session
         ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id,
                           parent_run_id=parent_run_id, parent_step_id=parent_step_id)

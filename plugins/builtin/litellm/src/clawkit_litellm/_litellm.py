@@ -41,6 +41,11 @@ def load_litellm() -> Any:
                                     category=RuntimeWarning)
             import litellm
 
+            try:  # an HTTP handler's __del__ imports this: imported then, a collection that runs during
+                # another import deadlocks on the import lock (seen with several models in one process)
+                import litellm.llms.custom_httpx.aiohttp_transport  # noqa: F401
+            except ImportError:  # pragma: no cover - a litellm without it does not import it in __del__ either
+                pass
             litellm.suppress_debug_info = True
             litellm.telemetry = False
             _module = litellm
