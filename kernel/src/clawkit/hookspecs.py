@@ -260,3 +260,21 @@ def on_event(event):
     Observe-only: results are ignored; events are also persisted on the session.
     Failure: isolated (an error here never emits another event).
     """
+
+
+# --- shutdown ----------------------------------------------------------------------------
+
+
+@hookspec
+def agent_closing(agent, runtime):
+    """``Agent.close()`` is running: release what this plugin started for the agent.
+
+    ``agent`` is the agent's config (the object ``register_tools`` and ``ctx.agent``
+    see); ``runtime`` the :class:`clawkit.loop.Agent` (``ctx.runtime``). Stop and
+    *join* the threads, executors, file watchers and native runtimes you started for
+    it — a daemon thread still inside native code when the interpreter exits aborts
+    the process — and stop process-wide ones once no open agent needs them. Called
+    once per agent (``close()`` is idempotent), after the last turn, before the
+    session store closes. Keep it bounded (join with a timeout of a few seconds).
+    Failure: isolated (logged; the other plugins still close).
+    """

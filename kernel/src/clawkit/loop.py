@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import inspect
 import logging
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -18,7 +20,7 @@ from .hooks import HookRunner, maybe_await
 from .plugins import get_plugin_manager
 from .prompt import ContributorContext, PromptContributor, StaticContributor, assemble
 from .providers import Provider, ProviderError, ProviderRegistry
-from .sessions import Session, SessionStore, repair_interrupted
+from .sessions import LOCK_WAIT, Session, SessionStore, repair_interrupted
 from .toolexec import ToolExecutor
 from .tools import ToolRegistry
 from .types import Event, LlmRequest, LlmResponse, Message, Outbound, SessionClassification, ToolCall, Usage, new_id
@@ -27,8 +29,20 @@ log = logging.getLogger("clawkit.loop")
 
 Deliver = Callable[[Outbound], "Awaitable[None] | None"]
 Approver = Callable[[ToolCall, str, TurnContext], "Awaitable[bool] | bool"]
-SESSION_CACHE = 64
-WARM_LIMIT = 60.0  # seconds the first classification may wait for providers to load  # open sessions kept in memory; others are reloaded from SQLite
+SESSION_CACHE = 64  # open sessions kept in memory; others are reloaded from SQLite
+WARM_LIMIT = 60.0  # seconds the first classification may wait for providers to load
+_OPEN: "weakref.WeakSet[Agent]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_agents() -> None:
+    """An agent nobody closed is closed at interpreter exit, so plugins still join their
+    threads before native runtimes are torn down (atexit runs before that)."""
+    for agent in list(_OPEN):
+        try:
+            agent.close()
+        except Exception:  # noqa: BLE001 - exiting anyway; one agent must not stop the others
+            log.exception("closing agent %s at exit failed", agent.config.name)
 
 
 @dataclass
@@ -40,6 +54,7 @@ class TurnResult:
     run_id: str = ""
     stop_reason: str = "done"
     stop_detail: str = ""
+    interrupted: bool = False  # the reply stopped mid-way (cut stream): ``reply`` is the partial text
 
     @property
     def stopped(self) -> bool:
@@ -51,6 +66,7 @@ class TurnResult:
             "reply": self.reply,
             "tool_calls": self.tool_calls,
             "usage": self.usage.model_dump(),
+            "interrupted": self.interrupted,
             "stop_reason": self.stop_reason,
             **({"stop_detail": self.stop_detail} if self.stop_detail else {}),
         }
@@ -102,14 +118,30 @@ class Agent:
         self._sessions: dict[str, Session] = {}
         self._background: set[asyncio.Future] = set()
         self._closed = False
+        self._prepared = False
+        _OPEN.add(self)
 
     def close(self) -> None:
-        """Emit ``agent.close`` (plugins release watchers and threads) and close the store (once)."""
+        """Release everything: plugins stop and join their threads (``agent_closing``), the
+        ``agent.close`` event is emitted and the session store is closed. Idempotent; each
+        plugin bounds its own joins, and a slow one is reported."""
         if self._closed:
             return
         self._closed = True
-        emit_event(self.hooks, None, Event(type="agent.close", data={"agent": self.config.name}))
-        self.store.close()
+        _OPEN.discard(self)
+        try:
+            for plugin, fn, argnames in self.hooks.impls("agent_closing"):
+                started = time.monotonic()
+                try:
+                    fn(**{k: {"agent": self.config, "runtime": self}[k] for k in argnames})
+                except Exception as exc:
+                    self.hooks.report("agent_closing", plugin, exc)
+                took = time.monotonic() - started
+                if took > 2.0:
+                    log.warning("plugin %s took %.1fs to close", plugin, took)
+            emit_event(self.hooks, None, Event(type="agent.close", data={"agent": self.config.name}))
+        finally:
+            self.store.close()
 
     def __enter__(self) -> "Agent":
         return self
@@ -222,8 +254,38 @@ class Agent:
     ) -> TurnResult:
         """One turn: a run of this agent. ``trace_id``/``parent_run_id``/``parent_step_id``
         tie a sub-agent's run to the tool-call step of the run that spawned it."""
+        session = await self._locked_session(session_id)
+        try:
+            return await self._locked_turn(session, text, deliver, trace_id, parent_run_id, parent_step_id)
+        finally:
+            self.store.unlock(session.id)
+
+    async def _locked_session(self, session_id: str | None) -> Session:
+        """The session, taken for this turn before anything is read from it: a process running a turn
+        on it is waited for, up to ``LOCK_WAIT`` seconds, then :class:`~clawkit.sessions.SessionBusy`
+        (no interleaved history, and no "interrupted" repair of a call that is still running)."""
+        if session_id is None:
+            session = self.session(None)
+            self.store.try_lock(session.id)  # brand new: nobody else can hold it
+            return session
+        if not self.store.try_lock(session_id):
+            waited, delay = 0.0, 0.02
+            while not self.store.try_lock(session_id):
+                if waited >= LOCK_WAIT:
+                    raise self.store.busy(session_id, waited)
+                await asyncio.sleep(delay)
+                waited += delay
+                delay = min(delay * 2, 0.25)
+            self._sessions.pop(session_id, None)  # the other process added to it: reload
+        try:
+            return self.session(session_id)
+        except BaseException:
+            self.store.unlock(session_id)
+            raise
+
+    async def _locked_turn(self, session: Session, text: str, deliver: Deliver | None, trace_id: str | None,
+                           parent_run_id: str | None, parent_step_id: str | None) -> TurnResult:
         started = time.time()
-        session = self.session(session_id)
         self._session = session
         ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id,
                           parent_run_id=parent_run_id, parent_step_id=parent_step_id)
@@ -252,6 +314,7 @@ class Agent:
 
     async def _turn(self, ctx: TurnContext, text: str, result: TurnResult, deliver: Deliver | None) -> None:
         await self._receive(ctx, text)
+        await self._prepare_provider()
         classify = self._start_classification(ctx)
         if classify is not None:
             await self._await_classification(ctx, classify)
@@ -362,7 +425,23 @@ class Agent:
                 result.stop_reason = ctx.state.get("stop_reason", "stopped_by_plugin")
                 tools_on = self._stop(ctx, result, _note(ctx.state["stop_turn"]))
                 request = await self._build_request(ctx, tools_on)
-            response = await self._call_model(ctx, request, deliver)
+            heard: list[str] = []  # text already delivered: what the user saw if the reply breaks
+            try:
+                response = await self._call_model(ctx, request, deliver, heard)
+            except ProviderError as exc:
+                partial = exc.partial_text or "".join(heard)
+                if exc.kind != "stream_cut" or not partial:
+                    raise
+                self._keep_partial(ctx, result, partial, "stream_cut", str(exc))
+                out = Outbound(kind="final_reply", content=partial,
+                               metadata={"streamed": bool(heard), "interrupted": True})
+                await self._send(ctx, out, deliver)
+                return
+            except BaseException as exc:  # cancelled (Ctrl-C, SIGTERM) or crashed mid-reply
+                if heard:
+                    reason = "cancelled" if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)) else "error"
+                    self._keep_partial(ctx, result, "".join(heard), reason, f"{type(exc).__name__}: {exc}")
+                raise
             _add_usage(result.usage, response.usage)
             _add_usage(ctx.usage, response.usage)
             ctx.model_calls += 1
@@ -394,6 +473,27 @@ class Agent:
     def _append(self, session: Session, message: Message, ctx: TurnContext) -> None:
         session.store.append(session.id, message, ctx.run_id)
         session.history.append(message)
+
+    def _keep_partial(self, ctx: TurnContext, result: TurnResult, text: str, reason: str, error: str) -> None:
+        """Store a reply that stopped mid-way as what it is: partial, marked interrupted."""
+        self._append(ctx.session, Message(role="assistant", content=text,
+                                          metadata={"interrupted": True, "interrupted_reason": reason}), ctx)
+        result.reply, result.interrupted, result.stop_reason = text, True, "interrupted"
+        ctx.emit("turn.interrupted", reason=reason, chars=len(text), error=error[:300])
+
+    async def _prepare_provider(self) -> None:
+        """Once per agent, before the first classification: let the provider do its one-time
+        set-up (litellm's multi-second import) off the event loop, so no model call's time
+        budget — a classifier's few seconds — pays for it."""
+        if self._prepared:
+            return
+        self._prepared = True
+        try:
+            prepare = getattr(self.provider, "prepare", None)
+            if prepare is not None:
+                await maybe_await(prepare())
+        except Exception as exc:  # the model call itself reports a broken provider
+            log.debug("provider preparation failed: %r", exc)
 
     # classification -----------------------------------------------------------------------
 
@@ -516,7 +616,7 @@ class Agent:
             ctx.state["_dropped_tools"] = assembled.dropped_tools if assembled is not None else set()
         request = LlmRequest(
             model=self.config.model.name,
-            messages=list(ctx.session.history),
+            messages=[_as_the_model_sees_it(m) for m in ctx.session.history],
             system=system,
             tools=[t.definition for t in self.tools.offered(ctx) if t.name not in ctx.state.get("_dropped_tools", ())] if tools_on else [],
             metadata={"context_window": self.config.model.context_window or self.config.limits.context_window},
@@ -527,11 +627,14 @@ class Agent:
                 request.tools = []  # the wrap-up round offers no tools, whatever a plugin added
         return request
 
-    async def _call_model(self, ctx: TurnContext, request: LlmRequest, deliver: Deliver | None) -> LlmResponse:
+    async def _call_model(self, ctx: TurnContext, request: LlmRequest, deliver: Deliver | None,
+                          heard: list[str] | None = None) -> LlmResponse:
         on_text = None
         if deliver is not None and request.stream:
 
             async def on_text(delta: str) -> None:
+                if heard is not None:
+                    heard.append(delta)
                 await self._send(ctx, Outbound(kind="stream_chunk", content=delta), deliver)
 
         retried = False
@@ -585,6 +688,16 @@ class Agent:
     async def send(self, ctx: TurnContext, kind: str, content: str, deliver: Deliver | None, **metadata: Any) -> Outbound:
         """For plugins and sub-agents: deliver a ``routed`` or ``notice`` message through the hooks."""
         return await self._send(ctx, Outbound(kind=kind, content=content, metadata=metadata), deliver)  # type: ignore[arg-type]
+
+
+INTERRUPTED_NOTE = "\n\n[This reply was interrupted before it was finished.]"
+
+
+def _as_the_model_sees_it(m: Message) -> Message:
+    """An interrupted reply is shown to the model as partial, so it does not build on it as if whole."""
+    if m.role == "assistant" and m.metadata.get("interrupted"):
+        return m.model_copy(update={"content": (m.content or "") + INTERRUPTED_NOTE})
+    return m
 
 
 WRAP_UP = (

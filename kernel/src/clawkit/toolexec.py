@@ -110,7 +110,12 @@ class ToolExecutor:
             # tool displays are quiet by default; /verbose-style plugins un-cancel them
             shown = Outbound(kind="tool_call_display", content=f"{call.name}({call.arguments})", cancelled=True, metadata={"call": call})
             await self.agent._send(ctx, shown, deliver)
-        res = await tool.run(ctx, call, in_thread=in_thread)
+        limit = float(getattr(self.agent.config.limits, "tool_timeout", 0) or 0)
+        try:
+            res = await asyncio.wait_for(tool.run(ctx, call, in_thread=in_thread), limit) if limit else await tool.run(ctx, call, in_thread=in_thread)
+        except asyncio.TimeoutError:
+            ctx.emit("tool.timeout", tool=call.name, call_id=call.id, seconds=limit)
+            res = _error(call, f"{call.name} did not finish within {limit:g} s (limits.tool_timeout); it was abandoned", timed_out=True)
         if self.hooks.has("after_tool_call"):
             res = await self.hooks.call_chain("after_tool_call", "result", ToolResult, ctx=ctx, call=call, result=res)
         if deliver is not None and self.hooks.has("message_sending"):

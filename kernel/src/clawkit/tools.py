@@ -80,10 +80,8 @@ class Tool:
         try:
             if self.is_async:
                 value = await self.fn(**kwargs)
-            elif in_thread:
-                value = await asyncio.to_thread(self.fn, **kwargs)
-            else:
-                value = self.fn(**kwargs)
+            else:  # in a thread: a sync tool that never returns cannot stall the loop past the call's deadline
+                value = await _in_daemon_thread(self.fn, kwargs)
         except ToolError as exc:
             return _error(call, str(exc))
         except Exception as exc:
@@ -91,6 +89,38 @@ class Tool:
         if isinstance(value, ToolResult):
             return value
         return ToolResult(call_id=call.id, name=call.name, content=_to_text(value))
+
+
+async def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """``fn(**kwargs)`` in a daemon thread (with this context's variables): unlike ``asyncio.to_thread``,
+    a call that never returns is abandoned at its deadline and does not hold the interpreter at exit."""
+    import contextvars
+    import threading
+
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(method: str, value: Any) -> None:
+        if not fut.done():
+            getattr(fut, method)(value)
+
+    def work() -> None:
+        try:
+            value = context.run(fn, **kwargs)
+        except BaseException as exc:  # handed to the awaiting task
+            try:
+                loop.call_soon_threadsafe(settle, "set_exception", exc)
+            except RuntimeError:  # the loop is gone: nobody is waiting
+                pass
+            return
+        try:
+            loop.call_soon_threadsafe(settle, "set_result", value)
+        except RuntimeError:
+            pass
+
+    threading.Thread(target=work, name="clawkit-tool", daemon=True).start()
+    return await fut
 
 
 def _error(call: ToolCall, message: str) -> ToolResult:

@@ -191,6 +191,18 @@ atexit.register(_cancel_timers)
 
 
 @hookimpl
+def agent_closing(agent):
+    """Stop and join this agent's memory threads (watcher, worker) when no other open agent
+    shares them, and close indexes nobody uses any more."""
+    from .service import release
+
+    for sid, (mem, _) in list(_ENDING.items()):
+        if id(agent) in mem.users and len(mem.users) == 1:
+            _ENDING.pop(sid, None)
+    release(agent)
+
+
+@hookimpl
 def register_commands(cli: Any):
     """``clawkit memory index|search|stats|forget``."""
     from . import cli as _cli

@@ -113,6 +113,15 @@ def before_llm_call(ctx, request):
 
 
 @hookimpl
+def agent_closing(agent, runtime):
+    """Stop watching this agent's skill directories; the shared watcher thread is joined
+    once no open agent watches anything."""
+    from .state import release
+
+    release(runtime, agent)
+
+
+@hookimpl
 def list_skills(ctx):
     from .state import admitted, registry_for
 

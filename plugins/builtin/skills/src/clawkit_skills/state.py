@@ -89,6 +89,18 @@ def registry_for(ctx: Any) -> SkillRegistry:
     return reg
 
 
+def release(*owners: Any) -> None:
+    """The agent (runtime and/or config) closes: its registry stops watching."""
+    for owner in owners:
+        try:
+            reg = _registries.pop(owner, None)
+        except TypeError:
+            reg = None
+        reg = reg or _by_id.pop(id(owner), None)
+        if reg is not None:
+            reg.stop_watching()
+
+
 SKILLS_GROUP = ("load_skill", "skill_*")  # what `tools: [skills]` admits
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
+import re
 import time
 from functools import lru_cache
 from typing import Any
@@ -40,6 +41,8 @@ class ProfileConfig(BaseModel):
 
     tools: list[str] | None = Field(None, description="tool names (globs) this profile may use; null: no restriction")
     prompt: str = Field("", description="text added to the system prompt on this profile's turns")
+    subagent: str | None = Field(None, description="a sub-agent (declared under subagents:) that confident routes to "
+                                 "this profile are dispatched to instead of the agent's own model")
 
 
 class TranslationConfig(BaseModel):
@@ -159,13 +162,48 @@ def message_received(ctx, message):
     visible = [t.name for t in ctx.tools.visible()]
     route = route_message(message.content, cfg, _skill_infos(ctx, cfg), visible).as_dict()
     elapsed_us = round((time.perf_counter() - t0) * 1e6, 1)
+    dispatch = plan_dispatch(message.content, cfg, route)
+    if dispatch:
+        route["dispatch"] = dispatch
     ctx.state["route"] = route
     _save_route(ctx.session, route)
     ctx.emit("translation.route", elapsed_us=elapsed_us, **route)
     store = ctx.session.store
     metrics.bump_with_turn(store, "routed")
     metrics.bump_with_turn(store, f"profile:{route['profile']}")
+    if dispatch:
+        metrics.bump_with_turn(store, "dispatch_routes")
+        if len(dispatch) > 1:
+            metrics.bump_with_turn(store, "dispatch_multi")
     return None
+
+
+_CLAUSES = re.compile(r"\s*(?:;|\n+|(?<=[.!?])\s+|,?\s+\band\s+(?:then\s+|also\s+)?)\s*", re.I)
+
+
+def plan_dispatch(text: str, cfg: TranslationConfig, route: dict[str, Any]) -> list[dict[str, Any]]:
+    """Sub-agent dispatches for ``text``: one per intent when the message decomposes into
+    several clauses each routed confidently to a profile naming a sub-agent (MULTI), else
+    one for the whole message when its route's profile names one, else none."""
+    targets = {p: pc.subagent for p, pc in cfg.profiles.items() if pc.subagent}
+    if not targets:
+        return []
+    parts = [c.strip(" ,.") for c in _CLAUSES.split(text) if c and c.strip(" ,.")]
+    if len(parts) > 1:
+        router = router_for(cfg)
+        items = []
+        for part in parts:
+            intent, profile, confidence = router.classify(part)
+            if profile not in targets or confidence < cfg.min_confidence:
+                items = []
+                break
+            items.append({"agent": targets[profile], "task": part, "intent": intent, "profile": profile})
+        if len({i["intent"] for i in items}) > 1:
+            return items
+    profile = route.get("profile")
+    if profile in targets and route.get("confidence", 0) >= cfg.min_confidence:
+        return [{"agent": targets[profile], "task": text, "intent": route.get("intent"), "profile": profile}]
+    return []
 
 
 _ROUTE_SQL = ("UPDATE sessions SET metadata = json_set(CASE WHEN json_valid(metadata) THEN metadata ELSE '{}' END, "
@@ -253,6 +291,8 @@ def message_sending(ctx, outbound):
     if outbound.kind == "routed" and meta.get("ct1") is not None and (outbound.target != "user" or meta.get("to")):
         message = meta["ct1"] if isinstance(meta["ct1"], CT1Message) else ct1.parse(str(meta["ct1"]))
         meta["transport"] = "clawdense"
+        if meta.get("dispatch"):  # a task handed to a sub-agent (its dispatch record)
+            metrics.bump(ctx.session.store.conn, "subagent_dispatches")
         return encode_for_transport(ctx, message, skill=meta.get("skill"))
     if not cfg.scrub or meta.get("transport") in ("ct1", "clawdense"):
         return None
