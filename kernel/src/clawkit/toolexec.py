@@ -90,8 +90,13 @@ class ToolExecutor:
     async def _one(self, ctx: "TurnContext", call: ToolCall, deliver, in_thread: bool) -> ToolResult:
         tool = self.agent.tools.get(call.name)
         if tool is None:
-            known = ", ".join(t.name for t in self.agent.tools.visible()) or "none"
-            return _error(call, f"unknown tool {call.name!r}; available tools: {known}")
+            # refused before any gate runs: still an audited decision (the policy records tool.blocked)
+            registered = call.name in self.agent.tools.tools
+            reason = "not in the agent's tools allowlist" if registered else "unknown tool"
+            ctx.emit("tool.blocked", tool=call.name, call_id=call.id, reason=reason, plugin="kernel",
+                     trace_id=ctx.trace_id, task_id=ctx.task_id)
+            known = ", ".join(t.name for t in self.agent.tools.offered(ctx)) or "none"
+            return _error(call, f"unknown tool {call.name!r}; available tools: {known}", blocked=True)
         decision = await self.gate(ctx, call)
         if decision is not None and decision.action == "block":
             ctx.emit("tool.blocked", tool=call.name, call_id=call.id, reason=decision.reason, plugin=decision.plugin)

@@ -216,6 +216,15 @@ def _record_execution(turn: Turn, ctx: Any, call: Any, result: Any, p: Pending |
 
 
 @hookimpl
+def agent_closing(agent):
+    """Commit queued audit records and join the writer thread (it restarts on demand if
+    another agent in the process records more)."""
+    from .writer import close_all
+
+    close_all()
+
+
+@hookimpl
 def on_event(event):
     if event.session_id is None:
         return
@@ -232,7 +241,8 @@ def on_event(event):
     data = dict(event.data)
     call_id = data.get("call_id")
     p = _pending.get((event.session_id, call_id)) if call_id else None
-    ids = dict(p.ids) if p else {"session_id": event.session_id, "run_id": event.run_id, "step_id": call_id,
+    ids = dict(p.ids) if p else {"session_id": event.session_id, "trace_id": data.get("trace_id"),
+                                  "task_id": data.get("task_id"), "run_id": event.run_id, "step_id": call_id,
                                   "tool": data.get("tool")}
     if event.type == "tool.approval" and p is not None:
         _approval(turn, p, data, ids, event.ts)
@@ -276,3 +286,11 @@ def register_commands(cli):
     from .cli import register
 
     register(cli)
+
+
+@hookimpl
+def register_approvers(register):
+    # replaces the kernel's plain "terminal" prompt: a timeout and redacted arguments
+    from .approvers import terminal_approver
+
+    register("terminal", terminal_approver)

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from clawkit.cli import add_workspace_options, workspace_db
+
 if TYPE_CHECKING:  # imported by the handlers: ``clawkit --help`` must stay fast
     from .ledger import AuditLedger
 
@@ -28,6 +30,7 @@ def register(cli: Any) -> None:
     ls.add_argument("--limit", type=int, default=50, help="newest N records (default 50; 0 = all)")
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
     ls.set_defaults(handler=cmd_list)
+    add_workspace_options(p)  # --agent AGENT.yaml / --db PATH, after any part of the command
     p.set_defaults(handler=lambda args: (p.print_help(), EXIT_USAGE)[1])
 
 
@@ -36,9 +39,9 @@ def _open(args: Any) -> tuple[AuditLedger | None, int]:
 
     from .ledger import AuditLedger
 
-    db = Path(getattr(args, "db", None) or ".clawkit/state.db")
+    db = workspace_db(args)
     if not db.exists():
-        print(f"clawkit audit: no database at {db} (use --db PATH)", file=sys.stderr)
+        print(f"clawkit audit: no database at {db} (pass --db PATH or --agent AGENT.yaml)", file=sys.stderr)
         return None, EXIT_USAGE
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     has = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'policy_audit'").fetchone()
