@@ -39,7 +39,7 @@ def chat_workspace(tmp_path, model_server):
             name: weather-chat
             model: {{name: openai/test, api_base: "{model_server.url}", api_key: x, max_retries: 0}}
             instructions: You help with the weather.
-            tools: []
+            tools: [skills]
             """
         )
     )

@@ -419,9 +419,19 @@ def test_register_prompt_contributor_builds_system_prompt(make_agent):
             register(StaticContributor("rules", "Never guess.", heading="Rules", priority=10))
             register(StaticContributor("sec", "Think about threats.", tags=["domain:security"]))
 
-    agent = make_agent(["ok"], plugins=(Contrib(),), instructions="ignored when contributors exist")
+    agent = make_agent(["ok"], plugins=(Contrib(),), instructions="Be kind.")
     agent.run("hi")
-    assert agent.provider.requests[0].system == "## Rules\nNever guess."
+    # the agent's instructions never vanish: the kernel adds them when no plugin registers "instructions"
+    assert agent.provider.requests[0].system == "Be kind.\n\n## Rules\nNever guess."
+
+    class OnlyTagged:  # the plugin author's case: one tagged contributor that does not match
+        @hookimpl
+        def register_prompt_contributor(self, register, agent):
+            register(StaticContributor("sec", "Think about threats.", tags=["domain:security"]))
+
+    tagged = make_agent(["ok"], plugins=(OnlyTagged(),), instructions="Be kind.")
+    tagged.run("hi")
+    assert tagged.provider.requests[0].system == "Be kind."
 
 
 def test_register_embedding_provider_is_declared():

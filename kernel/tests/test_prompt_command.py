@@ -41,7 +41,7 @@ class Sections:
             def contribute(self, ctx):
                 return f"The user said: {ctx.message}"
 
-        register(StaticContributor("base", agent.instructions, priority=0))
+        register(StaticContributor("instructions", agent.instructions, priority=0))
         register(StaticContributor("security", "SECURITY " * 5, tags=["domain:security"], priority=10))
         register(StaticContributor("frontend", "FRONTEND", tags=["domain:frontend"], priority=20))
         register(NeedsMessage())
@@ -59,17 +59,17 @@ def test_report_gives_every_reason_with_token_sizes(make_agent):
     data = build_report(agent, None, SessionClassification(topic="coding", domain=["security"]))
     reasons = {c["id"]: c["reason"] for c in data["contributors"]}
     assert reasons == {
-        "base": "untagged",
+        "instructions": "untagged",
         "security": "tag matched",
         "echo": "filtered",
         "frontend": "no tag matched",
         "trailer": "cut by budget",
     }
     sizes = {c["id"]: c["tokens"] for c in data["contributors"]}
-    assert sizes["base"] > 0 and sizes["security"] > 0 and sizes["trailer"] > 0 and sizes["frontend"] == 0
+    assert sizes["instructions"] > 0 and sizes["security"] > 0 and sizes["trailer"] > 0 and sizes["frontend"] == 0
     assert data["prompt"].startswith("Answer briefly.\n\nSECURITY") and data["tokens"] > 0
     text = render_text(data)
-    assert "+ base" in text and "- trailer" in text and "cut by budget" in text and "domain:security" in text
+    assert "+ instructions" in text and "- trailer" in text and "cut by budget" in text and "domain:security" in text
 
 
 def test_message_reaches_the_contributors(make_agent):
@@ -83,7 +83,8 @@ def test_cli_without_contributors_prints_the_instructions(agent_file, monkeypatc
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "")
     assert main(["prompt", str(agent_file), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["prompt"] == "Answer briefly." and data["contributors"] == []
+    assert data["prompt"] == "Answer briefly." and data["tools"] == []
+    assert [c["id"] for c in data["contributors"]] == ["instructions"]  # the kernel's own section
     assert not (agent_file.parent / ".clawkit").exists()  # nothing written
 
 

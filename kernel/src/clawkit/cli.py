@@ -8,6 +8,8 @@ marked interrupted); 130 Ctrl-C; 143 SIGTERM.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from typing import Any, Callable, Sequence
 
@@ -50,10 +52,64 @@ def add_agent_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workspace", help="override the agent's workspace directory")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config key, e.g. --set limits.max_tool_rounds=3 (repeatable)")
+    p.add_argument("--create-workspace", action="store_true", help="create the agent's workspace if it does not exist")
+
+
+def add_workspace_options(parser: argparse.ArgumentParser) -> None:
+    """``--agent AGENT.yaml`` and ``--db PATH`` on ``parser`` and on every subcommand under it.
+
+    For commands that read a workspace's state (sessions, skills, memory, audit…): call it
+    once the subcommands exist, and read the result with :func:`workspace_db` /
+    :func:`workspace_config`. The options default to "not given" (``argparse.SUPPRESS``),
+    so ``clawkit --db PATH sessions list`` and ``clawkit sessions list --db PATH`` agree.
+    """
+    parsers, i = [parser], 0
+    while i < len(parsers):
+        for action in parsers[i]._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(p for p in action.choices.values() if p not in parsers)
+        i += 1
+    for p in parsers:
+        given = {o for a in p._actions for o in a.option_strings}
+        if "--agent" not in given:
+            p.add_argument("--agent", metavar="AGENT.yaml", default=argparse.SUPPRESS,
+                           help="use this agent's workspace (its state_db, settings)")
+        if "--db" not in given:
+            p.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS,
+                           help="the session database (default: the --agent's, else .clawkit/state.db)")
+
+
+def workspace_config(args: argparse.Namespace) -> Any:
+    """The ``--agent`` file's validated config, or None when no ``--agent`` was given."""
+    agent = getattr(args, "agent", None)
+    if not agent:
+        return None
+    from pathlib import Path
+
+    if not Path(agent).is_file():
+        raise UsageError(f"--agent {agent}: no such agent file")
+    from .runtime import load_config
+
+    cfg, _ = load_config(agent, pm=getattr(args, "pm", None))
+    return cfg
+
+
+def workspace_db(args: argparse.Namespace) -> Any:
+    """The session database a workspace command reads: ``--db`` (before or after the command),
+    else the ``--agent``'s ``state_db`` (default ``<workspace>/.clawkit/state.db``), else
+    ``./.clawkit/state.db``."""
+    from pathlib import Path
+
+    if getattr(args, "db", None):
+        return Path(args.db)
+    cfg = workspace_config(args)
+    if cfg is not None:
+        return Path(cfg.state_db or Path(cfg.workspace) / ".clawkit" / "state.db")
+    return Path(".clawkit/state.db")
 
 
 def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
-    import yaml
+    from . import safeyaml
 
     out: dict[str, Any] = {}
     if getattr(args, "model", None):
@@ -64,7 +120,7 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UsageError(f"--set {item!r}: expected KEY=VALUE")
-        out[key.strip()] = yaml.safe_load(value) if value else ""
+        out[key.strip()] = safeyaml.safe_load(value, f"--set {key.strip()}") if value else ""
     return out
 
 
@@ -74,7 +130,8 @@ def build_parser(pm) -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="clawkit", description="clawkit: plugin-first LLM agents.")
     parser.add_argument("--version", action="version", version=f"clawkit {__version__}")
-    parser.add_argument("--db", default=".clawkit/state.db", help="session database (default: .clawkit/state.db)")
+    parser.add_argument("--db", default=None, metavar="PATH",
+                        help="session database (default: .clawkit/state.db, or the --agent's); also accepted after the command")
     parser.add_argument("-v", "--verbose", action="store_true", help="log plugin warnings to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     cli = Cli(sub)
@@ -114,8 +171,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     args.pm = pm
+    previous = _install_sigterm()
     try:
-        return int(args.handler(args) or 0)
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows up here, inside the handling below
+        return code
+    except BrokenPipeError:
+        quiet_stdout()
+        return EXIT_OK
     except (ConfigError, UsageError) as exc:
         print(f"clawkit: {exc}" if isinstance(exc, UsageError) else f"clawkit: config error:\n{exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -126,8 +189,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"clawkit: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("\nclawkit: interrupted", file=sys.stderr)
-        return 130
+        if terminated():
+            print("\nclawkit: terminated (SIGTERM); what was produced is saved", file=sys.stderr)
+            return EXIT_SIGTERM
+        print("\nclawkit: interrupted; what was produced is saved", file=sys.stderr)
+        return EXIT_SIGINT
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+_terminated = False
+
+
+def terminated() -> bool:
+    """True once SIGTERM was received (a KeyboardInterrupt then means "leave", not "cancel the reply")."""
+    return _terminated
+
+
+def _install_sigterm() -> Any:
+    """SIGTERM is handled like Ctrl-C — through whatever SIGINT handler is active (asyncio's
+    cancels the running turn, which stores its partial reply; the default raises
+    KeyboardInterrupt) — so ``finally`` blocks run and plugins' threads are joined instead
+    of the process dying mid-write."""
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        global _terminated
+        _terminated = True
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def quiet_stdout() -> None:
+    """The reader of stdout went away (``| head``): send the rest to /dev/null so neither
+    later writes nor the interpreter's final flush raise."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
+from . import safeyaml
 from .budget import ContextConfig
 from .errors import ConfigError
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
@@ -51,6 +52,7 @@ class Limits(BaseModel):
     max_tool_rounds: int = Field(20, gt=0, description="model calls with tool use allowed in one turn")
     max_depth: int = Field(2, ge=0, description="sub-agent nesting allowed below this agent (an agent at the limit gets no agent tools)")
     max_parallel_subagents: int = Field(4, gt=0, description="sub-agents one model response may run at once")
+    tool_timeout: float = Field(900.0, gt=0, description="seconds any one tool call may take before it is abandoned with an error")
 
 
 class PluginSection(BaseModel):
@@ -76,12 +78,20 @@ class AgentConfig(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     context: ContextConfig = Field(default_factory=ContextConfig, description="how the window is shared between prompt sources")
     _source: Path | None = PrivateAttr(None)
+    _where_file: str | None = PrivateAttr(None)
+    _lines: dict = PrivateAttr(default_factory=dict)
 
     @property
     def source_file(self) -> Path | None:
         """The YAML file this agent was loaded from (None for an agent built in code);
         plugins resolve files the agent names (a sub-agent's file) relative to it."""
         return self._source
+
+    def where(self, *path: Any) -> str:
+        """``file:line`` of a key of the YAML this config came from (``where("tools", 2)``)."""
+        if self._where_file is None:
+            return "<agent config>"
+        return f"{self._where_file}:{_line_for(tuple(path), self._lines) or '?'}"
 
     @field_validator("model", mode="before")
     @classmethod
@@ -185,7 +195,7 @@ def parse_yaml(text: str, file: str, env: dict[str, str] | None = None) -> tuple
     """Parse YAML keeping each key's line: ``(data, {path: line})``."""
     env = dict(os.environ) if env is None else env
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = safeyaml.compose(text, file)  # bounded: alias bombs and deep nesting are refused
     except yaml.YAMLError as exc:
         # the construct that was left open (context) locates the mistake better than
         # where the parser gave up, which is often the end of the file
@@ -217,7 +227,8 @@ def format_validation_error(exc: ValidationError, file: str, lines: dict[tuple, 
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
-        parts.append(f"{file}:{line or '?'}: {field}: {msg}")
+        where = line if isinstance(line, str) else f"{file}:{line or '?'}"  # a str: set by a flag or variable
+        parts.append(f"{where}: {msg}" if where == f"--set {field}" else f"{where}: {field}: {msg}")
     return "\n".join(parts)
 
 
@@ -242,16 +253,24 @@ def _set_path(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     cur[path[-1]] = value
 
 
-def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
-    """Environment then CLI overrides (``{"limits.max_tool_rounds": 3}``) on top of the file."""
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], env: dict[str, str],
+                    lines: dict[tuple, Any] | None = None) -> dict[str, Any]:
+    """Environment then CLI overrides (``{"limits.max_tool_rounds": 3}``) on top of the file.
+
+    ``lines`` (path → line) is told where each overridden value came from, so a bad
+    value is blamed on the flag or variable, not on a line of the file."""
     for var, path in ENV_OVERRIDES.items():
         if env.get(var):
             _set_path(data, path, env[var])
+            if lines is not None:
+                lines[path] = f"${var}"
     for dotted, value in overrides.items():
         path = tuple(dotted.split("."))
         if path == ("model",) and isinstance(data.get("model"), dict):
             path = ("model", "name")
         _set_path(data, path, value)
+        if lines is not None:
+            lines[path] = f"--{dotted}" if dotted in ("model", "workspace") else f"--set {dotted}"
     return data
 
 
@@ -272,7 +291,7 @@ def load_agent(
     data, lines = parse_yaml(text, str(path), env)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1: an agent file must be a mapping of keys (name, model, …)")
-    data = apply_overrides(data, overrides or {}, env)
+    data = apply_overrides(data, overrides or {}, env, lines)
     cfg = validate_agent(data, str(path), lines, sections, base_dir=path.parent)
     cfg._source = path.resolve()
     return cfg
@@ -301,6 +320,7 @@ def validate_agent(
         cfg = model.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, file, lines)) from None
+    cfg._where_file, cfg._lines = file, lines
     if base_dir is not None and not cfg.workspace.is_absolute():
         cfg.workspace = (base_dir / cfg.workspace).resolve()
     if base_dir is not None and cfg.state_db is not None and not cfg.state_db.is_absolute():

@@ -64,7 +64,10 @@ def register_tools(register, agent):
     object whose public methods are tools is a toolbox. Only tools listed in the
     agent's ``tools`` allowlist are ever shown to the model — or tools the agent's
     config declares in a section of its own (``subagents:`` → ``agent_<name>``), which
-    the plugin registers with ``allow=True``. A tool returning a
+    the plugin registers with ``allow=True``. ``register.group(name, patterns)``
+    declares an allowlist group: ``tools: [name]`` admits every tool matching the glob
+    ``patterns``, and names covered by them are accepted in ``tools:`` before the tools
+    exist (tools added at run time through ``ctx.tools.add(tool)``). A tool returning a
     :class:`clawkit.types.ToolResult` with ``metadata["usage"]`` (tokens it spent on
     models) has that usage added to the turn's. Results: ignored.
     Failure: isolated (that plugin's tools are missing; an event says so).
@@ -100,6 +103,36 @@ def register_embedding_provider(register):
     ``factory(config)`` returns an object with ``model`` (str), ``dimensions`` (int)
     and ``embed(texts: list[str]) -> list[list[float]]``. Results: ignored.
     Failure: isolated.
+    """
+
+
+@hookspec
+def register_approvers(register):
+    """Register approvers by name: ``register(name, approver)``.
+
+    An approver is ``approver(call, reason, ctx) -> bool`` (or an awaitable of
+    one); it answers approval requests no ``request_approval`` hook answered. A
+    front-end picks one by name (``clawkit chat`` on a terminal asks for
+    ``"terminal"``; an HTTP server registers and picks its own), so front-ends
+    never import the plugin that provides it. The kernel provides ``terminal`` (a
+    plain y/N prompt) and ``deny``; a plugin registering the same name replaces the
+    kernel's (the first plugin in hook order wins). Results: ignored.
+    Failure: isolated (that plugin's approvers are missing); an approver that raises
+    denies the call.
+    """
+
+
+@hookspec
+def list_skills(ctx):
+    """The skills a plugin can offer in this turn, for routers to choose among.
+
+    Return a list of objects with ``name``, ``description``, ``trigger``,
+    ``keywords``, ``weight`` and ``lexicon`` (a dict or None; transport only,
+    never a prompt) — only skills the agent's ``tools:`` allowlist admits and
+    whose requirements are met. A router (the translation device) puts chosen
+    names in ``ctx.state["route"]["skills"]``. Called by other plugins through
+    ``ctx.hooks.call_sync("list_skills", ctx=ctx)`` instead of importing the
+    skills plugin. Failure: isolated (that plugin's skills are not offered).
     """
 
 
@@ -226,4 +259,22 @@ def on_event(event):
 
     Observe-only: results are ignored; events are also persisted on the session.
     Failure: isolated (an error here never emits another event).
+    """
+
+
+# --- shutdown ----------------------------------------------------------------------------
+
+
+@hookspec
+def agent_closing(agent, runtime):
+    """``Agent.close()`` is running: release what this plugin started for the agent.
+
+    ``agent`` is the agent's config (the object ``register_tools`` and ``ctx.agent``
+    see); ``runtime`` the :class:`clawkit.loop.Agent` (``ctx.runtime``). Stop and
+    *join* the threads, executors, file watchers and native runtimes you started for
+    it — a daemon thread still inside native code when the interpreter exits aborts
+    the process — and stop process-wide ones once no open agent needs them. Called
+    once per agent (``close()`` is idempotent), after the last turn, before the
+    session store closes. Keep it bounded (join with a timeout of a few seconds).
+    Failure: isolated (logged; the other plugins still close).
     """

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import inspect
 import logging
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from .config import AgentConfig
 from .context import TurnContext, emit_event
+from .approvals import resolve_approver
+from .errors import ConfigError
 from .hooks import HookRunner, maybe_await
 from .plugins import get_plugin_manager
-from .prompt import ContributorContext, PromptContributor, assemble
+from .prompt import ContributorContext, PromptContributor, StaticContributor, assemble
 from .providers import Provider, ProviderError, ProviderRegistry
-from .sessions import Session, SessionStore, repair_interrupted
+from .sessions import LOCK_WAIT, Session, SessionStore, repair_interrupted
 from .toolexec import ToolExecutor
 from .tools import ToolRegistry
 from .types import Event, LlmRequest, LlmResponse, Message, Outbound, SessionClassification, ToolCall, Usage, new_id
@@ -26,6 +30,19 @@ log = logging.getLogger("clawkit.loop")
 Deliver = Callable[[Outbound], "Awaitable[None] | None"]
 Approver = Callable[[ToolCall, str, TurnContext], "Awaitable[bool] | bool"]
 SESSION_CACHE = 64  # open sessions kept in memory; others are reloaded from SQLite
+WARM_LIMIT = 60.0  # seconds the first classification may wait for providers to load
+_OPEN: "weakref.WeakSet[Agent]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_agents() -> None:
+    """An agent nobody closed is closed at interpreter exit, so plugins still join their
+    threads before native runtimes are torn down (atexit runs before that)."""
+    for agent in list(_OPEN):
+        try:
+            agent.close()
+        except Exception:  # noqa: BLE001 - exiting anyway; one agent must not stop the others
+            log.exception("closing agent %s at exit failed", agent.config.name)
 
 
 @dataclass
@@ -37,6 +54,7 @@ class TurnResult:
     run_id: str = ""
     stop_reason: str = "done"
     stop_detail: str = ""
+    interrupted: bool = False  # the reply stopped mid-way (cut stream): ``reply`` is the partial text
 
     @property
     def stopped(self) -> bool:
@@ -48,6 +66,7 @@ class TurnResult:
             "reply": self.reply,
             "tool_calls": self.tool_calls,
             "usage": self.usage.model_dump(),
+            "interrupted": self.interrupted,
             "stop_reason": self.stop_reason,
             **({"stop_detail": self.stop_detail} if self.stop_detail else {}),
         }
@@ -57,7 +76,8 @@ class Agent:
     """A configured agent with its plugins, tools, provider and session store.
 
     ``provider`` overrides the one named in the config (tests pass a scripted one);
-    ``approver`` answers approval requests (None: deny, as in non-interactive runs).
+    ``approver`` answers approval requests: a callable, or the name of one registered
+    through ``register_approvers`` (``"terminal"``); None denies (non-interactive runs).
     """
 
     def __init__(
@@ -76,7 +96,7 @@ class Agent:
         self.pm = pm or get_plugin_manager(disabled=config.disabled_plugins(), extra=extra_plugins)
         self._session: Session | None = None
         self.hooks = HookRunner(self.pm, emit=self._emit_global)
-        self.approver = approver
+        self.approver = resolve_approver(self.hooks, approver)
         self.channel = channel
         if store is None:
             db = config.state_db or Path(config.workspace) / ".clawkit" / "state.db"
@@ -90,6 +110,7 @@ class Agent:
                     self.hooks._settle("register_tools", plugin_name, res)
             except Exception as exc:
                 self.hooks.report("register_tools", plugin_name, exc)
+        self._check_allowlist()
         self.providers = ProviderRegistry()
         self.hooks.call_sync("register_providers", register=self.providers.register)
         self._provider = provider
@@ -97,14 +118,30 @@ class Agent:
         self._sessions: dict[str, Session] = {}
         self._background: set[asyncio.Future] = set()
         self._closed = False
+        self._prepared = False
+        _OPEN.add(self)
 
     def close(self) -> None:
-        """Emit ``agent.close`` (plugins release watchers and threads) and close the store (once)."""
+        """Release everything: plugins stop and join their threads (``agent_closing``), the
+        ``agent.close`` event is emitted and the session store is closed. Idempotent; each
+        plugin bounds its own joins, and a slow one is reported."""
         if self._closed:
             return
         self._closed = True
-        emit_event(self.hooks, None, Event(type="agent.close", data={"agent": self.config.name}))
-        self.store.close()
+        _OPEN.discard(self)
+        try:
+            for plugin, fn, argnames in self.hooks.impls("agent_closing"):
+                started = time.monotonic()
+                try:
+                    fn(**{k: {"agent": self.config, "runtime": self}[k] for k in argnames})
+                except Exception as exc:
+                    self.hooks.report("agent_closing", plugin, exc)
+                took = time.monotonic() - started
+                if took > 2.0:
+                    log.warning("plugin %s took %.1fs to close", plugin, took)
+            emit_event(self.hooks, None, Event(type="agent.close", data={"agent": self.config.name}))
+        finally:
+            self.store.close()
 
     def __enter__(self) -> "Agent":
         return self
@@ -116,7 +153,17 @@ class Agent:
         def register(obj: Any, name: str | None = None, risk: Any = None, allow: bool = False) -> None:
             self.tools.register(obj, name=name, risk=risk, plugin=plugin, allow=allow)
 
+        register.group = self.tools.add_group  # type: ignore[attr-defined]
         return register
+
+    def _check_allowlist(self) -> None:
+        """An allowlist name no installed plugin provides is a config error (file, line, known tools)."""
+        unknown = self.tools.unknown_entries()
+        if not unknown:
+            return
+        known = ", ".join(self.tools.known_names()) or "none (no plugin registers tools)"
+        lines = [f"{self.config.where('tools', i)}: tools[{i}]: unknown tool {name!r}" for i, name in unknown]
+        raise ConfigError("\n".join(lines) + f"\nknown tools: {known} (glob patterns such as 'mcp__*' are accepted too)")
 
     def _emit_global(self, type: str, **data: Any) -> None:
         emit_event(self.hooks, self._session, Event(type=type, session_id=self._session.id if self._session else None, data=data))
@@ -207,8 +254,38 @@ class Agent:
     ) -> TurnResult:
         """One turn: a run of this agent. ``trace_id``/``parent_run_id``/``parent_step_id``
         tie a sub-agent's run to the tool-call step of the run that spawned it."""
+        session = await self._locked_session(session_id)
+        try:
+            return await self._locked_turn(session, text, deliver, trace_id, parent_run_id, parent_step_id)
+        finally:
+            self.store.unlock(session.id)
+
+    async def _locked_session(self, session_id: str | None) -> Session:
+        """The session, taken for this turn before anything is read from it: a process running a turn
+        on it is waited for, up to ``LOCK_WAIT`` seconds, then :class:`~clawkit.sessions.SessionBusy`
+        (no interleaved history, and no "interrupted" repair of a call that is still running)."""
+        if session_id is None:
+            session = self.session(None)
+            self.store.try_lock(session.id)  # brand new: nobody else can hold it
+            return session
+        if not self.store.try_lock(session_id):
+            waited, delay = 0.0, 0.02
+            while not self.store.try_lock(session_id):
+                if waited >= LOCK_WAIT:
+                    raise self.store.busy(session_id, waited)
+                await asyncio.sleep(delay)
+                waited += delay
+                delay = min(delay * 2, 0.25)
+            self._sessions.pop(session_id, None)  # the other process added to it: reload
+        try:
+            return self.session(session_id)
+        except BaseException:
+            self.store.unlock(session_id)
+            raise
+
+    async def _locked_turn(self, session: Session, text: str, deliver: Deliver | None, trace_id: str | None,
+                           parent_run_id: str | None, parent_step_id: str | None) -> TurnResult:
         started = time.time()
-        session = self.session(session_id)
         self._session = session
         ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id,
                           parent_run_id=parent_run_id, parent_step_id=parent_step_id)
@@ -236,6 +313,43 @@ class Agent:
         return result
 
     async def _turn(self, ctx: TurnContext, text: str, result: TurnResult, deliver: Deliver | None) -> None:
+        await self._receive(ctx, text)
+        await self._prepare_provider()
+        classify = self._start_classification(ctx)
+        if classify is not None:
+            await self._await_classification(ctx, classify)
+        if ctx.state.get("reply") is not None:
+            # a plugin answered the message itself (a directive-only message, /status, a dispatch to sub-agents)
+            result.reply = await self._deliver_final(ctx, str(ctx.state["reply"]), deliver, streamed=False, persist=True)
+            result.stop_reason = ctx.state.get("stop_reason") or "handled"  # e.g. a spent budget refused the turn
+            result.stop_detail = ctx.state.get("stop_detail", "")
+            _add_usage(result.usage, ctx.state.get("reply_usage") or Usage())
+            return
+        await self._loop(ctx, result, deliver)
+        ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump(),
+                 duration=time.time() - ctx.state.get("_started", time.time()), agent=self.config.name)
+
+    async def preview(self, text: str | None, classification: SessionClassification | None = None) -> tuple[LlmRequest, Any]:
+        """The first request a turn for ``text`` would send, built by the turn's own code
+        (``message_received``, routing, skill activation, memory, contributors,
+        ``before_llm_call``) in a fresh session, without calling any model.
+
+        ``classification`` stands in for the classifier's answer (the classifier model is
+        not called). Returns the request and the assembled prompt's inclusion report
+        (None when the agent has no contributors). Use an agent opened with
+        ``persist=False`` so nothing is written.
+        """
+        session = self.session(None)
+        self._session = session
+        session.classification = classification
+        ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self)
+        if text is not None:
+            await self._receive(ctx, text)
+        request = await self._build_request(ctx, True)
+        return request, ctx.state.get("_assembled")
+
+    async def _receive(self, ctx: TurnContext, text: str) -> Message:
+        """``message_received`` (each may rewrite the text), then the message joins the session."""
         session = ctx.session
         message = Message(role="user", content=text)
         if self.hooks.has("message_received"):
@@ -249,19 +363,7 @@ class Agent:
             if message.content != text:
                 message.metadata["original"] = text
         self._append(session, message, ctx)
-        classify = self._start_classification(ctx)
-        if classify is not None:
-            await asyncio.wait({classify}, timeout=float(ctx.state.get("classify_wait", 0.3)))
-        if ctx.state.get("reply") is not None:
-            # a plugin answered the message itself (a directive-only message, /status, a dispatch to sub-agents)
-            result.reply = await self._deliver_final(ctx, str(ctx.state["reply"]), deliver, streamed=False, persist=True)
-            result.stop_reason = ctx.state.get("stop_reason") or "handled"  # e.g. a spent budget refused the turn
-            result.stop_detail = ctx.state.get("stop_detail", "")
-            _add_usage(result.usage, ctx.state.get("reply_usage") or Usage())
-            return
-        await self._loop(ctx, result, deliver)
-        ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump(),
-                 duration=time.time() - ctx.state.get("_started", time.time()), agent=self.config.name)
+        return message
 
     async def resume(self, session_id: str, deliver: Deliver | None = None, *, trace_id: str | None = None) -> TurnResult:
         """Finish a turn that stopped while its last tool calls had no results — a server
@@ -323,7 +425,23 @@ class Agent:
                 result.stop_reason = ctx.state.get("stop_reason", "stopped_by_plugin")
                 tools_on = self._stop(ctx, result, _note(ctx.state["stop_turn"]))
                 request = await self._build_request(ctx, tools_on)
-            response = await self._call_model(ctx, request, deliver)
+            heard: list[str] = []  # text already delivered: what the user saw if the reply breaks
+            try:
+                response = await self._call_model(ctx, request, deliver, heard)
+            except ProviderError as exc:
+                partial = exc.partial_text or "".join(heard)
+                if exc.kind != "stream_cut" or not partial:
+                    raise
+                self._keep_partial(ctx, result, partial, "stream_cut", str(exc))
+                out = Outbound(kind="final_reply", content=partial,
+                               metadata={"streamed": bool(heard), "interrupted": True})
+                await self._send(ctx, out, deliver)
+                return
+            except BaseException as exc:  # cancelled (Ctrl-C, SIGTERM) or crashed mid-reply
+                if heard:
+                    reason = "cancelled" if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)) else "error"
+                    self._keep_partial(ctx, result, "".join(heard), reason, f"{type(exc).__name__}: {exc}")
+                raise
             _add_usage(result.usage, response.usage)
             _add_usage(ctx.usage, response.usage)
             ctx.model_calls += 1
@@ -356,6 +474,27 @@ class Agent:
         session.store.append(session.id, message, ctx.run_id)
         session.history.append(message)
 
+    def _keep_partial(self, ctx: TurnContext, result: TurnResult, text: str, reason: str, error: str) -> None:
+        """Store a reply that stopped mid-way as what it is: partial, marked interrupted."""
+        self._append(ctx.session, Message(role="assistant", content=text,
+                                          metadata={"interrupted": True, "interrupted_reason": reason}), ctx)
+        result.reply, result.interrupted, result.stop_reason = text, True, "interrupted"
+        ctx.emit("turn.interrupted", reason=reason, chars=len(text), error=error[:300])
+
+    async def _prepare_provider(self) -> None:
+        """Once per agent, before the first classification: let the provider do its one-time
+        set-up (litellm's multi-second import) off the event loop, so no model call's time
+        budget — a classifier's few seconds — pays for it."""
+        if self._prepared:
+            return
+        self._prepared = True
+        try:
+            prepare = getattr(self.provider, "prepare", None)
+            if prepare is not None:
+                await maybe_await(prepare())
+        except Exception as exc:  # the model call itself reports a broken provider
+            log.debug("provider preparation failed: %r", exc)
+
     # classification -----------------------------------------------------------------------
 
     def _start_classification(self, ctx: TurnContext) -> asyncio.Task | None:
@@ -379,20 +518,60 @@ class Agent:
         task.add_done_callback(self._background.discard)
         return task
 
+    async def _await_classification(self, ctx: TurnContext, task: asyncio.Task) -> None:
+        """Wait (bounded) for the first classification so it can shape this very turn.
+
+        The budget (``ctx.state["classify_wait"]``, the classifier's ``wait_ms``) counts
+        from when the classifier's request leaves (``ctx.state["classify_sent"]``, an
+        ``asyncio.Event``), not from a provider's first import; meanwhile the turn's own
+        provider loads too (``provider.warm()``), so the wait costs no extra time.
+        """
+        budget = float(ctx.state.get("classify_wait", 0.3))
+        sent = ctx.state.get("classify_sent")
+        if isinstance(sent, asyncio.Event) and not sent.is_set():
+            try:
+                warm = getattr(self.provider, "warm", None)
+            except Exception:  # no provider: the model call reports it
+                warm = None
+            if warm is not None:
+                warming = asyncio.ensure_future(self._warm(warm))
+                self._background.add(warming)
+                warming.add_done_callback(self._background.discard)
+            sent_wait = asyncio.ensure_future(sent.wait())
+            try:
+                await asyncio.wait({task, sent_wait}, timeout=WARM_LIMIT, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sent_wait.cancel()
+        if not task.done():
+            await asyncio.wait({task}, timeout=budget)
+
+    async def _warm(self, warm: Callable[[], Any]) -> None:
+        try:
+            await maybe_await(warm())
+        except Exception as exc:  # the model call itself will report it properly
+            log.debug("provider warm-up failed: %r", exc)
+
     # prompt and model ---------------------------------------------------------------------
 
     def contributors(self) -> list[PromptContributor]:
+        """The registered contributors; the agent's ``instructions`` are always among them
+        (the kernel's own ``instructions`` section unless a plugin registers that id)."""
         found: list[PromptContributor] = []
-        self.hooks.call_sync("register_prompt_contributor", register=found.append, agent=self.config)
+        if self.hooks.has("register_prompt_contributor"):
+            self.hooks.call_sync("register_prompt_contributor", register=found.append, agent=self.config)
+        if self.config.instructions.strip() and not any(c.id == "instructions" for c in found):
+            found.append(StaticContributor("instructions", self.config.instructions.strip(), priority=10))
         return found
 
     def contributor_context(self, ctx: TurnContext, message: str | None = None) -> ContributorContext:
+        offered = self.tools.offered(ctx)
         return ContributorContext(
             agent_id=self.config.name,
             session_id=ctx.session.id,
             classification=ctx.session.classification,
-            tools=[t.name for t in self.tools.visible()],
-            tool_descriptions={t.name: t.definition.description for t in self.tools.visible()},
+            tools=[t.name for t in offered],
+            tool_descriptions={t.name: t.definition.description for t in offered},
+            registry=self.tools,
             channel=ctx.channel,
             workspace=Path(self.config.workspace),
             model=self.config.model.name,
@@ -409,7 +588,7 @@ class Agent:
         awaited concurrently first, so the event loop is never blocked; assembly
         itself stays synchronous and deterministic.
         """
-        contributors = self.contributors() if self.hooks.has("register_prompt_contributor") else []
+        contributors = self.contributors()
         if not contributors:
             return None
         last_user = next((m.content for m in reversed(ctx.session.history) if m.role == "user"), None)
@@ -432,14 +611,14 @@ class Agent:
     async def _build_request(self, ctx: TurnContext, tools_on: bool) -> LlmRequest:
         system = ctx.state.get("_system")
         if system is None:  # once per turn: every round of a turn sees the same prompt (and caches)
-            assembled = await self.system_prompt(ctx)
+            assembled = ctx.state["_assembled"] = await self.system_prompt(ctx)
             system = ctx.state["_system"] = assembled.text if assembled is not None else self.config.instructions
             ctx.state["_dropped_tools"] = assembled.dropped_tools if assembled is not None else set()
         request = LlmRequest(
             model=self.config.model.name,
-            messages=list(ctx.session.history),
+            messages=[_as_the_model_sees_it(m) for m in ctx.session.history],
             system=system,
-            tools=[t.definition for t in self.tools.visible() if t.name not in ctx.state.get("_dropped_tools", ())] if tools_on else [],
+            tools=[t.definition for t in self.tools.offered(ctx) if t.name not in ctx.state.get("_dropped_tools", ())] if tools_on else [],
             metadata={"context_window": self.config.model.context_window or self.config.limits.context_window},
         )
         if self.hooks.has("before_llm_call"):
@@ -448,11 +627,14 @@ class Agent:
                 request.tools = []  # the wrap-up round offers no tools, whatever a plugin added
         return request
 
-    async def _call_model(self, ctx: TurnContext, request: LlmRequest, deliver: Deliver | None) -> LlmResponse:
+    async def _call_model(self, ctx: TurnContext, request: LlmRequest, deliver: Deliver | None,
+                          heard: list[str] | None = None) -> LlmResponse:
         on_text = None
         if deliver is not None and request.stream:
 
             async def on_text(delta: str) -> None:
+                if heard is not None:
+                    heard.append(delta)
                 await self._send(ctx, Outbound(kind="stream_chunk", content=delta), deliver)
 
         retried = False
@@ -506,6 +688,16 @@ class Agent:
     async def send(self, ctx: TurnContext, kind: str, content: str, deliver: Deliver | None, **metadata: Any) -> Outbound:
         """For plugins and sub-agents: deliver a ``routed`` or ``notice`` message through the hooks."""
         return await self._send(ctx, Outbound(kind=kind, content=content, metadata=metadata), deliver)  # type: ignore[arg-type]
+
+
+INTERRUPTED_NOTE = "\n\n[This reply was interrupted before it was finished.]"
+
+
+def _as_the_model_sees_it(m: Message) -> Message:
+    """An interrupted reply is shown to the model as partial, so it does not build on it as if whole."""
+    if m.role == "assistant" and m.metadata.get("interrupted"):
+        return m.model_copy(update={"content": (m.content or "") + INTERRUPTED_NOTE})
+    return m
 
 
 WRAP_UP = (

@@ -82,8 +82,9 @@ class ContributorContext:
     """What a contributor may look at when deciding and writing its section.
 
     ``classification`` may be None (not classified yet). ``tools`` are the names
-    of the tools the model will see; ``tool_descriptions`` their one-line
-    descriptions where the caller knows them. ``message`` is the latest user
+    of the tools the model will see in this request; ``tool_descriptions`` their
+    descriptions; ``registry`` the agent's tool registry (``registry.allowed(name)``).
+    A section about a tool should appear only when the tool is in ``tools``. ``message`` is the latest user
     message; ``state`` the turn's scratch dict (read-only by convention).
     """
 
@@ -99,6 +100,7 @@ class ContributorContext:
     session: Any = None
     state: dict[str, Any] = field(default_factory=dict)
     tool_descriptions: dict[str, str] = field(default_factory=dict)
+    registry: Any = None  # the agent's ToolRegistry: ``registry.allowed(name)`` answers for any tool
 
 
 class PromptContributor:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from .errors import UsageError
 from .types import Message, SessionClassification, ToolResult, Usage, new_id
 
 SCHEMA = """
@@ -71,6 +72,39 @@ class SessionNotFound(KeyError):
     pass
 
 
+class SessionBusy(UsageError):
+    """Another process is running a turn on this session (exit code 2, a clear message)."""
+
+
+#: seconds a turn waits for another process to finish its turn on the same session
+LOCK_WAIT = float(__import__("os").environ.get("CLAWKIT_SESSION_LOCK_WAIT") or 10.0)
+
+
+def _scrub(value: Any) -> Any:
+    """``value`` with lone surrogates (not encodable as UTF-8) replaced by U+FFFD, in every string inside."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def _map_strings(value: Any, fn: Any) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _map_strings(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_map_strings(v, fn) for v in value]
+    return value
+
+
 def _dump(value: Any) -> str:
     return json.dumps(value, default=str, separators=(",", ":"))
 
@@ -89,10 +123,82 @@ class SessionStore:
         self.conn.executescript(SCHEMA)
         self._pending: list[tuple] = []
         self._pending_meta: dict[str, str] = {}
+        #: text -> text with secrets removed, applied to every message and event before it is stored
+        #: (a security plugin sets it; the policy plugin does). The model still sees this turn's text.
+        self.redact: Any = None
+        #: JSON value -> JSON value with secrets removed (may blank values by their key), for structured data
+        self.redact_value: Any = None
+        self._locks: dict[str, Any] = {}
 
     def close(self) -> None:
         self.flush()
+        for sid in list(self._locks):
+            self.unlock(sid)
         self.conn.close()
+
+    # one process per session at a time ---------------------------------------------------
+
+    def _redact_json(self, text: str) -> str:
+        """JSON text with secrets removed value by value (``redact_value`` for whole structures when a
+        plugin gave one — it can blank a value by its key — else ``redact`` on every string): the
+        result is always valid JSON."""
+        if self.redact(text) == text:  # one pass over the text: nothing to remove (the common case)
+            return text
+        value = json.loads(text)
+        if self.redact_value is not None:
+            return _dump(self.redact_value(value))
+        return _dump(_map_strings(value, self.redact))
+
+    def try_lock(self, session_id: str) -> bool:
+        """Take the session for a turn, or return False when another process holds it. The lock is an
+        ``flock`` on a file next to the database (it dies with its process); re-entrant within a
+        store; always granted in memory. Release with :meth:`unlock`."""
+        import fcntl
+        import hashlib
+        import os
+
+        if str(self.path) == ":memory:":
+            return True
+        held = self._locks.get(session_id)
+        if held is not None:
+            held[1] += 1
+            return True
+        folder = self.path.parent / "locks"
+        folder.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ".lock"
+        fd = os.open(folder / name, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                self._holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            finally:
+                os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._locks[session_id] = [fd, 1]
+        return True
+
+    def busy(self, session_id: str, waited: float) -> SessionBusy:
+        """The error for a session another process kept for longer than ``waited`` seconds."""
+        return SessionBusy(f"session {session_id} is in use by another process (pid {getattr(self, '_holder', '?')}); "
+                           f"waited {waited:g} s — try again when its turn ends")
+
+    def unlock(self, session_id: str) -> None:
+        import fcntl
+        import os
+
+        held = self._locks.get(session_id)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] <= 0:
+            self._locks.pop(session_id, None)
+            try:
+                fcntl.flock(held[0], fcntl.LOCK_UN)
+            finally:
+                os.close(held[0])
 
     # sessions -------------------------------------------------------------------------
 
@@ -169,8 +275,17 @@ class SessionStore:
     def append(self, session_id: str, message: Message, run_id: str | None = None) -> int:
         data = None
         if message.tool_calls or message.tool_result or message.blocks or message.metadata:
-            data = message.model_dump_json(include={"tool_calls", "tool_result", "blocks", "metadata"}, exclude_defaults=True)
-        row = (session_id, run_id, message.role, message.content, data, time.time())
+            try:
+                data = message.model_dump_json(include={"tool_calls", "tool_result", "blocks", "metadata"}, exclude_defaults=True)
+            except ValueError:  # a lone surrogate from a model or a tool: stored replaced, never a crash
+                data = _dump(_scrub(message.model_dump(include={"tool_calls", "tool_result", "blocks", "metadata"},
+                                                       exclude_defaults=True)))
+        content = _scrub(message.content)
+        if self.redact is not None:
+            content = self.redact(content)
+            if data is not None:
+                data = self._redact_json(data)
+        row = (session_id, run_id, message.role, content, data, time.time())
         sql = "INSERT INTO messages (session_id, run_id, role, content, data, created) VALUES (?, ?, ?, ?, ?, ?)"
         if not (self._pending or self._pending_meta) or self.conn.in_transaction:
             return int(self.conn.execute(sql, row).lastrowid or 0)
@@ -203,7 +318,14 @@ class SessionStore:
         Events and usage rows are observations, so they ride along with the writes
         that matter instead of paying a commit each; the turn's end flushes the rest.
         """
-        self.queue(_EVENT_SQL, (session_id, run_id, type, _dump(data), ts))
+        try:
+            text = _dump(data)
+            text.encode("utf-8")
+        except (ValueError, TypeError):
+            text = _dump(_scrub(json.loads(json.dumps(data, default=str))))
+        if self.redact is not None:
+            text = self._redact_json(text)
+        self.queue(_EVENT_SQL, (session_id, run_id, type, text, ts))
 
     def queue(self, sql: str, params: tuple = ()) -> None:
         """Queue a write to commit with the next message (or at the turn's end).

@@ -90,8 +90,13 @@ class ToolExecutor:
     async def _one(self, ctx: "TurnContext", call: ToolCall, deliver, in_thread: bool) -> ToolResult:
         tool = self.agent.tools.get(call.name)
         if tool is None:
-            known = ", ".join(t.name for t in self.agent.tools.visible()) or "none"
-            return _error(call, f"unknown tool {call.name!r}; available tools: {known}")
+            # refused before any gate runs: still an audited decision (the policy records tool.blocked)
+            registered = call.name in self.agent.tools.tools
+            reason = "not in the agent's tools allowlist" if registered else "unknown tool"
+            ctx.emit("tool.blocked", tool=call.name, call_id=call.id, reason=reason, plugin="kernel",
+                     trace_id=ctx.trace_id, task_id=ctx.task_id)
+            known = ", ".join(t.name for t in self.agent.tools.offered(ctx)) or "none"
+            return _error(call, f"unknown tool {call.name!r}; available tools: {known}", blocked=True)
         decision = await self.gate(ctx, call)
         if decision is not None and decision.action == "block":
             ctx.emit("tool.blocked", tool=call.name, call_id=call.id, reason=decision.reason, plugin=decision.plugin)
@@ -105,7 +110,12 @@ class ToolExecutor:
             # tool displays are quiet by default; /verbose-style plugins un-cancel them
             shown = Outbound(kind="tool_call_display", content=f"{call.name}({call.arguments})", cancelled=True, metadata={"call": call})
             await self.agent._send(ctx, shown, deliver)
-        res = await tool.run(ctx, call, in_thread=in_thread)
+        limit = float(getattr(self.agent.config.limits, "tool_timeout", 0) or 0)
+        try:
+            res = await asyncio.wait_for(tool.run(ctx, call, in_thread=in_thread), limit) if limit else await tool.run(ctx, call, in_thread=in_thread)
+        except asyncio.TimeoutError:
+            ctx.emit("tool.timeout", tool=call.name, call_id=call.id, seconds=limit)
+            res = _error(call, f"{call.name} did not finish within {limit:g} s (limits.tool_timeout); it was abandoned", timed_out=True)
         if self.hooks.has("after_tool_call"):
             res = await self.hooks.call_chain("after_tool_call", "result", ToolResult, ctx=ctx, call=call, result=res)
         if deliver is not None and self.hooks.has("message_sending"):

@@ -56,6 +56,12 @@ class Tool:
     def name(self) -> str:
         return self.definition.name
 
+    def offered(self, ctx: Any) -> bool:
+        """Whether an allowed tool is offered to the model this turn (subclasses narrow it:
+        a skill tool only while its skill is active). A tool not offered still runs if
+        called (a call from an earlier turn)."""
+        return True
+
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         model = self.args_model.model_validate(arguments)
         return {k: getattr(model, k) for k in self.args_model.model_fields}
@@ -74,10 +80,8 @@ class Tool:
         try:
             if self.is_async:
                 value = await self.fn(**kwargs)
-            elif in_thread:
-                value = await asyncio.to_thread(self.fn, **kwargs)
-            else:
-                value = self.fn(**kwargs)
+            else:  # in a thread: a sync tool that never returns cannot stall the loop past the call's deadline
+                value = await _in_daemon_thread(self.fn, kwargs)
         except ToolError as exc:
             return _error(call, str(exc))
         except Exception as exc:
@@ -85,6 +89,38 @@ class Tool:
         if isinstance(value, ToolResult):
             return value
         return ToolResult(call_id=call.id, name=call.name, content=_to_text(value))
+
+
+async def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """``fn(**kwargs)`` in a daemon thread (with this context's variables): unlike ``asyncio.to_thread``,
+    a call that never returns is abandoned at its deadline and does not hold the interpreter at exit."""
+    import contextvars
+    import threading
+
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(method: str, value: Any) -> None:
+        if not fut.done():
+            getattr(fut, method)(value)
+
+    def work() -> None:
+        try:
+            value = context.run(fn, **kwargs)
+        except BaseException as exc:  # handed to the awaiting task
+            try:
+                loop.call_soon_threadsafe(settle, "set_exception", exc)
+            except RuntimeError:  # the loop is gone: nobody is waiting
+                pass
+            return
+        try:
+            loop.call_soon_threadsafe(settle, "set_result", value)
+        except RuntimeError:
+            pass
+
+    threading.Thread(target=work, name="clawkit-tool", daemon=True).start()
+    return await fut
 
 
 def _error(call: ToolCall, message: str) -> ToolResult:
@@ -148,13 +184,29 @@ def tool(fn: Callable[..., Any] | None = None, *, risk: Risk | str = Risk.SAFE):
     return mark(fn) if fn is not None else mark
 
 
+GLOB_CHARS = frozenset("*?[")
+
+
+def is_pattern(entry: str) -> bool:
+    """Whether an allowlist entry is a glob pattern (``mcp__remote__*``) rather than a name."""
+    return any(ch in GLOB_CHARS for ch in entry)
+
+
 class ToolRegistry:
-    """Tools registered by plugins for one agent; ``visible()`` applies the allowlist."""
+    """Tools registered by plugins for one agent; the agent's ``tools:`` allowlist decides.
+
+    ``allow`` entries are tool names, glob patterns (``fnmatch``: ``mcp__remote__*``)
+    or the name of a *group* a plugin declared (``skills`` admits ``load_skill`` and
+    every ``skill_*`` tool). Nothing outside the list is ever shown or run, including
+    tools registered at run time (skill tools, MCP servers, sub-agents).
+    """
 
     def __init__(self, allow: list[str] | None = None):
         self.allow = list(allow or [])
         self.declared: set[str] = set()  # allowed by the agent's own declaration elsewhere (``subagents:``)
         self.tools: dict[str, Tool] = {}
+        self.groups: dict[str, tuple[str, ...]] = {}
+        self._patterns: tuple[str, ...] | None = None
         self._visible: list[Tool] | None = None
 
     def register(self, obj: Any, name: str | None = None, risk: Risk | str | None = None, plugin: str | None = None,
@@ -182,6 +234,27 @@ class ToolRegistry:
             self.tools[t.name] = t
             if allow:
                 self.declared.add(t.name)
+        self.changed()
+
+    def add_group(self, name: str, patterns: list[str] | tuple[str, ...]) -> None:
+        """Declare an allowlist group: ``tools: [name]`` admits every tool matching ``patterns``.
+
+        Names matching a group's patterns are also accepted in ``tools:`` before they
+        exist (tools a plugin registers at run time, such as skill tools).
+        """
+        self.groups[name] = tuple(patterns)
+        self._patterns = None
+        self.changed()
+
+    def add(self, tool: Tool) -> None:
+        """Add (or replace) a tool registered at run time; the allowlist still decides."""
+        self.tools[tool.name] = tool
+        self.changed()
+
+    def remove(self, name: str) -> None:
+        self.unregister(name)
+
+    def changed(self) -> None:
         self._visible = None
 
     def unregister(self, name: str) -> bool:
@@ -191,14 +264,47 @@ class ToolRegistry:
         self._visible = None
         return found
 
+    def patterns(self) -> tuple[str, ...]:
+        """The allowlist with group names expanded."""
+        if self._patterns is None:
+            out: list[str] = []
+            for entry in self.allow:
+                out.extend(self.groups.get(entry, (entry,)))
+            self._patterns = tuple(out)
+        return self._patterns
+
     def allowed(self, name: str) -> bool:
-        return name in self.declared or any(fnmatch.fnmatchcase(name, pat) for pat in self.allow)
+        return name in self.declared or any(fnmatch.fnmatchcase(name, pat) for pat in self.patterns())
+
+    def unknown_entries(self) -> list[tuple[int, str]]:
+        """``(index, entry)`` for each name in the allowlist no plugin provides.
+
+        A name is known when a tool has it, a group has it, or a group's patterns
+        cover it (a tool that appears at run time). Patterns are not checked: they
+        may match tools that arrive later (``mcp__remote__*``).
+        """
+        dynamic = [p for pats in self.groups.values() for p in pats]
+        out = []
+        for i, entry in enumerate(self.allow):
+            if is_pattern(entry) or entry in self.tools or entry in self.groups:
+                continue
+            if any(fnmatch.fnmatchcase(entry, p) for p in dynamic):
+                continue
+            out.append((i, entry))
+        return out
+
+    def known_names(self) -> list[str]:
+        return sorted(set(self.tools) | set(self.groups))
 
     def visible(self) -> list[Tool]:
-        """Only the tools the agent allows, in allowlist order then name."""
+        """Only the tools the agent allows, sorted by name."""
         if self._visible is None:
             self._visible = sorted((t for t in self.tools.values() if self.allowed(t.name)), key=lambda t: t.name)
         return self._visible
+
+    def offered(self, ctx: Any) -> list[Tool]:
+        """The allowed tools offered in this turn (a tool may decline with ``offered(ctx)``)."""
+        return [t for t in self.visible() if t.offered(ctx)]
 
     def get(self, name: str) -> Tool | None:
         """A tool the model may call; None for unknown or not-allowed names."""

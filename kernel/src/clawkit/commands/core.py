@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import EXIT_BUDGET, EXIT_OK, EXIT_USAGE, add_agent_options, overrides_from
+from ..cli import EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_agent_options, overrides_from
 from ..errors import UsageError
 from ..hookspecs import hookimpl
 
@@ -34,8 +34,9 @@ def register(cli) -> None:
     p = cli.command("run", help="run one turn of an agent and stream the reply")
     p.add_argument("agent", help="agent YAML file")
     p.add_argument("message", help="the user message")
-    p.add_argument("--session", help="resume this session id")
-    p.add_argument("--json", action="store_true", help='print {"session_id", "reply", "tool_calls", "usage"}')
+    add_session_options(p)
+    p.add_argument("--json", action="store_true",
+                   help='print {"session_id", "reply", "tool_calls", "usage", "interrupted", "stop_reason"}')
     p.add_argument("--record", metavar="FILE", help="record the model traffic to a cassette (JSON, or YAML by extension)")
     p.add_argument("--replay", metavar="FILE", help="answer model calls from a cassette, offline (see docs/testing.md)")
     add_agent_options(p)
@@ -43,7 +44,7 @@ def register(cli) -> None:
 
     p = cli.command("chat", help="interactive session (reads one message per line when stdin is not a terminal)")
     p.add_argument("agent", help="agent YAML file")
-    p.add_argument("--session", help="resume this session id")
+    add_session_options(p)
     add_agent_options(p)
     p.set_defaults(handler=cmd_chat)
 
@@ -74,38 +75,86 @@ class StderrNotices:
             print(f"clawkit: {line}", file=sys.stderr, flush=True)
 
 
+def add_session_options(p) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--session", metavar="ID", help="resume this session (it must exist: `clawkit sessions list`)")
+    g.add_argument("--new-session", metavar="ID", help="start a new session with this id")
+
+
 def _open(args, approver: Any = None):
-    from ..runtime import open_agent
+    from ..runtime import load_config, open_agent
 
     if not Path(args.agent).is_file():
         raise UsageError(f"{args.agent}: no such agent file")
-    return open_agent(args.agent, overrides_from(args), approver=approver, extra_plugins=(StderrNotices(),))
+    overrides = overrides_from(args)
+    cfg, _ = load_config(args.agent, overrides, pm=args.pm)
+    workspace = Path(cfg.workspace)
+    if not workspace.is_dir():
+        if not getattr(args, "create_workspace", False):
+            raise UsageError(f"{args.agent}: workspace {workspace} does not exist "
+                             f"(create it, or pass --create-workspace)")
+        workspace.mkdir(parents=True)
+    agent = open_agent(args.agent, overrides, approver=approver, extra_plugins=(StderrNotices(),))
+    try:
+        _check_session(agent, args)
+    except BaseException:
+        agent.close()
+        raise
+    return agent
+
+
+def _check_session(agent, args) -> None:
+    """``--session`` must name an existing session; ``--new-session`` one that does not exist yet."""
+    sid, new = getattr(args, "session", None), getattr(args, "new_session", None)
+    if sid and not agent.store.exists(sid):
+        raise UsageError(f"--session {sid}: no such session in {agent.store.path} "
+                         f"(see `clawkit sessions list`; --new-session {sid} starts one with this id)")
+    if new and agent.store.exists(new):
+        raise UsageError(f"--new-session {new}: a session with this id exists already (resume it with --session)")
+
+
+def session_arg(args) -> str | None:
+    return getattr(args, "session", None) or getattr(args, "new_session", None)
+
+
+def _write(text: str) -> None:
+    """Write and flush stdout; once the reader has gone (``| head``) the rest is dropped
+    quietly and the turn still completes (and is stored)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        from ..cli import quiet_stdout
+
+        quiet_stdout()
 
 
 def _stdout_deliver(outbound) -> None:
     if outbound.kind == "stream_chunk":
-        sys.stdout.write(outbound.content)
-        sys.stdout.flush()
+        _write(outbound.content)
     elif outbound.kind == "final_reply":
-        if not outbound.metadata.get("streamed"):
-            sys.stdout.write(outbound.content)
-        sys.stdout.write("\n")
-        sys.stdout.flush()
+        _write(("" if outbound.metadata.get("streamed") else outbound.content) + "\n")
     else:  # notices, routed messages, tool displays a plugin chose to show
-        sys.stdout.write(f"\n[{outbound.kind}] {outbound.content}\n")
-        sys.stdout.flush()
+        _write(f"\n[{outbound.kind}] {outbound.content}\n")
 
 
 def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None = None, trailer=None) -> int:
-    """One turn: stream the reply (or print the JSON result), then close the agent."""
+    """One turn: stream the reply (or print the JSON result), then close the agent.
+
+    Exit 0, or 4 (``EXIT_INTERRUPTED``) when the reply was cut off: the partial text is
+    stored, marked interrupted, and ``--json`` has ``"interrupted": true``."""
     try:
         result = agent.run(message, session_id=session_id, deliver=None if as_json else _stdout_deliver)
     finally:
         agent.close()
     if as_json:
-        print(json.dumps(result.as_json(), default=str))
+        _write(json.dumps(result.as_json(), default=str) + "\n")
     else:
         print(f"[session {result.session_id}{trailer(result) if trailer else ''}]", file=sys.stderr)
+    if result.interrupted:
+        print(f"clawkit: warning: the reply was interrupted ({len(result.reply)} characters arrived); it is "
+              f"stored marked interrupted in session {result.session_id}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if result.stop_reason == "budget":
         print(f"clawkit: stopped by a budget: {result.stop_detail}; continue with --session {result.session_id} and a raised budget", file=sys.stderr)
         return EXIT_BUDGET
@@ -115,7 +164,7 @@ def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None
 def cmd_run(args) -> int:
     if getattr(args, "record", None) or getattr(args, "replay", None):
         return _run_with_cassette(args)
-    return run_and_report(_open(args), args.message, as_json=args.json, session_id=args.session)
+    return run_and_report(_open(args), args.message, as_json=args.json, session_id=session_arg(args))
 
 
 def _run_with_cassette(args) -> int:
@@ -141,7 +190,7 @@ def _run_with_cassette(args) -> int:
     model.api_base = server.url
     try:
         with loopback_only() if args.replay else nullcontext():
-            code = run_and_report(agent, args.message, as_json=args.json, session_id=args.session)
+            code = run_and_report(agent, args.message, as_json=args.json, session_id=session_arg(args))
     except Exception:
         if not server.mismatches:
             raise
@@ -156,72 +205,13 @@ def _run_with_cassette(args) -> int:
     return code
 
 
-def terminal_approver(call, reason: str, ctx) -> bool:
-    """Ask on the controlling terminal; anything but y/yes denies."""
-    try:
-        with open("/dev/tty", "r+") as tty:
-            tty.write(f"\n[approval] {call.name}({json.dumps(call.arguments)})\n  because: {reason}\n  allow? [y/N] ")
-            tty.flush()
-            return tty.readline().strip().lower() in ("y", "yes")
-    except OSError:
-        return False
-
-
 CHAT_HELP = "commands: /quit, /session, /new, /help — directives like /think high are passed to plugins"
 
 
-def _interactive_approver():
-    """The policy plugin's approver (time-out, redacted arguments) when installed; else a plain prompt."""
-    try:
-        from clawkit_policy import terminal_approver as policy_approver
-    except ImportError:
-        return terminal_approver
-    return policy_approver
-
-
 def cmd_chat(args) -> int:
-    interactive = sys.stdin.isatty()
-    agent = _open(args, approver=_interactive_approver() if interactive else None)
-    session_id = agent.session(args.session).id
-    if interactive:
-        print(f"clawkit chat — agent {agent.config.name}, session {session_id}. {CHAT_HELP}")
+    from .chat import cmd_chat as chat
 
-    import asyncio
-
-    async def loop() -> None:
-        nonlocal session_id
-        while True:
-            try:
-                line = input("you> ") if interactive else sys.stdin.readline()
-            except EOFError:
-                return
-            if not interactive and line == "":
-                return
-            text = line.strip()
-            if not text:
-                continue
-            if text in ("/quit", "/exit"):
-                return
-            if text == "/session":
-                print(session_id)
-                continue
-            if text == "/new":
-                session_id = agent.session(None).id
-                print(f"new session {session_id}")
-                continue
-            if text == "/help":
-                print(CHAT_HELP)
-                continue
-            if interactive:
-                sys.stdout.write("agent> ")
-            await agent.turn(text, session_id=session_id, deliver=_stdout_deliver)
-
-    try:
-        asyncio.run(loop())
-    finally:
-        agent.close()
-    print(f"[session {session_id}]", file=sys.stderr)
-    return EXIT_OK
+    return chat(args)
 
 
 def cmd_plugins(args) -> int:

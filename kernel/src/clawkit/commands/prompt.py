@@ -1,9 +1,12 @@
 """``clawkit prompt AGENT.yaml [--message TEXT] [--classification JSON] [--json]``.
 
-Prints the system prompt the agent would be given, and for every contributor
-whether it was included and why (untagged / tag matched / no tag matched /
-filtered / cut by budget / failed), with its size in tokens. Nothing is written:
-the session lives in memory and no model is called.
+Prints the system prompt and the tools the agent's first request for the message
+would carry — built by the same code a turn runs (message hooks and directives,
+routing, skill activation, memory recall, contributors, ``before_llm_call``) — and
+for every contributor whether it was included and why (untagged / tag matched / no
+tag matched / filtered / cut by budget / failed), with its size in tokens. Nothing
+is written: the session lives in memory and no model is called (the classifier
+neither: pass ``--classification`` to see a classified turn).
 """
 
 from __future__ import annotations
@@ -69,27 +72,19 @@ def token_counter(model: str) -> tuple[Callable[[str], int], str]:
 
 
 def build_report(agent: Any, message: str | None, classification: Any, channel: str = "cli") -> dict[str, Any]:
-    """The assembled prompt and inclusion report for ``agent`` as a JSON-able dict."""
-    from ..context import TurnContext
-    from ..prompt import assemble
-    from ..types import Message
+    """What the agent's first request for ``message`` would carry, as a JSON-able dict.
 
-    session = agent.session()
-    session.classification = classification
-    if message:
-        session.history.append(Message(role="user", content=message))
-    ctx = TurnContext(agent.config, session, agent.hooks, agent.tools, channel=channel, agent_obj=agent)
+    Built by :meth:`clawkit.loop.Agent.preview` — the turn's own code path (message
+    hooks, routing, skill activation, memory recall, contributors, ``before_llm_call``)
+    — so ``prompt`` and ``tools`` are exactly what a turn sends. No model is called.
+    """
+    import asyncio
+
+    agent.channel = channel
+    request, assembled = asyncio.run(agent.preview(message, classification))
     count, tokenizer = token_counter(agent.config.model.name)
-    contributors = agent.contributors() if agent.hooks.has("register_prompt_contributor") else []
-    budget = agent.config.limits.context_window  # the same character budget the loop uses
-    if contributors:
-        cctx = agent.contributor_context(ctx, message)
-        cctx.tool_descriptions = {t.name: t.definition.description for t in agent.tools.visible()}
-        report_error = lambda c, e: agent.hooks.report("contributor", c.id, e)  # noqa: E731
-        assembled = assemble(contributors, cctx, total_chars=budget, on_error=report_error)
-        text, report = assembled.text, assembled.report
-    else:
-        text, report = agent.config.instructions, []
+    text = request.system or ""
+    report = assembled.report if assembled is not None else []
     return {
         "agent": agent.config.name,
         "message": message,
@@ -99,7 +94,15 @@ def build_report(agent: Any, message: str | None, classification: Any, channel: 
         "chars": len(text),
         "tokens": count(text),
         "tokenizer": tokenizer,
-        "budget_chars": budget,
+        "budget_chars": agent.config.limits.context_window,
+        "tools": [t.name for t in request.tools],
+        "request": {
+            "model": request.model,
+            "system": text,
+            "tools": [t.model_dump(mode="json", include={"name", "description", "parameters"}) for t in request.tools],
+            "messages": [m.model_dump(mode="json", include={"role", "content"}) for m in request.messages],
+            "reasoning_effort": request.reasoning_effort,
+        },
         "contributors": [{**r.as_dict(), "tokens": count(r.text) if r.text else 0} for r in report],
     }
 
@@ -111,6 +114,7 @@ def render_text(data: dict[str, Any]) -> str:
         f"--- {data['agent']}: {data['chars']} chars, {data['tokens']} tokens ({data['tokenizer']}); "
         f"{n_in} of {len(data['contributors'])} contributors included"
     )
+    lines.append(f"tools sent ({len(data['tools'])}): {', '.join(data['tools']) or '-'}")
     if not data["contributors"]:
         lines.append("(no prompt contributors registered: the prompt is the agent's instructions)")
     width = max([len(c["id"]) for c in data["contributors"]] + [2])
@@ -132,7 +136,7 @@ def cmd_prompt(args) -> int:
     try:
         data = build_report(agent, args.message, classification, args.channel)
     finally:
-        agent.store.close()
+        agent.close()
     out = json.dumps(data, indent=2, ensure_ascii=False) if args.json else render_text(data)
     try:
         sys.stdout.write(out + "\n")

@@ -7,41 +7,31 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import EXIT_OK
+from ..cli import EXIT_OK, add_workspace_options, workspace_db
 from ..errors import UsageError
 
 
 def register(cli) -> None:
     p = cli.command("sessions", help="list, show and export sessions")
     sub = p.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
-    common = {"help": "find the session database from this agent file (its workspace/state_db) instead of --db"}
     ls = sub.add_parser("list", help="recent sessions")
-    ls.add_argument("--agent", **common)
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--limit", type=int, default=50)
     ls.set_defaults(handler=cmd_list)
     show = sub.add_parser("show", help="a session's messages, metadata, classification and usage")
     show.add_argument("id")
-    show.add_argument("--agent", **common)
     show.add_argument("--tree", action="store_true", help="the session's runs and the sub-agent runs they spawned, with tools, usage and outcome")
     show.set_defaults(handler=cmd_show)
     exp = sub.add_parser("export", help="a session as JSON lines")
     exp.add_argument("id")
-    exp.add_argument("--agent", **common)
     exp.set_defaults(handler=cmd_export)
+    add_workspace_options(p)
 
 
 def _store(args):
     from ..sessions import SessionStore
 
-    db = Path(args.db)
-    if getattr(args, "agent", None):
-        from ..runtime import load_config
-
-        if not Path(args.agent).is_file():
-            raise UsageError(f"{args.agent}: no such agent file")
-        cfg, _ = load_config(args.agent, pm=args.pm)
-        db = cfg.state_db or Path(cfg.workspace) / ".clawkit" / "state.db"
+    db = workspace_db(args)
     if not db.is_file():
         raise UsageError(f"{db}: no session database here (pass --db PATH or --agent AGENT.yaml)")
     return SessionStore(db)
@@ -86,6 +76,8 @@ def cmd_show(args) -> int:
         label = m.role
         if m.metadata.get("compaction_summary"):
             label = "summary"
+        if m.metadata.get("interrupted"):
+            label += f", interrupted: {m.metadata.get('interrupted_reason', 'unknown')}"
         if m.content:
             print(f"[{label}] {m.content}")
         for call in m.tool_calls:

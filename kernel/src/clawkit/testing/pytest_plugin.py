@@ -140,3 +140,12 @@ def http_agent(make_agent, model_server):
         return make_agent(plugins=(litellm_plugin, *plugins), provider="config", **config)
 
     return factory
+
+
+def pytest_configure(config: Any) -> None:
+    """Keep the audit key and anchors of test runs out of the user's config directory."""
+    import os
+    import tempfile
+
+    if not os.environ.get("CLAWKIT_AUDIT_HOME"):
+        os.environ["CLAWKIT_AUDIT_HOME"] = tempfile.mkdtemp(prefix="clawkit-audit-")

@@ -59,9 +59,10 @@ def test_project_files_within_their_budget(workspace):
     (workspace / "README.md").write_text("# Widget\n" + "w" * 500)
     agent = build(workspace, plugins={"contributors": {"project_files_max_chars": 100}})
     text = prompt_of(agent).text
-    assert "## Project context\n### AGENTS.md\nRun `make test`" in text
-    readme = text.split("### README.md\n", 1)[1].split("\n\n", 1)[0]
+    assert "## Project context\n### AGENTS.md\n[PROJECT FILE " in text and "Run `make test`" in text
+    readme = text.split("### README.md\n", 1)[1].split("\n", 1)[1].split("\n[END PROJECT FILE", 1)[0]
     assert readme.endswith("…") and len("Run `make test` before committing.") + len(readme) <= 100
+    # project files are data: delimited, and offered to the shield as untrusted content
     # files are re-read when they change
     (workspace / "AGENTS.md").write_text("Use tox.\n")
     assert "Use tox." in prompt_of(agent).text
@@ -109,6 +110,7 @@ def test_directives_section_shows_active_directives(workspace):
     s.set("elevated_until", 4102444800.0)  # 2100-01-01
     ctx = TurnContext(agent.config, s, agent.hooks, agent.tools, agent_obj=agent)
     ctx.state["directives"] = {"reasoning": True}
+    ctx.state["elevated_until"] = 4102444800.0  # what the directives plugin vouches for this turn
     text = asyncio.run(agent.system_prompt(ctx)).text
     assert "## Active directives\n- /elevated on until 00:00 UTC\n- /reasoning on\n- /think high" in text
     assert "verbose" not in text

@@ -178,6 +178,7 @@ def test_elevated_refused_when_not_permitted(make_agent):
 def test_elevated_grant_is_time_limited_and_audited(make_agent):
     agent = make_agent([ScriptedReply.calls(call("rm_rf", path="/")), "ok"], plugins=(clawkit_directives, Echo()),
                        tools=["echo"], plugin_config={"directives": {"allow_elevated": True, "elevated_minutes": 10}})
+    agent.channel = "chat"  # a person typing
     t0 = time.time()
     r = agent.run("/elevated on")
     sid = r.session_id
@@ -194,6 +195,7 @@ def test_elevated_grant_is_time_limited_and_audited(make_agent):
 
 def test_elevated_expires(make_agent):
     agent = make_agent([], plugin_config={"directives": {"allow_elevated": True}})
+    agent.channel = "chat"
     sid = agent.run("/elevated on").session_id
     agent.session(sid).set("elevated_until", time.time() - 1)
     assert "elevated: off" in agent.run("/status", session_id=sid).reply

@@ -16,7 +16,7 @@ import clawkit_memory
 from clawkit.testing import ScriptedReply, call
 from clawkit_memory.chunking import chunk_markdown, finished_turns
 from clawkit_memory.config import EmbeddingConfig
-from clawkit_memory.embeddings import EmbeddingError, LiteLLMEmbeddings, LocalMiniLM, resolve_provider
+from clawkit_memory.embeddings import EmbeddingError, LocalMiniLM, resolve_provider
 from clawkit_memory.service import close_all, memory_for
 
 TOOLS = ["memory_search", "memory_get", "memory_save"]
@@ -239,9 +239,10 @@ def test_provider_auto_is_local_and_remote_goes_through_litellm():
     try:
         cfg = EmbeddingConfig(model="openai/test-embed", api_base=f"http://127.0.0.1:{server.server_port}/v1",
                               api_key="sk-test")
-        provider = resolve_provider(cfg, {})
-        assert isinstance(provider, LiteLLMEmbeddings)
-        vecs = provider.embed(["ab", "abcd"])
+        litellm_plugin = pytest.importorskip("clawkit_litellm")
+        provider = resolve_provider(cfg, {"litellm": litellm_plugin.LiteLLMEmbeddings})
+        assert isinstance(provider, litellm_plugin.LiteLLMEmbeddings)
+        vecs = np.asarray(provider.embed(["ab", "abcd"]))
         assert np.allclose(vecs[:, 0], [2, 4]) and provider.dimensions == 3
         assert seen[0]["model"] == "test-embed" and seen[0]["input"] == ["ab", "abcd"]
     finally:

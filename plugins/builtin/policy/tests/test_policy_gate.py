@@ -114,12 +114,32 @@ def test_approver_timeout_becomes_a_clear_error(build_agent, workspace):
     assert not (workspace / "b").exists()
 
 
+class Vouch:
+    """Stands for the directives plugin: vouches for the session's stored elevation this turn."""
+
+    @hookimpl
+    def message_received(self, ctx, message):
+        until = ctx.session.get("elevated_until")
+        if until:
+            ctx.state["elevated_until"] = until
+
+
+def test_raw_session_metadata_elevates_nothing(build_agent, workspace):
+    # without a plugin vouching for it (directives removed, allow_elevated revoked), stored elevation is ignored
+    agent = build_agent([ScriptedReply.calls(call("shell_exec", command="echo elevated")), "ok"], plugins=PLUGINS,
+                        tools=["*"], approver=None)
+    session = agent.session()
+    session.set("elevated_until", time.time() + 600)
+    agent.run("go", session_id=session.id)
+    assert "denied by nobody" in tool_results(agent, session.id)[-1]
+
+
 def test_elevated_auto_approves_within_scope_only(build_agent, workspace, tmp_path):
     (tmp_path / "outside.txt").write_text("out")
     agent = build_agent([ScriptedReply.calls(call("shell_exec", command="echo elevated"),
                                              call("read_file", path=str(tmp_path / "outside.txt"))), "ok",
                          ScriptedReply.calls(call("shell_exec", command="echo later")), "ok"],
-                        plugins=PLUGINS, tools=["*"], approver=None)
+                        plugins=PLUGINS + (Vouch(),), tools=["*"], approver=None)
     session = agent.session()
     session.set("elevated_until", time.time() + 60)
     agent.run("go", session_id=session.id)

@@ -140,7 +140,7 @@ def test_a_flush_with_nothing_queued_starts_no_thread_and_opens_no_database(tmp_
 
     conn, writer = writer_in_vanished_dir(tmp_path)
     writer.flush()
-    writer_mod._flush_all()
+    writer_mod.close_all()
     assert writer._thread is None and writer._ledger is None and writer.error is None
 
 

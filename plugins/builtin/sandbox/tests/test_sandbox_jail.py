@@ -120,7 +120,9 @@ def test_mode_off_runs_unsandboxed_and_says_so(jailed, tmp_path):
 
 
 def test_without_the_sandbox_plugin_tools_run_as_before(make_agent, tmp_path):
-    agent = make_agent([], plugins=(clawkit_tools, clawkit_policy), plugin_config={"policy": GRANT}, tools=["shell_exec"])
+    # a command pattern pre-approves arguments outside the workspace only within the grant's paths (issue 12)
+    grant = {"grants": [{**GRANT["grants"][0], "paths": [str(tmp_path)]}]}
+    agent = make_agent([], plugins=(clawkit_tools, clawkit_policy), plugin_config={"policy": grant}, tools=["shell_exec"])
     (tmp_path / "outside.txt").write_text("visible")
     results, _ = shell(agent, f"cat {tmp_path}/outside.txt")
     assert results[0] == "exit code 0\nvisible"
@@ -174,3 +176,39 @@ def test_doctor_reports_whether_the_sandbox_works(capsys):
     assert main(["doctor", "--bwrap", "/nonexistent/bwrap"]) == 1
     err = capsys.readouterr().err
     assert "plugins.sandbox.mode: off" in err
+
+
+@needs_bwrap
+def test_the_jail_dies_with_the_agent_process(workspace, tmp_path):
+    """--die-with-parent: the agent killed by SIGKILL mid-command takes the whole jail with it."""
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "agent.py"
+    script.write_text(
+        "import asyncio, sys\n"
+        "from types import SimpleNamespace\n"
+        "import clawkit_sandbox\n"
+        "from clawkit.hooks import HookRunner\n"
+        "from clawkit.plugins import get_plugin_manager\n"
+        "from clawkit_tools import shell_exec\n"
+        "pm = get_plugin_manager(extra=(clawkit_sandbox,), load_entry_points=False)\n"
+        "ctx = SimpleNamespace(workspace=sys.argv[1], state={}, plugin_config=lambda n: None, agent=None,\n"
+        "                      step_id=None, hooks=HookRunner(pm), emit=lambda *a, **k: None)\n"
+        "asyncio.run(shell_exec(ctx, \"setsid sh -c 'sleep 3; echo late > late.txt' & echo started > started.txt; sleep 60\"))\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(script), str(workspace)])
+    try:
+        deadline = time.monotonic() + 60
+        while not (workspace / "started.txt").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the jailed command never started"
+            time.sleep(0.05)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        time.sleep(max(0.0, started + 3.5 - time.monotonic()))
+        assert not (workspace / "late.txt").exists(), "a jailed process outlived the agent"
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -8,6 +8,7 @@ import time
 import pytest
 
 import clawkit_sequence
+from clawkit import hookimpl
 from clawkit.config import ConfigError
 from clawkit.testing import ScriptedReply, call
 
@@ -15,10 +16,20 @@ TOOLS = ["read_file", "write_file", "list_dir", "deploy", "run_tests"]
 READ_BEFORE_WRITE = {"tool": "write_file", "requires": ["read_file"], "match": "path", "message": "Read {path} before you overwrite it."}
 
 
+class Vouch:
+    """Stands for the directives plugin: vouches for the session's stored elevation this turn."""
+
+    @hookimpl
+    def message_received(self, ctx, message):
+        until = ctx.session.get("elevated_until")
+        if until:
+            ctx.state["elevated_until"] = until
+
+
 def seq_agent(make_agent, files, script, *rules, approver=None, **section):
     return make_agent(
         script,
-        plugins=(clawkit_sequence, files),
+        plugins=(clawkit_sequence, files, Vouch()),
         tools=TOOLS,
         plugin_config={"sequence": {"rules": list(rules), **section}},
         approver=approver,

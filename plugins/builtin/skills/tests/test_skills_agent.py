@@ -57,6 +57,7 @@ def user_dir(tmp_path):
 def agent_for(make_agent, user_dir):
     def build(script=(), *, extra=(), skills=None, **config):
         cfg = {"user_dir": str(user_dir), "watch": False, **(skills or {})}
+        config.setdefault("tools", ["skills"])  # the allowlist entry that admits skills
         return make_agent(list(script), plugins=(clawkit_skills, *extra), plugin_config={"skills": cfg}, **config)
 
     return build
@@ -215,13 +216,18 @@ def test_added_and_deleted_files_between_turns(agent_for, workspace):
     assert "skills.added" in types and "skills.removed" in types
 
 
-def test_grant_tools_false_obeys_the_agents_allowlist(agent_for):
-    closed = agent_for(["a"], extra=(Router(),), skills={"grant_tools": False})
+def test_the_agents_allowlist_decides_skill_tools(agent_for):
+    closed = agent_for(["a"], extra=(Router(),), tools=[])
     turns(closed, "weather?")
     assert tool_names(closed.provider.requests[0]) == []
-    opened = agent_for(["a"], extra=(Router(),), skills={"grant_tools": False}, tools=["skill_*", "load_skill"])
+    assert "Skill" not in closed.provider.requests[0].system  # no index, no active section
+    opened = agent_for(["a"], extra=(Router(),), tools=["skill_*", "load_skill"])
     turns(opened, "weather?")
     assert sorted(tool_names(opened.provider.requests[0])) == ["load_skill", "skill_weather"]
+    only_weather = agent_for(["a"], extra=(Router(),), tools=["skill_weather"])
+    turns(only_weather, "weather?")
+    req = only_weather.provider.requests[0]
+    assert tool_names(req) == ["skill_weather"] and "### Skill: weather" in req.system and "## Skills" not in req.system
 
 
 def test_always_and_disabled(agent_for):

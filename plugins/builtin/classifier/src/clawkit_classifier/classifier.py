@@ -86,6 +86,7 @@ _live: "OrderedDict[str, Any]" = OrderedDict()
 _providers: dict[tuple[int, str], tuple[Any, Any]] = {}
 _warned: set[str] = set()
 LIVE_LIMIT = 512
+WARM_LIMIT = 60.0  # seconds a provider may take to load (a cold import on a busy machine) before giving up
 # the kernel's generic `compaction` event, and clawkit-compaction's report of a finished one
 COMPACTION_EVENTS = ("compaction", "compaction.after")
 
@@ -105,6 +106,9 @@ def message_received(ctx, message):
     """Sets the bounded wait, counts turns, and asks for re-classification every N turns."""
     cfg = settings(ctx.agent)
     ctx.state["classify_wait"] = cfg.wait_ms / 1000.0
+    # set when the classifier's request leaves: the kernel's wait (and our timeout) count from there,
+    # never from a provider's first import
+    ctx.state["classify_sent"] = asyncio.Event()
     _remember(ctx)
     n = cfg.reclassify_every
     if not n or cfg.model is None:
@@ -221,9 +225,15 @@ async def classify_session(session, messages):
         return None
     try:
         provider = _provider(ctx.runtime, model)
+        warm = getattr(provider, "warm", None)
+        if warm is not None:
+            await asyncio.wait_for(warm(), WARM_LIMIT)  # imports are not the classifier's latency
     except Exception as exc:
-        result, why = None, f"no provider for the classifier model {model.name}: {exc}"
+        result, why = None, f"no provider for the classifier model {model.name}: {type(exc).__name__}: {exc}"
     else:
+        sent = ctx.state.get("classify_sent")
+        if isinstance(sent, asyncio.Event):
+            sent.set()
         result, why = await classify(provider, model, messages, cfg)
     if result is None:
         session.set("classifier.attempts", attempts + 1)

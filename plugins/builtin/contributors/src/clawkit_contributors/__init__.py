@@ -88,12 +88,25 @@ def workspace_prompts(agent: Any) -> WorkspacePrompts:
     cfg = settings_of(agent)
     key = (cfg.prompts_dir, str(agent.workspace), cfg.watch)
     wp = prompts_for_cached(key)  # two calls per turn: skip the path arithmetic
-    if wp is not None:
-        return wp
-    directory = Path(cfg.prompts_dir)
-    if not directory.is_absolute():
-        directory = Path(agent.workspace) / directory
-    return prompts_for(directory, cfg.watch, cache_key=key)
+    if wp is None:
+        directory = Path(cfg.prompts_dir)
+        if not directory.is_absolute():
+            directory = Path(agent.workspace) / directory
+        wp = prompts_for(directory, cfg.watch, cache_key=key)
+    _users[id(agent)] = wp
+    return wp
+
+
+_users: dict[int, WorkspacePrompts] = {}  # open agent config id -> the prompts directory it reads
+
+
+@hookimpl
+def agent_closing(agent):
+    """Stop (and join) the watcher of this agent's prompts directory unless another open
+    agent reads the same directory (it restarts if an agent uses it again)."""
+    wp = _users.pop(id(agent), None)
+    if wp is not None and not any(other is wp for other in _users.values()):
+        wp.close()
 
 
 @hookimpl

@@ -41,6 +41,11 @@ class DirectivesConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     allow_elevated: bool = Field(False, description="permit /elevated on (a time-limited grant the policy plugins read)")
+    elevated_channels: list[str] = Field(
+        default_factory=lambda: ["chat", "terminal", "tui"],
+        description="channels where a person types the messages: /elevated on is accepted only there")
+    allow_noninteractive_elevated: bool = Field(
+        False, description="also accept /elevated on in non-interactive runs (clawkit run, pipes, servers): not recommended")
     elevated_minutes: float = Field(30.0, gt=0, le=24 * 60, description="how long /elevated on lasts")
     reasoning_models: list[str] = Field(
         default_factory=lambda: ["o1*", "o3*", "o4*", "gpt-5*", "*claude-3-7*", "*claude-sonnet-4*", "*claude-opus-4*",
@@ -121,19 +126,50 @@ def _change(ctx: Any, name: str, value: str, previous: str, scope: str, accepted
     ctx.emit("directive.change", directive=name, value=value, previous=previous, scope=scope, accepted=accepted, **extra)
 
 
-def _elevate(ctx: Any, cfg: DirectivesConfig, value: str) -> str:
+ELEVATED_STATE = "elevated_until"  # ctx.state: the elevation the policy plugins honour this turn
+
+
+def current_elevation(ctx: Any, cfg: DirectivesConfig) -> float | None:
+    """The session's elevation if it still stands: a stored grant ends when the agent no longer allows
+    ``/elevated`` (it is removed); published in ``ctx.state["elevated_until"]`` for the policy plugins."""
+    until = elevated_until(ctx.session)
+    if until is not None and not cfg.allow_elevated:
+        _clear_elevated(ctx.session)
+        _change(ctx, "elevated", "off", "on", "session", reason="allow_elevated was revoked in the agent config")
+        until = None
+    if until is None:
+        ctx.state.pop(ELEVATED_STATE, None)
+    else:
+        ctx.state[ELEVATED_STATE] = until
+    return until
+
+
+def _elevate(ctx: Any, cfg: DirectivesConfig, value: str, alone: bool = True) -> str:
     until = elevated_until(ctx.session)
     previous = "on" if until else "off"
     if value == "on":
+        refusal = None
         if not cfg.allow_elevated:
-            _change(ctx, "elevated", "on", previous, "session", accepted=False, reason="not permitted by the agent config")
-            return "Elevated mode is not permitted for this agent (plugins.directives.allow_elevated is false)."
+            refusal = ("not permitted by the agent config",
+                       "Elevated mode is not permitted for this agent (plugins.directives.allow_elevated is false).")
+        elif not alone:
+            refusal = ("the directive must be the whole message",
+                       "Elevated mode was NOT turned on: send /elevated on as a message of its own.")
+        elif ctx.channel not in cfg.elevated_channels and not cfg.allow_noninteractive_elevated:
+            refusal = (f"not an interactive channel ({ctx.channel})",
+                       f"Elevated mode was NOT turned on: it is accepted only in an interactive session "
+                       f"({', '.join(cfg.elevated_channels)}), not in {ctx.channel!r}.")
+        if refusal is not None:
+            _change(ctx, "elevated", "on", previous, "session", accepted=False, reason=refusal[0])
+            return refusal[1]
         new_until = time.time() + cfg.elevated_minutes * 60
-        ctx.session.set(ELEVATED_KEY, new_until)
+        ctx.session.set(ELEVATED_KEY, new_until, now=True)
+        ctx.state[ELEVATED_STATE] = new_until
         _change(ctx, "elevated", "on", previous, "session", until=new_until, minutes=cfg.elevated_minutes)
         return (f"Elevated mode on for {cfg.elevated_minutes:g} minutes (until {time.strftime('%H:%M', time.localtime(new_until))}). "
                 "It relaxes policy for tools this agent already has; it never adds a tool.")
     _clear_elevated(ctx.session)
+    ctx.state.pop(ELEVATED_STATE, None)
     _change(ctx, "elevated", "off", previous, "session")
     return "Elevated mode off."
 
@@ -157,10 +193,11 @@ def message_received(ctx, message):
     """Strip directives; persist a directive-only message's settings and answer it."""
     parsed: Parsed = parse(message.content)
     persisted = session_directives(ctx.session)
+    cfg = _config(ctx)
+    current_elevation(ctx, cfg)
     if not parsed.directives:
         ctx.state[STATE_KEY] = persisted
         return None
-    cfg = _config(ctx)
     session_scope = parsed.only_directives
     turn = dict(persisted)
     settings: list[str] = []
@@ -170,7 +207,11 @@ def message_received(ctx, message):
         if name == "status":
             show_status = True
         elif name == "elevated":
-            notes.append(_elevate(ctx, cfg, value))
+            # only a message that is the directive and nothing else elevates: not one pasted inside other text
+            note = _elevate(ctx, cfg, value, alone=session_scope and len(parsed.directives) == 1)
+            notes.append(note)
+            if not session_scope:
+                ctx.state.setdefault("notices", []).append(note)
         else:
             previous = turn.get(name, "off")
             turn[name] = value

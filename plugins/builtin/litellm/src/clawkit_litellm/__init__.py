@@ -1,6 +1,7 @@
 """clawkit-litellm: clawkit's default model provider, every model litellm supports.
 
-Registers the provider ``litellm`` (``model.provider: litellm``, the default).
+Registers the provider ``litellm`` (``model.provider: litellm``, the default) and the
+embedding provider ``litellm`` (``register_embedding_provider``: memory's remote embeddings).
 Importing this package does not import litellm or tiktoken: the ``clawkit`` CLI
 loads every plugin at start and must stay fast. Other plugins may use the offline
 token counting helpers :func:`count_tokens`, :func:`encoding_for` and
@@ -12,12 +13,13 @@ from __future__ import annotations
 from clawkit.hookspecs import hookimpl
 from clawkit.lazy import lazy_exports
 
-__all__ = ["LitellmProvider", "count_tokens", "encoding_for", "encoding_name_for", "truncate_to_tokens",
+__all__ = ["LitellmProvider", "LiteLLMEmbeddings", "count_tokens", "encoding_for", "encoding_name_for", "truncate_to_tokens",
            "register_providers"]
 
 # The provider module imports the kernel types (pydantic): it loads on first use too.
 _EXPORTS = {
     "LitellmProvider": "provider",
+    "LiteLLMEmbeddings": "embeddings",
     **dict.fromkeys(("count_tokens", "encoding_for", "encoding_name_for", "truncate_to_tokens"), "tokens"),
 }
 
@@ -31,3 +33,11 @@ def register_providers(register):
     from .provider import LitellmProvider
 
     register("litellm", LitellmProvider)
+
+
+@hookimpl
+def register_embedding_provider(register):
+    """``litellm``: remote embedding models (``plugins.memory.embedding.model``)."""
+    from .embeddings import LiteLLMEmbeddings
+
+    register("litellm", LiteLLMEmbeddings)

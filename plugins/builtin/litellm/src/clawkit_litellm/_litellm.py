@@ -34,8 +34,18 @@ def load_litellm() -> Any:
             configure_offline_tiktoken()
             # pydantic chatter about litellm's own types, at import and at first call
             warnings.filterwarnings("ignore", message=r".*is using the `ReadOnly` qualifier", category=UserWarning)
+            # litellm builds the request coroutine in an executor thread; a call cancelled while
+            # that thread runs (a classifier past its time budget, Ctrl-C) leaves the coroutine
+            # unawaited and the garbage collector warns. The request was never sent: harmless.
+            warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited",
+                                    category=RuntimeWarning)
             import litellm
 
+            try:  # an HTTP handler's __del__ imports this: imported then, a collection that runs during
+                # another import deadlocks on the import lock (seen with several models in one process)
+                import litellm.llms.custom_httpx.aiohttp_transport  # noqa: F401
+            except ImportError:  # pragma: no cover - a litellm without it does not import it in __del__ either
+                pass
             litellm.suppress_debug_info = True
             litellm.telemetry = False
             _module = litellm

@@ -20,6 +20,22 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
+MAX_ARGUMENT_DEPTH = 64
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Is ``value`` nested more than ``limit`` levels (checked without recursion)?"""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
 def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
     """``(arguments, error)`` from a tool call's argument text; never raises.
 
@@ -30,8 +46,12 @@ def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
         return {}, None
     try:
         value = json.loads(raw)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return {}, f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit integer, nesting deeper than the parser's stack
+        return {}, f"arguments are not usable JSON ({type(exc).__name__}: {str(exc)[:160]})"
+    if _too_deep(value, MAX_ARGUMENT_DEPTH):
+        return {}, f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels"
     if isinstance(value, str):
         try:
             inner = json.loads(value)

@@ -108,33 +108,48 @@ class LitellmProvider:
             params["reasoning_effort"] = effort
         return params
 
+    async def warm(self) -> None:
+        """Import litellm in a thread (seconds on a cold, busy machine) without blocking the
+        event loop; callers time their request from after this (the classifier does)."""
+        from . import _litellm
+
+        if _litellm._module is None:
+            await asyncio.to_thread(load_litellm)
+
+    prepare = warm  # the kernel's one-time set-up before the first classification
+
     def endpoint(self, params: dict[str, Any]) -> str:
         """Where the call goes: the api_base, else the provider litellm routes the model to."""
         return params.get("api_base") or f"{params['model'].split('/', 1)[0]} (litellm default endpoint)"
 
     async def complete(self, request: LlmRequest, on_text: OnText | None = None) -> LlmResponse:
         """One model answer; retries transient failures; raises :class:`ProviderError`."""
+        await self.warm()  # a no-op once imported; never a multi-second stall of the loop
         litellm = load_litellm()
         params = self.build_params(request)
         endpoint = self.endpoint(params)
 
         async def attempt(n: int) -> LlmResponse:
-            delivered: list[str] = []
+            received: list[str] = []
+            delivered = [0]  # characters handed to on_text: seen by the user
             try:
                 if request.stream:
-                    return await self._stream(litellm, params, on_text, delivered)
+                    return await self._stream(litellm, params, on_text, received, delivered)
                 return response_from_completion(await litellm.acompletion(**params))
             except _CallbackError:
                 raise
             except Exception as exc:
                 error = classify(exc, model=params["model"], endpoint=endpoint, timeout=params.get("timeout"))
-                if delivered:
-                    text = "".join(delivered)
+                if received and error.kind in ("connection", "timeout"):
+                    # text arrived, then the stream broke. Shown to the user: not retried (the text
+                    # would repeat); not shown yet: retried, and the partial text kept if all attempts break
+                    text = "".join(received)
+                    shown = delivered[0] > 0
+                    why = "not retried, the text would repeat" if shown else "nothing was shown yet"
                     error = ProviderError(
-                        f"model {params['model']} at {endpoint}: the stream broke after {len(text)} characters had "
-                        f"been delivered (not retried, the text would repeat): {error.message}",
-                        kind="stream_cut", endpoint=endpoint, model=params["model"], retryable=False,
-                        partial_text=text)
+                        f"model {params['model']} at {endpoint}: the stream broke after {len(text)} characters "
+                        f"({why}): {error.message}", kind="stream_cut", endpoint=endpoint, model=params["model"],
+                        retryable=not shown, partial_text=text, reason="stream cut")
                 raise error from exc
 
         try:
@@ -155,19 +170,22 @@ class LitellmProvider:
         return fn
 
     async def _stream(self, litellm: Any, params: dict[str, Any], on_text: OnText | None,
-                      delivered: list[str]) -> LlmResponse:
+                      received: list[str], delivered: list[int]) -> LlmResponse:
         stream = await litellm.acompletion(**{**params, "stream": True, "stream_options": {"include_usage": True}})
         assembler = StreamAssembler()
         async for chunk in stream:
             delta = assembler.add(chunk)
-            if delta and on_text is not None:
+            if not delta:
+                continue
+            received.append(delta)
+            if on_text is not None:
                 try:
                     result = on_text(delta)
                     if inspect.isawaitable(result):
                         await result
                 except Exception as exc:
                     raise _CallbackError(exc) from exc
-                delivered.append(delta)
+                delivered[0] += len(delta)
         return assembler.response()
 
     # --- reporting ----------------------------------------------------------------------

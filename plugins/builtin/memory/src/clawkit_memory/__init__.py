@@ -18,9 +18,9 @@ from clawkit.lazy import lazy_exports
 # plugin, and numpy / sqlite-vec / onnxruntime load only when a hook body first runs.
 _EXPORTS = {
     "MemoryConfig": "config", "AgentMemory": "service", "Hit": "search", "LocalMiniLM": "embeddings",
-    "LiteLLMEmbeddings": "embeddings", "memory_for": "service", "close_all": "service",
+"memory_for": "service", "close_all": "service",
 }
-__all__ = ["MemoryConfig", "AgentMemory", "Hit", "LocalMiniLM", "LiteLLMEmbeddings", "memory_for", "close_all"]
+__all__ = ["MemoryConfig", "AgentMemory", "Hit", "LocalMiniLM", "memory_for", "close_all"]
 
 _RECALL: Any = None
 
@@ -48,11 +48,10 @@ def register_config(register):
 
 @hookimpl
 def register_embedding_provider(register):
-    """``local`` (offline MiniLM on onnxruntime) and ``litellm`` (remote models)."""
-    from .embeddings import LiteLLMEmbeddings, LocalMiniLM
+    """``local`` (offline MiniLM on onnxruntime); ``litellm`` comes from clawkit-litellm."""
+    from .embeddings import LocalMiniLM
 
     register("local", LocalMiniLM)
-    register("litellm", LiteLLMEmbeddings)
 
 
 @hookimpl
@@ -189,6 +188,22 @@ def _cancel_timers() -> None:
 import atexit  # noqa: E402
 
 atexit.register(_cancel_timers)
+
+
+@hookimpl
+def agent_closing(agent):
+    """Stop and join this agent's memory threads (watcher, worker) when no other open agent
+    shares them, and close indexes nobody uses any more."""
+    import sys
+
+    service = sys.modules.get(f"{__name__}.service")
+    if service is None:  # memory never started in this process: nothing to stop (and nothing heavy to import)
+        return
+    release = service.release
+    for sid, (mem, _) in list(_ENDING.items()):
+        if id(agent) in mem.users and len(mem.users) == 1:
+            _ENDING.pop(sid, None)
+    release(agent)
 
 
 @hookimpl

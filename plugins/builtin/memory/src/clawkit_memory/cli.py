@@ -35,8 +35,9 @@ def parse_duration(text: str) -> float:
 
 
 def register(cli: Any) -> None:
+    from clawkit.cli import add_workspace_options
+
     p = cli.command("memory", help="index, search and manage agent memory")
-    p.add_argument("--agent", help="agent YAML (workspace, partition and embedding settings come from it)")
     p.add_argument("--workspace", default=".", help="workspace directory when no --agent is given")
     p.add_argument("--partition", help="memory partition (default: the agent's name, or the only one in the db)")
     sub = p.add_subparsers(dest="memory_cmd", required=True)
@@ -56,6 +57,7 @@ def register(cli: Any) -> None:
     fg = sub.add_parser("forget", help="drop a source (path or glob) or everything older than a duration")
     fg.add_argument("path", nargs="?")
     fg.add_argument("--older-than", help="e.g. 30d, 12h, 2w")
+    add_workspace_options(p)  # --agent (workspace, partition, embedding settings) and --db, at every level
     p.set_defaults(handler=run)
 
 
@@ -63,15 +65,16 @@ def _open(args: Any) -> tuple[AgentMemory, Path | None]:
     from .config import MemoryConfig
     from .service import db_path, memory_for
 
+    from clawkit.cli import workspace_config, workspace_db
+
     state_db: Path | None = None
-    if args.agent:
-        from clawkit.runtime import load_config
-
-        cfg, pm = load_config(args.agent)
+    cfg = workspace_config(args)
+    if cfg is not None:
         from clawkit.hooks import HookRunner
+        from clawkit.plugins import get_plugin_manager
 
-        agent, hooks = cfg, HookRunner(pm)
-        state_db = cfg.state_db or Path(cfg.workspace) / ".clawkit" / "state.db"
+        agent, hooks = cfg, HookRunner(get_plugin_manager(disabled=cfg.disabled_plugins()))
+        state_db = workspace_db(args)
     else:
         from clawkit.hooks import HookRunner
         from clawkit.plugins import get_plugin_manager
@@ -81,7 +84,7 @@ def _open(args: Any) -> tuple[AgentMemory, Path | None]:
         name = args.partition or _only_partition(db_path(ws, section)) or "default"
         agent, hooks = _CliAgent(name, ws, section), HookRunner(get_plugin_manager())
         state_db = Path(getattr(args, "db", None) or ws / ".clawkit" / "state.db")
-    if args.partition and args.agent:
+    if args.partition and cfg is not None:
         agent.plugins.memory.partition = args.partition  # type: ignore[union-attr]
     if getattr(args, "state_db", None):
         state_db = Path(args.state_db)

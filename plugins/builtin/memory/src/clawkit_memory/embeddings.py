@@ -1,7 +1,8 @@
-"""Embedding providers: a local offline MiniLM on onnxruntime and a remote one through litellm.
+"""Embedding providers: the local offline MiniLM on onnxruntime here; remote ones come from
+other plugins through ``register_embedding_provider`` (``litellm`` from clawkit-litellm).
 
-Both follow the ``register_embedding_provider`` contract: ``factory(config)`` returns an
-object with ``model``, ``dimensions`` and ``embed(texts) -> list of vectors``.
+The contract: ``factory(config)`` returns an object with ``model``, ``dimensions`` and
+``embed(texts) -> list of vectors``. Memory never imports another plugin.
 """
 
 from __future__ import annotations
@@ -123,58 +124,6 @@ class LocalMiniLM:
         return out
 
 
-def _load_litellm() -> Any:
-    try:  # share the provider plugin's offline-configured import when it is installed
-        from clawkit_litellm._litellm import load_litellm
-
-        return load_litellm()
-    except ImportError:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
-
-        return litellm
-
-
-class LiteLLMEmbeddings:
-    """Remote embeddings through ``litellm.embedding`` (OpenAI, Gemini, any OpenAI-compatible endpoint).
-
-    litellm is imported on the first call only.
-    """
-
-    def __init__(self, config: EmbeddingConfig):
-        if not config.model:
-            raise EmbeddingError("plugins.memory.embedding.model: the litellm provider needs a model, "
-                                 "e.g. openai/text-embedding-3-small")
-        self.config = config
-        self.model = config.model
-        self._dims = config.dimensions
-
-    @property
-    def dimensions(self) -> int:
-        if self._dims is None:
-            self._dims = len(self.embed(["dimension probe"])[0])
-        return self._dims
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        litellm = _load_litellm()
-        kwargs: dict[str, Any] = {"model": self.model, "input": list(texts), "timeout": self.config.timeout}
-        if self.config.api_base:
-            kwargs["api_base"] = self.config.api_base
-        if self.config.api_key:
-            kwargs["api_key"] = self.config.api_key
-        extra = {k: v for k, v in self.config.settings().items() if k not in ("model_path", "tokenizer_path", "threads")}
-        kwargs.update(extra)
-        try:
-            resp = litellm.embedding(**kwargs)
-        except Exception as exc:
-            raise EmbeddingError(f"embedding with {self.model} failed: {type(exc).__name__}: {exc}") from exc
-        data = sorted(resp.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)
-        vecs = np.array([d["embedding"] if isinstance(d, dict) else d.embedding for d in data], dtype=np.float32)
-        if self._dims is None and len(vecs):
-            self._dims = vecs.shape[1]
-        return vecs
-
-
 Factory = Callable[[EmbeddingConfig], Any]
 
 
@@ -190,8 +139,9 @@ def resolve_provider(config: EmbeddingConfig, factories: dict[str, Factory]) -> 
     name = config.provider
     if name == "auto":
         name = "litellm" if (config.model or config.api_base) else "local"
-    factories = {"local": LocalMiniLM, "litellm": LiteLLMEmbeddings, **factories}
+    factories = {"local": LocalMiniLM, **factories}
     if name not in factories:
-        raise EmbeddingError(f"plugins.memory.embedding.provider: unknown provider {name!r} "
+        hint = " — install clawkit-litellm, which registers it" if name == "litellm" else ""
+        raise EmbeddingError(f"plugins.memory.embedding.provider: unknown provider {name!r}{hint} "
                              f"(registered: {', '.join(sorted(factories))})")
     return factories[name](config)

@@ -55,6 +55,7 @@ def memory_for(agent: Any, hooks: Any = None, *, progress: bool = False) -> "Age
         if len(_by_agent) >= 256:
             _by_agent.clear()
         _by_agent[id(agent)] = (agent, svc)  # the config is held, so its id is not reused
+        svc.users.add(id(agent))
     if progress:
         svc.index.progress = True
     from . import take_pending
@@ -64,36 +65,47 @@ def memory_for(agent: Any, hooks: Any = None, *, progress: bool = False) -> "Age
     return svc
 
 
-EXIT_WAIT = 30.0  # seconds the process may wait at exit for a memory job already running
-
-
-def _at_exit() -> None:
-    """Queued background work is dropped (the next process catches up), but a job already
-    running (embedding in onnxruntime) is waited for: a native thread still inside the
-    runtime when the interpreter tears down aborts the process (SIGABRT)."""
+def release(agent: Any) -> None:
+    """``agent`` (a config) is closing: services no other open agent uses are stopped —
+    their watcher and worker threads joined — and indexes left without a service closed."""
     with _lock:
-        services = list(_services.values())
-    for svc in services:
-        svc._watch_stop.set()
-        svc.executor.shutdown()
-    deadline = time.monotonic() + EXIT_WAIT
-    for svc in services:
-        svc.executor.join(max(0.0, deadline - time.monotonic()))
-
-
-atexit.register(_at_exit)
+        _by_agent.pop(id(agent), None)
+        done = []
+        for key, svc in list(_services.items()):
+            svc.users.discard(id(agent))
+            if not svc.users:
+                done.append(svc)
+                del _services[key]
+        for svc in done:
+            for k, (_, s) in list(_by_agent.items()):
+                if s is svc:
+                    del _by_agent[k]
+        in_use = {id(svc.index) for svc in _services.values()}
+        closing = [(p, ix) for p, ix in _indexes.items() if id(ix) not in in_use and any(s.index is ix for s in done)]
+        for path, _ in closing:
+            del _indexes[path]
+    for svc in done:
+        svc.close()
+    for _, index in closing:
+        index.close()
 
 
 def close_all() -> None:
-    """Stop every watcher and close every index (tests, shutdown)."""
+    """Stop every watcher and worker (joined) and close every index (tests, interpreter exit)."""
     with _lock:
-        for svc in _services.values():
-            svc.close()
-        for index in _indexes.values():
-            index.close()
+        services, indexes = list(_services.values()), list(_indexes.values())
         _services.clear()
         _indexes.clear()
         _by_agent.clear()
+    for svc in services:
+        svc.close()
+    for index in indexes:
+        index.close()
+
+
+# A worker still inside onnxruntime when the interpreter tears down aborts the process
+# (SIGABRT, "terminate called without an active exception"): join it first.
+atexit.register(close_all)
 
 
 class AgentMemory:
@@ -108,6 +120,7 @@ class AgentMemory:
         self.roots = [*MEMORY_ROOTS, *cfg.paths]
         # one thread: recalls first; episode indexing in the gaps (see MemoryWorker)
         self.executor = MemoryWorker(f"memory-{partition}")
+        self.users: set[int] = set()  # ids of the open agent configs using this service
         self._watch_stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self._last_sync = float("-inf")
@@ -299,8 +312,13 @@ class AgentMemory:
         self._last_recall = (key, found)
         return list(found)
 
-    def close(self) -> None:
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the file watcher and the worker and join both (a running job finishes:
+        an embedding in progress is bounded work; queued background jobs are dropped and
+        caught up by the next process). Idempotent."""
         self._watch_stop.set()
         if self._watcher is not None:
             self._watcher.join(timeout=2)
-        self.executor.shutdown()
+            if self._watcher.is_alive():
+                log.warning("memory: the file watcher of %s did not stop within 2 s", self.partition)
+        self.executor.shutdown(timeout=timeout)

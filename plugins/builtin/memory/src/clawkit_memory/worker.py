@@ -80,16 +80,27 @@ class MemoryWorker:
             except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
                 fut.set_exception(exc)
 
-    def shutdown(self) -> None:
-        """Stop the thread; queued jobs are cancelled (a running one finishes)."""
+    def shutdown(self, timeout: float | None = 10.0) -> bool:
+        """Stop the thread and join it (up to ``timeout`` seconds); queued jobs are
+        cancelled, a running one finishes. True when the thread has ended. Idempotent."""
         with self._cv:
             self._closed = True
             pending = [job[0] for job in self._urgent] + [item[2][0] for item in self._later]
             self._urgent.clear()
             self._later.clear()
             self._cv.notify_all()
+            thread = self._thread
         for fut in pending:
             fut.cancel()
+        if thread is None or thread is threading.current_thread():
+            return True
+        thread.join(timeout)
+        if thread.is_alive():
+            import logging
+
+            logging.getLogger("clawkit.memory").warning("memory worker %s still busy after %ss", self.name, timeout)
+            return False
+        return True
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the thread to end (after :meth:`shutdown`); True when it has."""

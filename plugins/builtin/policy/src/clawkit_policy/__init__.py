@@ -149,7 +149,13 @@ def register_config(register):
 @hookimpl(tryfirst=True)
 def message_received(ctx, message):
     # open the ledger before other plugins (directives) emit events this turn
-    _turn(ctx)
+    turn = _turn(ctx)
+    store = ctx.session.store
+    if getattr(store, "redact", False) is None:
+        # transcripts and exports never hold a secret: every stored message and event is redacted
+        extra = tuple(turn.cfg.secret_env)
+        store.redact = lambda text: redact_text(text, extra)
+        store.redact_value = lambda value: redact(value, extra)
 
 
 @hookimpl(tryfirst=True)
@@ -161,12 +167,37 @@ def before_tool_call(ctx, call):
 
 @hookimpl(tryfirst=True)
 def after_tool_call(ctx, call, result):
+    """Redact first; then record the execution and commit it. A result whose execution cannot be
+    recorded is withheld (and the next gate call fails closed on the writer's error)."""
     turn = _turn(ctx)
     p = _pending.pop((ctx.session.id, call.id), None)
+    if p is not None:
+        p.narrow()  # a one-step grant ends with its call
+    content = result.content or ""
+    out = None
+    if turn.cfg.redact_results:
+        clean = redact_text(content, turn.cfg.secret_env)
+        if clean is not content and clean != content:
+            out = result.model_copy(update={"content": clean, "metadata": {**result.metadata, "redacted": True}})
+    try:
+        _record_execution(turn, ctx, call, result, p, content)
+        if turn.writer is not None and turn.cfg.audit:
+            turn.writer.flush()
+            if turn.writer.error is not None:
+                raise RuntimeError(f"the audit ledger cannot be written: {turn.writer.error}")
+    except Exception as exc:
+        ctx.state["stop_turn"] = "Stopped: the audit ledger cannot be written, so no further tool calls can run."
+        return result.model_copy(update={
+            "content": f"Error: the result of {call.name} was withheld because the audit ledger cannot record it "
+                       f"({type(exc).__name__}); further tool calls are blocked.",
+            "is_error": True, "metadata": {**result.metadata, "withheld": True}})
+    return out
+
+
+def _record_execution(turn: Turn, ctx: Any, call: Any, result: Any, p: Pending | None, content: str) -> None:
     now = time.time()
     ids = p.ids if p else {"session_id": ctx.session.id, "trace_id": ctx.trace_id, "task_id": ctx.task_id,
                            "run_id": ctx.run_id, "step_id": call.id, "tool": call.name}
-    content = result.content or ""
     if p is None or p.risk.value != "safe":
         turn.forget_paths()  # a write or a command may have moved symlinks: resolve paths afresh
     if p is not None and p.call_hash:
@@ -182,14 +213,15 @@ def after_tool_call(ctx, call, result):
         status="error" if result.is_error else "ok", error=content[:500] if result.is_error else None,
         content=content,
     )
-    out = None
-    if turn.cfg.redact_results:
-        clean = redact_text(content, turn.cfg.secret_env)
-        if clean is not content and clean != content:
-            out = result.model_copy(update={"content": clean, "metadata": {**result.metadata, "redacted": True}})
-    # no kick: the turn's end commits these records on this thread (waking the writer thread here made
-    # it compete for the GIL and the lock with that flush); the thread writes them only if the turn lasts
-    return out
+
+
+@hookimpl
+def agent_closing(agent):
+    """Commit queued audit records and join the writer thread (it restarts on demand if
+    another agent in the process records more)."""
+    from .writer import close_all
+
+    close_all()
 
 
 @hookimpl
@@ -209,7 +241,8 @@ def on_event(event):
     data = dict(event.data)
     call_id = data.get("call_id")
     p = _pending.get((event.session_id, call_id)) if call_id else None
-    ids = dict(p.ids) if p else {"session_id": event.session_id, "run_id": event.run_id, "step_id": call_id,
+    ids = dict(p.ids) if p else {"session_id": event.session_id, "trace_id": data.get("trace_id"),
+                                  "task_id": data.get("task_id"), "run_id": event.run_id, "step_id": call_id,
                                   "tool": data.get("tool")}
     if event.type == "tool.approval" and p is not None:
         _approval(turn, p, data, ids, event.ts)
@@ -231,6 +264,7 @@ def _approval(turn: Turn, p: Pending, data: dict[str, Any], ids: dict[str, Any],
         _pending.pop((ids["session_id"], p.call.id), None)
         return
     p.started = time.time()
+    p.widen()  # a step grant reaches the tool only now, after the approval
     cfg = turn.cfg
     if p.asked and p.risk.value == "guarded":
         turn.add_approval(ids["session_id"], approval_key(cfg, p.call), p.call.name, by, cfg.approval_ttl)
@@ -252,3 +286,11 @@ def register_commands(cli):
     from .cli import register
 
     register(cli)
+
+
+@hookimpl
+def register_approvers(register):
+    # replaces the kernel's plain "terminal" prompt: a timeout and redacted arguments
+    from .approvers import terminal_approver
+
+    register("terminal", terminal_approver)

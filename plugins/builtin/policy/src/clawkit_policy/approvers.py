@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import threading
+import unicodedata
 from typing import Any, Awaitable, Callable, TextIO
 
 from .redact import redact
@@ -43,11 +45,48 @@ def _timeout(ctx: Any, override: float | None) -> float:
         return DEFAULT_TIMEOUT
 
 
+#: a call whose description is longer than this is not shown: it is refused (nobody reads 100 pages)
+MAX_SHOWN = 100_000
+#: lines per page on the terminal
+PAGE_LINES = 40
+_SPACE_RUN = re.compile(r"[ \t]{16,}")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` safe to print on a terminal: control, format (bidi, zero-width), separator and
+    surrogate characters shown as ``\\u{XXXX}``; long runs of blanks shown as a count, so padding
+    cannot push part of a command out of sight."""
+    out = []
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if (cat in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn") and ch != "\n") or "\x80" <= ch <= "\x9f":
+            out.append(f"\\u{{{ord(ch):04X}}}")
+        else:
+            out.append(ch)
+    return _SPACE_RUN.sub(lambda m: f" [… {len(m.group())} blanks …] ", "".join(out))
+
+
+def render_arguments(arguments: dict[str, Any]) -> str:
+    """One argument per line; a string with several lines (a script) shown line by line, so
+    nothing hides at the end of one long line and a long script can be paged."""
+    out = []
+    for key, value in arguments.items():
+        name = escape_controls(str(key))
+        if isinstance(value, str) and "\n" in value:
+            lines = value.split("\n")
+            out.append(f"  {name}: ({len(lines)} lines)")
+            out.extend("    | " + escape_controls(line) for line in lines)
+        elif isinstance(value, str):
+            out.append(f"  {name}: " + escape_controls(json.dumps(value, ensure_ascii=False)))
+        else:
+            out.append(f"  {name}: " + escape_controls(json.dumps(value, ensure_ascii=False, default=str)))
+    return "\n".join(out) if out else "  (no arguments)"
+
+
 def describe(call: Any, reason: str, ctx: Any = None) -> str:
-    """The approval question as a human reads it (arguments redacted and shortened)."""
-    args = json.dumps(redact(dict(call.arguments)), ensure_ascii=False, default=str)
-    if len(args) > 600:
-        args = args[:600] + "…"
+    """The approval question as a human reads it: the complete call (secrets redacted), every
+    string argument in full, control characters escaped."""
+    args = render_arguments(redact(dict(call.arguments)))
     risk = ""
     try:
         tool = ctx.tools.get(call.name) if ctx is not None else None
@@ -55,7 +94,7 @@ def describe(call: Any, reason: str, ctx: Any = None) -> str:
             risk = f" [{tool.definition.risk.value}]"
     except Exception:
         pass
-    return f"\n[approval] {call.name}{risk} {args}\n  because: {reason}\n  allow? [y/N] "
+    return f"\n[approval] {escape_controls(str(call.name))}{risk}\n{args}\n  because: {escape_controls(str(reason))}\n  allow? [y/N] "
 
 
 async def _readline(stream: TextIO, timeout: float) -> str:
@@ -99,7 +138,21 @@ def make_terminal_approver(stdin: TextIO | None = None, stdout: TextIO | None = 
                     return False  # nobody can answer
                 inp, out = sys.stdin, sys.stderr
         out = out or sys.stderr
-        out.write(describe(call, reason, ctx))
+        text = describe(call, reason, ctx)
+        if len(text) > MAX_SHOWN:
+            out.write(f"\n[approval] {escape_controls(str(call.name))}: this call is {len(text):,} characters long, too "
+                      "long to show in full; refused.\n")
+            out.flush()
+            return False
+        lines = text.split("\n")
+        # page a long call: every line is shown before the question is asked
+        while len(lines) > PAGE_LINES + 3:
+            out.write("\n".join(lines[:PAGE_LINES]) + "\n  -- more: Enter to see the rest, n to deny -- ")
+            out.flush()
+            lines = lines[PAGE_LINES:]
+            if (await _readline(inp, limit)).strip().lower() in ("n", "no", "q"):
+                return False
+        out.write("\n".join(lines))
         out.flush()
         # after a timeout the reader thread still holds an opened tty: it is closed when that thread ends
         answer = await _readline(inp, limit)

@@ -16,8 +16,17 @@ class Grant(BaseModel):
     workspace, ``~`` is expanded); a path without wildcards covers everything below
     it. ``hosts``: host-name globs, ``host:port``, or CIDR networks, letting
     ``web_fetch`` reach non-public addresses. ``commands``: globs over the command
-    line that ``shell_exec`` may run without asking (only for commands without
-    shell control operators such as ``;``, ``|``, ``&&``, ``$(``, redirections).
+    line that ``shell_exec`` may run without asking.
+
+    What a command pattern grants: the matched command line runs without approval,
+    within the workspace. It never covers a line with shell control operators
+    (``;``, ``|``, ``&&``, ``$(``, backticks, redirections), and never one whose
+    arguments or option values (``--output=/x``, ``-C/x``, ``/etc/hostname``,
+    ``../x``, ``~/x``) name a path outside the workspace and this grant's
+    ``paths`` — such a line is asked about like any other. A pattern is matched
+    against the whole line, so ``git diff*`` also matches ``git diff --no-index``:
+    write patterns as narrowly as you mean them. In a tainted session nothing is
+    pre-approved.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -56,4 +65,8 @@ class PolicyConfig(BaseModel):
     )
     audit: bool = Field(True, description="record decisions, approvals, executions and security events in the ledger")
     redact_results: bool = Field(True, description="replace secrets in tool results before the model (and the transcript) sees them")
+    egress_tools: list[str] = Field(
+        default_factory=lambda: ["web_fetch", "shell_exec", "mcp__*", "agent_*", "*http*", "*fetch*", "*request*",
+                                 "*mail*", "*send*", "*post*", "*upload*", "*webhook*", "*browser*", "*curl*"],
+        description="tool-name globs that can move data off the machine: in a tainted session each call needs approval")
     secret_env: list[str] = Field(default_factory=list, description="extra environment variable name globs whose values are secrets")

@@ -6,9 +6,12 @@ Order of the rules (the first that applies decides):
 2. a path under /dev, /proc, /sys, or an unreadable URL → block;
 3. a resource beyond the tool's default scope and every grant → ask for a one-step
    grant (or block when ``step_grants`` is off) — ``/elevated`` does not skip this;
-4. ``safe`` → allow;
+4. the session is tainted (untrusted content carried an injection) and the call can move data
+   off the machine (network tools, shell, any call naming a host or a command) → ask, every
+   time, whatever its risk, grants, pre-approved patterns or ``/elevated``;
+4b. ``safe`` → allow;
 5. a ``shell_exec`` command matching a granted command pattern → allow (pre-approved);
-6. the session is elevated (``elevated_until`` in the future) → allow;
+6. the session is elevated (the directives plugin's ``ctx.state["elevated_until"]`` in the future) → allow;
 7. ``guarded`` → allow if this exact call (or, with ``guarded_approval: tool``, this
    tool) was approved in this session and the approval has not expired; else ask;
 8. ``unsafe`` → ask, every time.
@@ -57,14 +60,9 @@ class Turn:
         self.ws_real = os.path.realpath(self.workspace)
 
     def real_path(self, raw: str) -> str:
-        """``raw`` resolved against the workspace (symlinks, ``..``, ``~``), cached for this turn
-        until :meth:`forget_paths` (after any tool that may change the file system has run)."""
-        found = self._paths.get(raw)
-        if found is None:
-            if len(self._paths) > 1024:
-                self._paths.clear()
-            found = self._paths[raw] = scope.real_path(raw, self.ws_real)
-        return found
+        """``raw`` resolved against the workspace (symlinks, ``..``, ``~``) afresh at every call: a
+        symlink swapped in later in the turn (by a shell command, another process) is seen."""
+        return scope.real_path(raw, self.ws_real)
 
     def forget_paths(self) -> None:
         self._paths.clear()
@@ -111,6 +109,23 @@ class Pending:
     step_grant: dict[str, list[str]] | None = None
     started: float | None = None
     call_hash: str | None = None
+    #: the turn's ``ctx.state["granted"][tool]`` and what an approved step grant adds to it
+    slot: dict[str, list[str]] | None = None
+    slot_add: dict[str, list[str]] | None = None
+
+    def widen(self) -> None:
+        """The step grant was approved: the tool may reach its resources (for this call)."""
+        if self.slot is not None and self.slot_add:
+            for key, values in self.slot_add.items():
+                self.slot[key].extend(v for v in values if v not in self.slot[key])
+
+    def narrow(self) -> None:
+        """The call is over: a one-step grant ends with it."""
+        if self.slot is not None and self.slot_add:
+            for key, values in self.slot_add.items():
+                for v in values:
+                    if v in self.slot[key]:
+                        self.slot[key].remove(v)
 
 
 def config(ctx: Any) -> PolicyConfig:
@@ -128,12 +143,26 @@ def risk_of(cfg: PolicyConfig, name: str, default: Risk) -> Risk:
     return Risk(default)
 
 
-def elevated_until(session: Any) -> float | None:
+def elevated_until(ctx: Any) -> float | None:
+    """The elevation the directives plugin vouched for this turn (``ctx.state["elevated_until"]``), never
+    the raw session metadata: without that plugin, or once ``allow_elevated`` is revoked, nothing is elevated."""
     try:
-        until = float(session.get("elevated_until") or 0)
-    except (TypeError, ValueError):
+        until = float(ctx.state.get("elevated_until") or 0)
+    except (TypeError, ValueError, AttributeError):
         return None
     return until if until > time.time() else None
+
+
+def _tainted(session: Any) -> bool:
+    try:
+        return bool(session.get("tainted"))
+    except Exception:
+        return True  # unreadable session state: assume the worst
+
+
+def _egress(cfg: PolicyConfig, name: str, req: scope.Requested) -> bool:
+    """Can this call move data off the machine? A network or shell tool, or any call naming a host or a command."""
+    return bool(req.hosts or req.commands) or any(fnmatch.fnmatchcase(name, p) for p in cfg.egress_tools)
 
 
 def approval_key(cfg: PolicyConfig, call: ToolCall) -> str:
@@ -192,13 +221,16 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
     digest = scope.call_hash(call.name, call.arguments)
     base = {"arguments": dict(call.arguments), "call_hash": digest}
 
+    slot_add: dict[str, list[str]] = {}
+
     def done(action: str, reason: str, risk: Risk | None = None, asked: bool = False, **extra: Any) -> Decision | None:
         record(turn, "decision", ids, **base, decision=action, reason=reason, approval_required=asked, **extra)
         if action == "block":
             return Decision(action="block", reason=reason)
         pending[(ctx.session.id, call.id)] = Pending(call, risk or Risk.SAFE, now, asked, turn, ids,
                                                      step_grant=extra.get("granted", {}).get("step"),
-                                                     started=None if asked else now, call_hash=digest)
+                                                     started=None if asked else now, call_hash=digest,
+                                                     slot=slot, slot_add=slot_add or None)
         return Decision(action="require_approval", reason=reason) if asked else None
 
     risk = turn._risk.get(call.name)
@@ -225,16 +257,20 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
         need = "; ".join(ev.missing)
         if not cfg.step_grants:
             return done("block", f"needs a capability grant: {need}", risk, **info)
+        # widened only once approved (see Pending.widen), and only for this call
         for key, values in ev.step_grant.items():
-            slot[key].extend(_exact(v) for v in values if _exact(v) not in slot[key])
+            slot_add[key] = [_exact(v) for v in values if _exact(v) not in slot[key]]
         info["granted"] = {**info["granted"], "step": ev.step_grant}
         return done("require_approval", f"needs a capability beyond its scope: {need}; approving grants it for this step",
                     risk, asked=True, **info)
+    if _tainted(ctx.session) and _egress(cfg, call.name, req):
+        return done("require_approval", "the session is tainted by untrusted content that carried an injection: a call "
+                    "that can send data off the machine needs approval", risk, asked=True, **info)
     if risk == Risk.SAFE:
         return done("allow", "safe tool within its scope", risk, **info)
     if ev.preapproved:
         return done("allow", "command pre-approved by a grant", risk, **info)
-    until = elevated_until(ctx.session)
+    until = elevated_until(ctx)
     if until is not None:
         return done("allow", f"elevated until {time.strftime('%H:%M:%S', time.localtime(until))}", risk, **info)
     if risk == Risk.GUARDED:

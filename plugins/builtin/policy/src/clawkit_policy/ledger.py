@@ -1,12 +1,14 @@
-"""The audit ledger: an append-only, hash-chained table in the session database.
+"""The audit ledger: an append-only, MAC-chained table in the session database.
 
-Every record carries the hash of the one before it, and its own hash covers
-every column (its sequence number included): editing a record breaks its hash,
-deleting or reordering records breaks the chain, and deleting records from the
-end is caught by the head row (``policy_audit_head``) that each append updates
-in the same transaction. ``verify()`` re-computes it all. Someone who can write
-the file can still rewrite the whole chain consistently; for that, copy the head
-hash (``clawkit audit verify`` prints it) somewhere they cannot write.
+Every record carries the MAC of the one before it, and its own MAC (HMAC-SHA256
+with the audit key, see :mod:`clawkit_policy.anchor`) covers every column (its
+sequence number included): editing a record breaks its MAC, deleting or
+reordering records breaks the chain, and without the key — kept outside the
+workspace — nobody can rewrite the chain consistently. Deleting records from the
+end is caught by the head row (``policy_audit_head``) and by the anchor kept
+outside the database (latest length and head), which each append updates;
+the anchor also notices a deleted or emptied database and a dropped table.
+``verify()`` re-computes it all.
 
 Use it from anywhere::
 
@@ -19,6 +21,7 @@ Use it from anywhere::
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import operator
 import sqlite3
@@ -91,14 +94,17 @@ def _json(value: Any) -> str | None:
     return canonical(value)
 
 
-def record_hash(values: dict[str, Any]) -> str:
-    """The hash of one record from its stored column values (``prev_hash`` included)."""
+def record_hash(values: dict[str, Any], key: bytes | None = None) -> str:
+    """The MAC of one record from its stored column values (``prev_hash`` included); a plain
+    SHA-256 without ``key`` (only for in-memory ledgers of tests)."""
     try:
         row = _ROW(values)
     except KeyError:
         row = [values.get(c) for c in COLUMNS]
-    payload = _COMPACT(row)  # a tuple is encoded as the same JSON array as a list
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    payload = _COMPACT(row).encode("utf-8", "surrogatepass")  # a tuple is encoded as the same JSON array as a list
+    if key is None:
+        return hashlib.sha256(payload).hexdigest()
+    return hmac.new(key, payload, hashlib.sha256).hexdigest()
 
 
 @dataclass
@@ -115,11 +121,19 @@ class Verification:
 
 
 class AuditLedger:
-    """The hash-chained audit table on an open sqlite3 connection (tables created idempotently)."""
+    """The MAC-chained audit table on an open sqlite3 connection (tables created idempotently).
 
-    def __init__(self, conn: sqlite3.Connection, *, create: bool = True):
+    ``key``: the audit key (default: the user's, created on first use; see :mod:`.anchor`).
+    A database file gets an anchor outside it, updated by every append.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, *, create: bool = True, key: bytes | None = None):
+        from . import anchor
+
         self.conn = conn
         self._lock = threading.Lock()
+        self.db = anchor.db_file(conn)
+        self.key = key if key is not None else anchor.load_key(create=create)
         if create:
             conn.executescript(SCHEMA)
 
@@ -143,7 +157,7 @@ class AuditLedger:
                 for values in rows:
                     seq += 1
                     values["seq"], values["prev_hash"] = seq, prev
-                    values["hash"] = prev = record_hash(values)
+                    values["hash"] = prev = record_hash(values, self.key)
                     params.append(_ROW(values) + (prev,))
                 self.conn.executemany(_INSERT, params)
                 if rows:
@@ -152,6 +166,11 @@ class AuditLedger:
                         "ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
                         (seq, prev),
                     )
+                    if self.db is not None and self.key is not None and not nested:
+                        # under the database's write lock, so anchors follow the commit order
+                        from .anchor import write_anchor
+
+                        write_anchor(self.key, self.db, seq, prev)
             except BaseException:
                 self.conn.execute("ROLLBACK TO policy_audit" if nested else "ROLLBACK")
                 if nested:
@@ -176,10 +195,19 @@ class AuditLedger:
         values["ts"] = float(fields.get("ts") or time.time())
         return values
 
-    def verify(self) -> Verification:
-        """Re-compute every hash and link; report edited, deleted, inserted or reordered records."""
+    def verify(self, *, sessions: bool = True) -> Verification:
+        """Re-compute every MAC and link; compare with the head row and the anchor; with ``sessions``,
+        report executed tool calls in the session tables that have no audit record."""
         problems: list[str] = []
+        if self.key is None:
+            from .anchor import key_path
+
+            return Verification(False, 0, "", [f"the audit key {key_path()} is missing: the ledger cannot be verified "
+                                               "(was it deleted, or is CLAWKIT_AUDIT_HOME set differently?)"])
         prev, expected, count, last_seq = GENESIS, 1, 0, 0
+        bad_macs: list[int] = []
+        hashes: dict[int, str] = {}
+        anchor = self._anchor()
         cur = self.conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM policy_audit ORDER BY seq")
         for row in cur:
             values = dict(zip(COLUMNS + ("hash",), row))
@@ -190,12 +218,20 @@ class AuditLedger:
             if values["prev_hash"] != prev:
                 problems.append(f"record {seq}: the chain is broken (its prev_hash is not the hash of the record before it): "
                                 "a record was deleted, inserted or reordered")
-            if record_hash(values) != values["hash"]:
-                problems.append(f"record {seq}: its content does not match its hash (the record was edited)")
+            if not hmac.compare_digest(record_hash(values, self.key), str(values["hash"])):
+                bad_macs.append(seq)
+            if anchor is not None and seq == anchor["seq"]:
+                hashes[seq] = values["hash"]
             prev, expected, last_seq = values["hash"], seq + 1, seq
             if len(problems) > 50:
                 problems.append("… (more problems not listed)")
                 break
+        if bad_macs and len(bad_macs) == count:
+            problems.append(f"every record ({count}) fails its MAC: the chain was rewritten without the audit key")
+        else:
+            problems.extend(f"record {seq}: its content does not match its MAC (the record was edited)" for seq in bad_macs[:10])
+            if len(bad_macs) > 10:
+                problems.append(f"… and {len(bad_macs) - 10} more edited records")
         head = self.conn.execute("SELECT seq, hash FROM policy_audit_head WHERE id = 1").fetchone()
         if head is None and count:
             problems.append("the head record is missing")
@@ -204,7 +240,54 @@ class AuditLedger:
                 problems.append(f"records {last_seq + 1}..{head[0]} were deleted from the end of the ledger")
             else:
                 problems.append(f"the head (record {head[0]}) does not match the last record ({last_seq})")
+        if anchor is not None:
+            if not anchor["valid"]:
+                problems.append(f"the anchor {anchor['path']} is damaged or was not written with the audit key")
+            elif last_seq < anchor["seq"]:
+                problems.append(f"the ledger was truncated: the anchor outside the database records {anchor['seq']} records, "
+                                f"the database holds {last_seq}")
+            elif hashes.get(anchor["seq"]) != anchor["head"]:
+                problems.append(f"record {anchor['seq']} does not match the anchor's head: the chain was rewritten")
+        if sessions and count:
+            problems.extend(self.unrecorded_calls())
         return Verification(ok=not problems, count=count, head=prev, problems=problems)
+
+    def _anchor(self) -> dict[str, Any] | None:
+        if self.db is None:
+            return None
+        from .anchor import read_anchor
+
+        return read_anchor(self.key, self.db)
+
+    def unrecorded_calls(self, limit: int = 20) -> list[str]:
+        """Executed tool calls in ``messages`` (since the ledger's first record) with no audit record."""
+        try:
+            first = self.conn.execute("SELECT MIN(ts) FROM policy_audit").fetchone()[0]
+            rows = self.conn.execute(
+                "SELECT session_id, data FROM messages WHERE role = 'tool' AND data IS NOT NULL AND created >= ?",
+                (first or 0,)).fetchall()
+            seen = {(sid, step) for sid, step in self.conn.execute(
+                "SELECT session_id, step_id FROM policy_audit WHERE step_id IS NOT NULL")}
+        except sqlite3.Error:
+            return []  # no session tables in this database: nothing to compare with
+        out = []
+        for sid, data in rows:
+            try:
+                message = json.loads(data)
+            except ValueError:
+                continue
+            result = message.get("tool_result") or {}
+            meta = {**(message.get("metadata") or {}), **(result.get("metadata") or {})}
+            if not result.get("call_id") or meta.get("interrupted") or meta.get("repeated"):
+                continue
+            if str(result.get("content", "")).startswith("Error: unknown tool "):
+                continue  # the kernel answers unknown tools before any gate runs
+            if (sid, result["call_id"]) not in seen:
+                out.append(f"session {sid}: tool call {result['call_id']} ({result.get('name')}) ran but has no audit record")
+                if len(out) >= limit:
+                    out.append("… (more unrecorded calls not listed)")
+                    break
+        return out
 
     def records(self, *, session: str | None = None, tool: str | None = None, decision: str | None = None,
                 kind: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:

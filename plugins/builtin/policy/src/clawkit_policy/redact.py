@@ -41,9 +41,20 @@ _MARK_BYTES = MARK.encode()
 RE2_FROM = 32
 
 SECRET_NAME = re.compile(
-    r"(KEY|TOKEN|SECRET|PASSW(OR)?D|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|PRIVATE|SIGNATURE|DSN|DATABASE_URL)",
+    r"(KEY|TOKEN|SECRET|PASSW(OR)?D|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|PRIVATE|SIGNATURE|DSN|DATABASE_URL|WEBHOOK"
+    r"|CONN(ECTION)?_?STR|_PASS$|_PWD$|_PW$|^PASS$)",
     re.IGNORECASE,
 )
+#: a URL carrying a password (``postgres://user:pw@host``) or a webhook URL (its path is the secret)
+CREDENTIAL_URL = (
+    r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'<>]+:[^\s@/\"'<>]+@"
+    r"|https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]{8,}"
+    r"|https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_\-]+"
+    r"|https://[A-Za-z0-9\-]+\.webhook\.office\.com/[^\s\"'<>]+"
+    r"|https://outlook\.office\.com/webhook/[^\s\"'<>]+"
+    r"|https?://[^\s\"'<>/]+/(?:[^\s\"'<>]*/)?webhooks?/[A-Za-z0-9_\-/]{16,}"
+)
+_CREDENTIAL_URL = re.compile(CREDENTIAL_URL)
 _NOT_SECRET = frozenset({"PATH", "HOME", "LANG", "TERM", "USER", "SHELL", "PWD", "TZ", "TMPDIR"})
 _KEY_NAME = re.compile(
     r"^(.*[_-])?(api[_-]?key|apikey|access[_-]?key|secret|token|password|passwd|passphrase|authorization|"
@@ -64,10 +75,11 @@ TOKENS: tuple[str, ...] = (
     r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
     r"(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*",
+    CREDENTIAL_URL,
 )
 #: ``password = value``, ``"api_key": "value"``: only the value (group 1, the only capturing group) is replaced.
 ASSIGNMENT = (
-    r"(?i:api[_-]?key|apikey|secret|token|passw(?:or)?d|passphrase|client[_-]?secret)[A-Za-z0-9_\-]*"
+    r"(?i:api[_-]?key|apikey|secret|token|passw(?:or)?d|passphrase|client[_-]?secret|[A-Za-z0-9]+_(?:pass|pwd|pw)\b)[A-Za-z0-9_\-]*"
     r"[\"']?\s*[:=]\s*[\"']?([^\s\"',;]{4,})"
 )
 
@@ -86,7 +98,8 @@ def secret_values(extra: Iterable[str] = ()) -> tuple[str, ...]:
     extra = tuple(extra)
     now = time.monotonic()
     if now - _cache["at"] > 5.0 or _cache["extra"] != extra:
-        vals = {v for k, v in os.environ.items() if len(v) >= 6 and is_secret_name(k, extra)}
+        vals = {v for k, v in os.environ.items()
+                if len(v) >= 6 and (is_secret_name(k, extra) or _CREDENTIAL_URL.search(v))}
         _cache.update(at=now, values=tuple(sorted(vals, key=lambda v: (-len(v), v))), extra=extra)
     return _cache["values"]
 
@@ -120,7 +133,7 @@ def _patterns(values: tuple[str, ...]) -> tuple[Any, Any]:
 
 
 #: Words at least one of which occurs wherever a secret-named key or an assignment/bearer secret could be.
-_SCREEN_WORDS = r"(?i:key|secret|token|passw|passphrase|auth|cookie|credential|bearer)"
+_SCREEN_WORDS = r"(?i:key|secret|token|passw|passphrase|auth|cookie|credential|bearer|_pass|_pwd|_pw\b|://[^\s/@]+:[^\s/@]+@|webhook|hooks\.slack)"
 
 
 @lru_cache(maxsize=8)

@@ -147,6 +147,29 @@ def requested(arguments: dict[str, Any], workspace: str, resolve: Callable[[str]
     return req
 
 
+def outside_paths(line: str, ws: str, allowed: Iterable[str] = ()) -> list[str]:
+    """Arguments of a command line (or values of ``--opt=VALUE`` options) that name a path outside
+    the workspace ``ws`` and the ``allowed`` grant patterns: absolute paths, ``~…``, anything with
+    ``..``, and relative paths whose symlinks lead out."""
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return [line]  # unbalanced quotes: not something to pre-approve
+    out = []
+    for word in words[1:]:
+        value = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
+        if word.startswith("-") and "=" not in word:
+            # -C/path, -o/path: an option glued to a path
+            value = word[2:] if len(word) > 2 and word[1] != "-" and ("/" in word[2:] or word[2:3] in ("~", ".")) else ""
+        if not value or not ("/" in value or value.startswith(("~", ".")) or value == ".."):
+            continue
+        real = real_path(value, ws)
+        if is_within(real, ws) or any(pattern_covers(p, real) for p in allowed):
+            continue
+        out.append(real)
+    return out
+
+
 @dataclass
 class Evaluation:
     """How a call's requests meet the default scope and the grants."""
@@ -194,6 +217,9 @@ def evaluate(req: Requested, grants: list[tuple[int, Grant, list[str]]], ws: str
             hit = [i for i, g, _ in grants if any(fnmatch.fnmatchcase(line, p) for p in g.commands)]
             if not hit:
                 break
+            allowed = [p for i, _, paths in grants if i in hit for p in paths]
+            if outside_paths(line, ws, allowed):
+                break  # "git diff --no-index /etc/hostname …" must not ride on a "git diff*" grant
             matched.extend(hit)
         else:
             ev.preapproved = True

@@ -65,6 +65,7 @@ class LedgerWriter:
         self._ledger: AuditLedger | None = None  # on the writer's own connection (opened by the first write)
         self._thread: threading.Thread | None = None
         self._urgent = False  # a flush is waiting for the thread: it stops yielding
+        self._stopping = False  # close(): the thread ends as soon as the queue is empty
         _live.add(self)
 
     def submit(self, kind: str, fields: dict[str, Any]) -> None:
@@ -109,6 +110,22 @@ class LedgerWriter:
         finally:
             self._io.release()
 
+    def close(self, timeout: float = 5.0) -> None:
+        """Commit what is queued and end the writer thread, joined (it starts again on the
+        next record). Called when an agent closes and at interpreter exit."""
+        self.flush(timeout)
+        with self._lock:
+            thread = self._thread
+            self._stopping = True
+        try:
+            if thread is not None and thread is not threading.current_thread():
+                self._wake.set()
+                thread.join(timeout)
+                if thread.is_alive():
+                    log.warning("audit writer thread still running after %.0f s", timeout)
+        finally:
+            self._stopping = False
+
     def _start(self) -> None:
         with self._lock:
             if self._thread is None:
@@ -124,7 +141,7 @@ class LedgerWriter:
                 wake.clear()
                 if not items:
                     idle = 0.0 if woken else idle + MAX_DELAY
-                    if idle < IDLE_EXIT:
+                    if idle < IDLE_EXIT and not self._stopping:
                         continue
                     with self._lock:
                         self._thread = None
@@ -194,6 +211,7 @@ class LedgerWriter:
 
 
 @atexit.register
-def _flush_all() -> None:
+def close_all() -> None:
+    """Commit every queued record and join every writer thread (agent close, interpreter exit)."""
     for writer in list(_live):
-        writer.flush(5.0)  # nothing to do (no connection opened) for a writer with nothing queued
+        writer.close(5.0)  # nothing to do (no connection opened) for a writer with nothing queued

@@ -31,7 +31,6 @@ class WasmToolConfig(BaseModel):
     memory_mb: int | None = Field(None, gt=0, description="linear memory limit (default: wasm_memory_mb)")
     fuel: int | None = Field(None, gt=0, description="instruction budget per call (default: wasm_fuel)")
     timeout: float | None = Field(None, gt=0, description="wall-clock deadline per call, seconds (default: wasm_timeout)")
-    instance: Literal["call", "task"] = Field("call", description="a fresh instance per call, or one per task (turn)")
 
 
 class SandboxConfig(BaseModel):

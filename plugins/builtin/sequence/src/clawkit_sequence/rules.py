@@ -105,10 +105,11 @@ class _Defaults(dict):
         return "{" + key + "}"
 
 
-def _elevated(session: Any) -> bool:
+def _elevated(ctx: Any) -> bool:
+    """Only the elevation the directives plugin vouched for this turn (``ctx.state``), not raw session metadata."""
     try:
-        return float(session.get("elevated_until") or 0) > time.time()
-    except (TypeError, ValueError):
+        return float(ctx.state.get("elevated_until") or 0) > time.time()
+    except (TypeError, ValueError, AttributeError):
         return False
 
 
@@ -180,7 +181,7 @@ def check(ctx: Any, call: ToolCall, config: SequenceConfig) -> Decision | None:
         if not rule.enforce:
             ctx.emit("sequence.violation", tool=call.name, call_id=call.id, rule=i, missing=missing, message=message)
             continue
-        if rule.elevated_bypass and _elevated(ctx.session):
+        if rule.elevated_bypass and _elevated(ctx):
             ctx.emit("sequence.bypassed", tool=call.name, call_id=call.id, rule=i, missing=missing, reason="elevated")
             continue
         key = json.dumps([i, call.name, sorted(wanted.items())])

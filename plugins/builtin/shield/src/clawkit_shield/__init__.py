@@ -34,18 +34,17 @@ if TYPE_CHECKING:
     from .capabilities import TOOL_CAPABILITIES, check, extract_resources, parse_permissions
     from .config import ShieldConfig
     from .risk import Assessment, SensitivePaths, assess
-    from .scanner import Detection, InjectionScanner, redact, taint_score, wrap
+    from .scanner import SEVERITY_WEIGHT, Detection, InjectionScanner, redact, taint_score, wrap
 
 # ``clawkit --help`` imports every plugin: jsonschema, wcmatch, pydantic and the big
 # patterns load on first use instead (see :func:`_load`). name -> (module, attribute)
 _LAZY: dict[str, tuple[str, str | None]] = {
-    "jsonschema": ("jsonschema", None),
     **{n: ("clawkit.types", n) for n in ("Decision", "ToolCall", "ToolResult")},
     **{n: (".attestation", n) for n in ("Attestation", "Attestor", "NoopAttestor")},
     **{n: (".capabilities", n) for n in ("TOOL_CAPABILITIES", "check", "extract_resources", "parse_permissions")},
     "ShieldConfig": (".config", "ShieldConfig"),
     **{n: (".risk", n) for n in ("Assessment", "SensitivePaths", "assess")},
-    **{n: (".scanner", n) for n in ("Detection", "InjectionScanner", "redact", "taint_score", "wrap")},
+    **{n: (".scanner", n) for n in ("Detection", "InjectionScanner", "redact", "taint_score", "wrap", "SEVERITY_WEIGHT")},
 }
 _loaded = False
 
@@ -80,6 +79,7 @@ def __getattr__(name: str) -> Any:
 __all__ = ["Shield", "ShieldConfig", "InjectionScanner", "Detection", "Attestation", "Attestor", "NoopAttestor", "shield_for"]
 
 NAME = "shield"
+TAIL_CHARS = 600  # untrusted text kept from one result to catch an injection split into the next
 APPROVAL_RISKS = ("guarded", "unsafe")
 
 
@@ -164,6 +164,8 @@ class Shield:
         schema = definition.parameters or {"type": "object"}
         cached = self._validators.get(definition.name)
         if cached is None or cached[0] != id(schema):
+            import jsonschema  # only when a tool call is checked: a turn without tools never pays for it
+
             cls = jsonschema.validators.validator_for(schema)
             cls.check_schema(schema)  # a broken schema is an internal error: fail closed
             cached = (id(schema), cls(schema))
@@ -186,6 +188,56 @@ class Shield:
 
     # --- after the call --------------------------------------------------------------------
 
+    def session_score(self, ctx: Any, call: Any, content: str, detections: list, names: list[str]) -> float:
+        """The taint score of everything untrusted this session has seen: the strongest finding of each
+        rule across results, plus injections split across the end of one result and the start of the next."""
+        session = ctx.session
+        stored = session.get("shield.rules")
+        rules: dict[str, float] = dict(stored) if isinstance(stored, dict) else {}
+        before = dict(rules)
+        for d in detections:
+            if d.severity != "low":
+                rules[d.rule] = max(rules.get(d.rule, 0.0), SEVERITY_WEIGHT[d.severity])
+        from .normalise import normalise as normalised  # the package attribute ``normalise`` is the submodule
+
+        tail = session.get("shield.tail")
+        clean = normalised(content)
+        if isinstance(tail, str) and tail:
+            joined = tail + "\n" + clean[:TAIL_CHARS]
+            for d in self.scanner.scan(joined, names):
+                if d.severity != "low" and d.start < len(tail) < d.end:
+                    ctx.emit("shield.detection", tool=call.name, call_id=call.id, source=call.name, split=True,
+                             mode=self.config.mode, **d.as_event())
+                    rules[d.rule] = max(rules.get(d.rule, 0.0), SEVERITY_WEIGHT[d.severity])
+        if rules != before:
+            session.set("shield.rules", rules)
+        session.set("shield.tail", clean[-TAIL_CHARS:])
+        return sum(rules.values())
+
+    def scan_prompt_data(self, ctx: Any) -> None:
+        """Untrusted text another plugin put into the prompt (``ctx.state["untrusted_content"]``: project
+        files, recalled memories): scanned like a tool result; a detection taints the session."""
+        entries = ctx.state.get("untrusted_content")
+        if not entries:
+            return
+        done = ctx.state.setdefault("shield.scanned_prompt", set())
+        names = [t.name for t in ctx.tools.visible()] if ctx.tools is not None else []
+        for entry in entries:
+            source, text = str(entry.get("source", "prompt")), str(entry.get("text", ""))
+            key = (source, hash(text))
+            if key in done:
+                continue
+            done.add(key)
+            detections = self.scanner.scan(text, names)
+            for d in detections:
+                ctx.emit("shield.detection", tool=None, source=source, mode=self.config.mode, **d.as_event())
+            score = taint_score(detections)
+            if score >= self.config.taint_threshold and not ctx.session.get("tainted"):
+                ctx.session.set("tainted", True)
+                ctx.session.set("trust", min(_trust(ctx.session), self.config.trust.after_detection))
+                ctx.emit("shield.tainted", source=source, score=score,
+                         categories=sorted({d.category for d in detections if d.severity != "low"}))
+
     def untrusted(self, call: ToolCall, result: ToolResult) -> bool:
         meta = result.metadata
         if meta.get("trusted") is True:
@@ -206,7 +258,7 @@ class Shield:
         detections = self.scanner.scan(result.content, names)
         for d in detections:
             ctx.emit("shield.detection", tool=call.name, call_id=call.id, source=call.name, mode=self.config.mode, **d.as_event())
-        score = taint_score(detections)
+        score = self.session_score(ctx, call, result.content, detections, names)
         session = ctx.session
         trust = _trust(session)
         new_trust = min(trust, self.config.trust.after_untrusted)
@@ -359,3 +411,20 @@ def after_tool_call(ctx, call, result):
             content=f"Error: the shield could not check this result ({type(exc).__name__}); its content was withheld.",
             metadata={**result.metadata, "shield": {"error": True}},
         )
+
+
+@hookimpl
+def before_llm_call(ctx, request):
+    """Scan untrusted text other plugins put into the prompt; an internal error taints the session."""
+    config = _config(ctx)
+    if getattr(config, "enabled", True) is False:
+        return None
+    try:
+        shield_for(config).scan_prompt_data(ctx)
+    except Exception as exc:
+        try:
+            ctx.emit("shield.error", stage="before_llm_call", error=f"{type(exc).__name__}: {exc}")
+            ctx.session.set("tainted", True)
+        except Exception:
+            pass
+    return None

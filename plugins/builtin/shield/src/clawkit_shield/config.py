@@ -8,7 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .risk import DEFAULT_SENSITIVE_PATHS
 
-DEFAULT_UNTRUSTED = ["web_fetch", "read_file", "read_tool_output", "subagent*", "sub_agent*", "delegate*", "spawn_agent*", "ask_agent*"]
+# every tool whose result carries text the user did not write: pages, files, command output,
+# file names, other agents, MCP servers
+DEFAULT_UNTRUSTED = ["web_fetch", "read_file", "read_tool_output", "shell_exec", "list_dir", "glob", "mcp__*", "subagent*",
+                     "sub_agent*", "delegate*", "spawn_agent*", "ask_agent*", "agent_*"]
 
 
 class Thresholds(BaseModel):

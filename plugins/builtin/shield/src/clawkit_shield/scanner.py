@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import re
 import secrets
-import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable
+
+from .normalise import decoded_payloads, normalise
 
 SEVERITY_WEIGHT = {"low": 0.2, "medium": 0.5, "high": 1.0}
 
@@ -52,6 +53,22 @@ PATTERNS: list[tuple[str, str, str, str]] = [
         r"(?:previous|prior|above|earlier|preceding|foregoing|original|initial|system|existing|former|developer)\s+"
         r"(?:instructions?|prompts?|rules|directions|directives|guidelines|messages|context|commands|constraints|guardrails)",
     ),
+    # paraphrases of "ignore previous instructions"
+    (
+        "disregard_paraphrase",
+        "instruction_override",
+        "high",
+        r"\b(?:pay no (?:attention|heed|mind) to|no longer (?:follow|obey|apply)|stop (?:following|obeying)|set aside|throw (?:away|out)|discard|drop|"
+        r"do not (?:follow|obey)|don't (?:follow|obey)|never mind)\s+(?:(?:all|any|the|your|of|every|those|these|what)\s+){0,3}"
+        r"(?:(?:previous|prior|above|earlier|original|initial|existing|old|given|current|preceding|former|system|user's)\s+)?"
+        r"(?:instructions?|guidance|directions|directives|guidelines|rules|orders|prompts?|system prompt|constraints)\b",
+    ),
+    ("instructions_given_earlier", "instruction_override", "medium",
+     r"\b(?:instructions?|guidance|directions|rules|orders|guidelines)\s+(?:you (?:were|have been|got) given|(?:that )?you received|given (?:to you )?(?:earlier|before|previously|above))\b"),
+    ("instead_do", "instruction_override", "medium",
+     r"\binstead[, ]+(?:you (?:must|should|will) )?(?:now )?(?:run|execute|call|invoke|send|upload|fetch|delete|read)\b"),
+    ("run_this_command", "tool_call", "medium",
+     r"\b(?:now|immediately|quickly|silently|first|please)\s+(?:run|execute)\s+(?:the\s+)?(?:following|this|these)\s+(?:shell\s+)?(?:commands?|scripts?|code)\b"),
     ("forget_everything", "instruction_override", "high", r"\bforget (?:everything|all)(?: (?:you were told|above|before|so far|else))\b"),
     ("new_role", "instruction_override", "high", r"\byour (?:new|real|actual|true|updated) (?:task|instructions?|goal|objective|role|purpose|orders)\s*(?:is|are|:)"),
     ("jailbreak_persona", "instruction_override", "high", r"\byou are now (?:(?:a|an|in|the|my)\s+)?(?:dan\b|developer mode|unrestricted|jailbroken|unfiltered|no longer bound|free of)"),
@@ -167,13 +184,32 @@ class InjectionScanner:
         self.max_chars = max_chars
 
     def scan(self, text: str, tool_names: Iterable[str] | None = None) -> list[Detection]:
-        """Every detection in ``text`` (at most one per rule and position), in order."""
+        """Every detection in ``text`` (at most one per rule and position), in order.
+
+        The text is scanned as it is (hidden tag characters), then as a model reads it
+        (:func:`~clawkit_shield.normalise.normalise`: invisible characters removed,
+        look-alike letters folded), then every run that decodes to readable text
+        (base64, hex, percent-encoding, HTML entities). Positions of findings in the
+        normalised or decoded text refer to :func:`normalise` of ``text``."""
         names = self.tool_names if tool_names is None else tuple(sorted(set(tool_names) | set(STANDARD_TOOLS)))
         if len(text) > self.max_chars:
             # scan head and tail: injections hide at either end of long pages
             half = self.max_chars // 2
             text = text[:half] + "\n" + text[-half:]
-        return self._scan(text, names, normalised=False)
+        found = self._scan(text, names, normalised=False)
+        clean = normalise(text)
+        if clean != text:  # hidden tag text is only visible in the raw form; the rest is read normalised
+            found = [d for d in found if d.rule == "tag_characters"] + self._scan(clean, names, normalised=True)
+        for start, end, payload in decoded_payloads(clean):
+            for d in self._scan(normalise(payload), names, normalised=True):
+                found.append(Detection(d.rule, d.category, d.severity, start, end, "encoded: " + d.excerpt, True))
+        seen: set[tuple[str, int]] = set()
+        unique = []
+        for d in found:
+            if (d.rule, d.start) not in seen:
+                seen.add((d.rule, d.start))
+                unique.append(d)
+        return unique
 
     def _scan(self, text: str, names: tuple[str, ...], normalised: bool) -> list[Detection]:
         pattern, meta = _compiled(names)
@@ -181,9 +217,7 @@ class InjectionScanner:
         for m in pattern.finditer(text):
             rule = m.lastgroup or "?"
             if rule == "confusable":
-                if normalised:
-                    continue
-                return self._scan(unicodedata.normalize("NFKC", text), names, normalised=True)
+                continue  # the normalised text is scanned anyway
             if rule == "tag_characters":
                 decoded = "".join(chr(ord(c) - 0xE0000) for c in m.group())
                 severity = "high" if self._scan(decoded, names, normalised=True) else "medium"
@@ -218,7 +252,7 @@ def redact(text: str, detections: Iterable[Detection]) -> str:
     """``text`` (normalised as the scanner saw it) with every medium/high finding replaced by a marker."""
     detections = list(detections)
     spans = sorted((d.start, d.end, d.category) for d in detections if d.severity != "low" and d.rule != "tag_characters")
-    base = unicodedata.normalize("NFKC", text) if any(d.normalised for d in detections) else text
+    base = normalise(text) if any(d.normalised for d in detections) else text
     out, pos = [], 0
     for start, end, category in spans:
         if start < pos:

@@ -62,8 +62,11 @@ def register_config(register):
 @hookimpl
 def register_tools(register, agent):
     from .skilltools import load_skill
-    from .state import settings
+    from .state import SKILLS_GROUP, settings
 
+    # `tools: [skills]` admits load_skill and every skill tool; nothing is allowed behind the list's back
+    if hasattr(register, "group"):
+        register.group("skills", SKILLS_GROUP)
     if settings(agent).load_skill_tool:
         register(load_skill, name="load_skill")
 
@@ -97,20 +100,9 @@ def register_prompt_contributor(register, agent):
 def before_llm_call(ctx, request):
     from .state import active_skills, bump, registry_for, settings
 
+    # the kernel offers the skill tools itself (SkillTool.offered: only while the skill is active)
     reg = ctx.state.get("skills.registry") or registry_for(ctx)
-    cfg = settings(ctx.agent)
     active = active_skills(ctx, reg)
-    skill_tools = {n for n, t in ctx.tools.tools.items() if getattr(t, "skill_name", None)}
-    request.tools = [t for t in request.tools if t.name not in skill_tools]
-    present = {t.name for t in request.tools}
-    if cfg.load_skill_tool and "load_skill" not in present and "load_skill" in ctx.tools.tools and ctx.tools.allowed("load_skill"):
-        request.tools.append(ctx.tools.tools["load_skill"].definition)
-        present.add("load_skill")
-    for sk in active:
-        for td in sk.tool_definitions:
-            if td.name not in present and ctx.tools.allowed(td.name):
-                request.tools.append(td)
-                present.add(td.name)
     ctx.state["skills.active"] = [s.name for s in active]
     ctx.state["capability_requests"] = [dict(item) for s in active for item in s.capability_requests]
     if active and not ctx.state.get("_skills_selected_emitted"):
@@ -118,6 +110,26 @@ def before_llm_call(ctx, request):
         ctx.emit("skills.active", skills=[s.name for s in active], tools=[t.name for s in active for t in s.tool_definitions])
         for s in active:
             bump(ctx.session.store.conn, f"active:{s.name}")
+
+
+@hookimpl
+def agent_closing(agent, runtime):
+    """Stop watching this agent's skill directories; the shared watcher thread is joined
+    once no open agent watches anything."""
+    from .state import release
+
+    release(runtime, agent)
+
+
+@hookimpl
+def list_skills(ctx):
+    from .state import admitted, registry_for
+
+    reg = ctx.state.get("skills.registry")
+    if reg is None:
+        reg = registry_for(ctx)
+        reg.refresh()
+    return [s for s in reg.available() if admitted(ctx.tools, s)]
 
 
 @hookimpl

@@ -93,7 +93,12 @@ class ClawsFile:
         self.errors.append(ClawsError(self.path, line or (block.body_line if block else 1), title, message))
 
 
+MAX_MARKER_LINE = 160  # block markers are short; the pattern backtracks polynomially on long blank-padded lines
+
+
 def _marker(line: str) -> str | None:
+    if len(line) > MAX_MARKER_LINE:
+        return None
     m = _MARKER.match(line.rstrip("\r\n"))
     if not m:
         return None
@@ -206,9 +211,19 @@ def parse_json_block(cf: ClawsFile, block: Block) -> Any:
 def parse_yaml_block(cf: ClawsFile, block: Block) -> Any:
     # YAML forbids tabs for indentation; hand-written files use them anyway
     text = re.sub(r"(?m)^\t+", lambda m: "    " * len(m.group(0)), block.text)
+    from clawkit.errors import ConfigError
+    from clawkit.safeyaml import check, safe_load
+
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        check(node, cf.path if hasattr(cf, "path") else "<claws>")  # alias bombs, deep nesting: bounded
+        data = safe_load(text)
+    except ConfigError as exc:
+        cf.error(block, block.body_line, f"refused YAML: {str(exc).split(': ', 1)[-1]}")
+        return None
+    except RecursionError:
+        cf.error(block, block.body_line, "refused YAML: nested too deeply")
+        return None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = block.body_line + (mark.line if mark else 0)

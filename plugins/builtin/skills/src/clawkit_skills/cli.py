@@ -15,6 +15,8 @@ import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+
+from clawkit.cli import add_workspace_options, workspace_config, workspace_db
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the handlers import what they need: ``clawkit --help`` must stay fast
@@ -23,7 +25,6 @@ if TYPE_CHECKING:  # the handlers import what they need: ``clawkit --help`` must
 
 def add_commands(cli: Any) -> None:
     p = cli.command("skills", help="list, show, check skills (.claws and SKILL.md) and their stats")
-    p.add_argument("--agent", help="agent YAML whose workspace and skills settings to use")
     p.add_argument("--workspace", help="workspace directory (default: the current directory)")
     sub = p.add_subparsers(dest="skills_cmd")
     ls = sub.add_parser("list", help="every skill: name, source, availability, one line")
@@ -34,19 +35,17 @@ def add_commands(cli: Any) -> None:
     sub.add_parser("check", help="compile every skill file; exit 1 naming file and line on errors")
     st = sub.add_parser("stats", help="skills metrics (and other plugins' *_metrics tables)")
     st.add_argument("--json", action="store_true")
-    for child in sub.choices.values():  # `clawkit skills check --agent a.yaml` works too
-        child.add_argument("--agent", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    for child in sub.choices.values():  # `clawkit skills check --workspace DIR` works too
         child.add_argument("--workspace", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    add_workspace_options(p)  # --agent AGENT.yaml and --db PATH, before or after the action
     p.set_defaults(handler=handle)
 
 
 def _agent_config(args: Any) -> Any:
     from clawkit.config import AgentConfig
 
-    if getattr(args, "agent", None):
-        from clawkit.runtime import load_config
-
-        cfg, _ = load_config(args.agent)
+    cfg = workspace_config(args)
+    if cfg is not None:
         return cfg
     ws = Path(getattr(args, "workspace", None) or ".").resolve()
     cfg = AgentConfig(name="skills-cli", model="none", workspace=ws)
@@ -136,11 +135,7 @@ def cmd_check(reg: SkillRegistry, args: Any) -> int:
 def cmd_stats(args: Any) -> int:
     import sqlite3
 
-    db = getattr(args, "db", None)
-    if getattr(args, "agent", None):
-        cfg = _agent_config(args)
-        db = cfg.state_db or Path(cfg.workspace) / ".clawkit" / "state.db"
-    db = Path(db or ".clawkit/state.db")
+    db = workspace_db(args)
     tables: dict[str, dict[str, float]] = {}
     if db.exists():
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)

@@ -357,8 +357,13 @@ def compile_skill_md(text: str, path: str | Path = "SKILL.md", digest: str | Non
     m = _FRONTMATTER.match(text)
     if not m:
         raise SkillCompileError([ClawsError(str(path), 1, "FRONTMATTER", "SKILL.md must start with `---` YAML frontmatter (name, description)")])
+    from clawkit.errors import ConfigError
+    from clawkit.safeyaml import safe_load
+
     try:
-        front = yaml.safe_load(m.group(1)) or {}
+        front = safe_load(m.group(1), str(path)) or {}
+    except ConfigError as exc:
+        raise SkillCompileError([ClawsError(str(path), 2, "FRONTMATTER", f"refused YAML: {str(exc).split(': ', 2)[-1]}")]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise SkillCompileError([ClawsError(str(path), 2 + (mark.line if mark else 0), "FRONTMATTER", f"invalid YAML: {getattr(exc, 'problem', None) or exc}")]) from None

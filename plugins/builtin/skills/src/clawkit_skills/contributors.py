@@ -17,7 +17,7 @@ class SkillIndexContributor(PromptContributor):
 
     def contribute(self, ctx: Any) -> PromptSection | None:
         reg = ctx.state.get("skills.registry")
-        if reg is None:
+        if reg is None or "load_skill" not in ctx.tools:  # the index only makes sense with load_skill
             return None
         cfg = settings(ctx.agent)
         active = {s.name for s in active_skills(_CtxView(ctx), reg)}
@@ -53,3 +53,4 @@ class _CtxView:
 
     def __init__(self, cctx: Any):
         self.state, self.session, self.agent = cctx.state, cctx.session, cctx.agent
+        self.tools = cctx.registry

@@ -18,6 +18,7 @@ as soon as a file changes.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import stat as stat_mod
@@ -420,4 +421,13 @@ class SharedWatcher:
             log.warning("skills watcher stopped: %r", exc)
 
 
+    def close(self) -> None:
+        """Stop and join the thread (interpreter exit: no thread may be inside watchfiles'
+        native code while the runtime is torn down)."""
+        with self.lock:
+            self.registries = weakref.WeakSet()
+            self._ensure()
+
+
 WATCHER = SharedWatcher()
+atexit.register(WATCHER.close)

@@ -25,6 +25,15 @@ class SkillTool(Tool):
 
     skill_name: str = ""
 
+    def offered(self, ctx: Any) -> bool:
+        """Shown to the model only while its skill is active (routed, loaded or ``always``)."""
+        from .state import active_skills
+
+        try:
+            return any(s.name == self.skill_name for s in active_skills(ctx))
+        except Exception:
+            return False
+
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:  # JSON Schema validation happens in run
         return {"arguments": dict(arguments)}
 
@@ -90,7 +99,7 @@ def sync_tools(ctx: Any, reg: SkillRegistry, cfg: SkillsConfig) -> None:
     """Mirror the registry's skill tools into the agent's tool registry (all skills, so a
     call from an earlier turn still runs; before_llm_call shows only the active ones)."""
     tools = ctx.tools
-    marker = (reg.version, cfg.grant_tools)
+    marker = (reg.version,)
     if _synced.get(tools) == marker:
         return
     wanted: dict[str, SkillTool] = {}
@@ -99,17 +108,13 @@ def sync_tools(ctx: Any, reg: SkillRegistry, cfg: SkillsConfig) -> None:
             if td.name not in wanted:
                 wanted[td.name] = _make_skill_tool(sk, td, cfg.write_telemetry)
     for name in [n for n, t in tools.tools.items() if isinstance(t, SkillTool) and n not in wanted]:
-        del tools.tools[name]
+        tools.remove(name)
     for name, tool in wanted.items():
         old = tools.tools.get(name)
         if old is not None and not isinstance(old, SkillTool):
             log.warning("skill tool %s clashes with a tool of the same name; skipped", name)
             continue
-        tools.tools[name] = tool
-    if cfg.grant_tools:
-        for name in list(wanted) + (["load_skill"] if cfg.load_skill_tool else []):
-            if name not in tools.allow:
-                tools.allow.append(name)
+        tools.add(tool)  # the agent's allowlist still decides whether it is shown or run
     _synced[tools] = marker
 
 

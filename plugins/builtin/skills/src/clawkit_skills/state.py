@@ -31,8 +31,6 @@ class SkillsConfig(BaseModel):
     always: list[str] = Field(default_factory=list, description="skills active on every turn")
     disabled: list[str] = Field(default_factory=list, description="skills never offered")
     load_skill_tool: bool = Field(True, description="offer the load_skill tool so the model can load a listed skill")
-    grant_tools: bool = Field(True, description="skill tools and load_skill are inert, so the plugin allows them itself; "
-                                                  "false: the agent's tools allowlist decides (use skill_* and load_skill)")
     index_limit: int = Field(40, ge=0, description="most skills listed in the compact index")
     write_telemetry: bool = Field(False, description="record skill-tool executions in the .claws TELEMETRY block")
     config: dict[str, Any] = Field(default_factory=dict, description="values SKILL.md `requires.config` keys are checked against")
@@ -91,8 +89,32 @@ def registry_for(ctx: Any) -> SkillRegistry:
     return reg
 
 
+def release(*owners: Any) -> None:
+    """The agent (runtime and/or config) closes: its registry stops watching."""
+    for owner in owners:
+        try:
+            reg = _registries.pop(owner, None)
+        except TypeError:
+            reg = None
+        reg = reg or _by_id.pop(id(owner), None)
+        if reg is not None:
+            reg.stop_watching()
+
+
+SKILLS_GROUP = ("load_skill", "skill_*")  # what `tools: [skills]` admits
+
+
+def admitted(tools: Any, skill: CompiledSkill) -> bool:
+    """Whether the agent's allowlist admits ``skill``: ``load_skill`` is allowed (the
+    ``skills`` entry allows it), or one of the skill's own tools is."""
+    if tools is None:
+        return False
+    return tools.allowed("load_skill") or any(tools.allowed(td.name) for td in skill.tool_definitions)
+
+
 def active_skills(ctx: Any, reg: SkillRegistry | None = None) -> list[CompiledSkill]:
-    """Skills active in this turn: ``always`` + routed + loaded, available ones only, in that order."""
+    """Skills active in this turn: ``always`` + routed + loaded, available and admitted by
+    the agent's ``tools:`` allowlist, in that order."""
     reg = reg or ctx.state.get("skills.registry") or registry_for(ctx)
     cfg = settings(ctx.agent)
     route = ctx.state.get("route") or {}
@@ -101,7 +123,7 @@ def active_skills(ctx: Any, reg: SkillRegistry | None = None) -> list[CompiledSk
     out: list[CompiledSkill] = []
     for n in names:
         sk = reg.get(n)
-        if sk is not None and sk not in out and not reg.unavailable_reason(n):
+        if sk is not None and sk not in out and not reg.unavailable_reason(n) and admitted(getattr(ctx, "tools", None), sk):
             out.append(sk)
     return out
 

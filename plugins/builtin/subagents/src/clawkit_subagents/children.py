@@ -121,7 +121,6 @@ def _sections_for(parent: Any) -> list:
 def build_child(parent: Any, name: str, spec: SubagentSpec) -> Any:
     """A new :class:`clawkit.loop.Agent` for sub-agent ``name`` of ``parent``."""
     from clawkit.loop import Agent
-    from clawkit.plugins import get_plugin_manager
 
     up = lineage(parent)
     data, where, lines, base = _load_data(parent, name, spec)
@@ -135,7 +134,8 @@ def build_child(parent: Any, name: str, spec: SubagentSpec) -> Any:
     if policy["grants"] or "policy" in plugins:
         plugins["policy"] = policy
     memory = _section(parent.config.plugin("memory"))
-    if parent.config.plugin("memory") is not None and (plugins.get("memory") or {}).get("enabled", True) is not False:
+    parent_memory_on = parent.config.plugin("memory") is not None and "memory" not in parent.config.disabled_plugins()
+    if parent_memory_on and (plugins.get("memory") or {}).get("enabled", True) is not False:
         mine = dict(plugins.get("memory") or {})
         parent_db = memory.get("db") or str(Path(parent.config.workspace) / ".clawkit" / "memory.db")
         if not Path(parent_db).is_absolute():
@@ -151,12 +151,25 @@ def build_child(parent: Any, name: str, spec: SubagentSpec) -> Any:
     max_depth = min(up.max_depth, depth + cfg.limits.max_depth)
     if depth >= max_depth and getattr(cfg, "subagents", None):
         cfg.subagents = SubagentsConfig()  # at the limit: offered no agent tools
-    off = cfg.disabled_plugins()
-    pm = parent.pm if sorted(off) == sorted(parent.config.disabled_plugins()) else get_plugin_manager(disabled=off)
+    off = set(cfg.disabled_plugins())
+    pm = parent.pm if off == set(parent.config.disabled_plugins()) else _plugins_without(parent.pm, off)
     child = Agent(cfg, pm=pm, store=parent.store, approver=_asking_through(parent, name), channel=parent.channel)
     child._clawkit_lineage = Lineage(depth, max_depth, min(up.max_parallel, cfg.limits.max_parallel_subagents), name,
                                      weakref.ref(parent), effective_tools(child), policy["grants"])
     return child
+
+
+def _plugins_without(pm: Any, off: set[str]) -> Any:
+    """The parent's plugins (entry points and objects an embedding app added) minus those the
+    child's file disables: the child never gains a plugin the parent did not load."""
+    from clawkit.plugins import get_plugin_manager
+
+    new = get_plugin_manager(load_entry_points=False)
+    for name, plugin in pm.list_name_plugin():
+        if name not in off and new.get_plugin(name) is None and not new.is_registered(plugin):
+            new.register(plugin, name=name)
+    new._clawkit_dists = getattr(pm, "_clawkit_dists", {})
+    return new
 
 
 def _asking_through(parent: Any, name: str) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 
 from clawkit.tools import ToolError, tool
 
-from .paths import PathRefused, display, resolve
+from .paths import PathRefused, display, refuse_protected, resolve
 from .settings import settings
 
 
@@ -99,6 +99,7 @@ def write_file(ctx: Any, path: str, content: str) -> str:
         raise ToolError(f"content is {len(data)} bytes; the limit is {cfg.max_write_bytes}")
     real = resolve(path, ctx, "write_file", want="file")
     resolve(str(real.parent), ctx, "write_file", want="any")
+    refuse_protected(real, path, ctx)
     existed = real.exists()
     _atomic_write(real, data)
     return f"{'overwrote' if existed else 'created'} {display(real, ctx)} ({len(data)} bytes)"
@@ -118,6 +119,7 @@ def edit_file(ctx: Any, path: str, old: str, new: str, replace_all: bool = False
     if old == "":
         raise ToolError("old must not be empty")
     real = resolve(path, ctx, "edit_file", want="file")
+    refuse_protected(real, path, ctx)
     text, cut = _read_text(real, path, cfg.max_write_bytes)
     if cut:
         raise ToolError(f"{path!r} is larger than {cfg.max_write_bytes} bytes; too big to edit")
@@ -145,17 +147,30 @@ def list_dir(ctx: Any, path: str = ".") -> str:
     lines = []
     for entry in entries[: cfg.max_list_entries]:
         try:
+            name = shown_name(entry.name)
             if entry.is_symlink():
-                lines.append(f"{entry.name} -> {os.readlink(entry.path)}")
+                lines.append(f"{name} -> {shown_name(os.readlink(entry.path))}")
             elif entry.is_dir():
-                lines.append(entry.name + "/")
+                lines.append(name + "/")
             else:
-                lines.append(f"{entry.name}  ({entry.stat().st_size} bytes)")
+                lines.append(f"{name}  ({entry.stat().st_size} bytes)")
         except OSError:
-            lines.append(entry.name)
+            lines.append(shown_name(entry.name))
     if len(entries) > cfg.max_list_entries:
         lines.append(f"[{len(entries) - cfg.max_list_entries} more entries not shown]")
     return "\n".join(lines) if lines else f"{display(real, ctx)} is empty"
+
+
+def shown_name(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 (kept by the OS as surrogate escapes) shown as ``\\xNN``."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+MAX_GLOBSTARS = 4
 
 
 def glob(ctx: Any, pattern: str, path: str = ".") -> str:
@@ -165,20 +180,43 @@ def glob(ctx: Any, pattern: str, path: str = ".") -> str:
         pattern: glob pattern relative to path, e.g. "**/*.py"
         path: directory to search from, relative to the workspace
     """
+    import time
+
+    from wcmatch import glob as wglob
+
     cfg = settings(ctx)
     if os.path.isabs(pattern) or pattern.startswith("~") or ".." in Path(pattern).parts:
         raise PathRefused(f"pattern {pattern!r} must be relative and must not contain '..'; use path for the base")
+    if pattern.count("**") > MAX_GLOBSTARS or len(pattern) > 1000:
+        raise ToolError(f"pattern {pattern!r} is too complex (at most {MAX_GLOBSTARS} '**' and 1000 characters)")
     base = resolve(path, ctx, "glob", want="dir")
+    try:
+        # one linear walk, each name matched once: Path.glob with many '**' revisits the tree combinatorially
+        matcher = wglob.compile(pattern, flags=wglob.GLOBSTAR | wglob.DOTGLOB)
+    except Exception as exc:
+        raise ToolError(f"invalid pattern {pattern!r}: {exc}") from None
+    deadline = time.monotonic() + cfg.glob_timeout
     found: list[str] = []
-    for match in base.glob(pattern):
-        try:
-            real = resolve(str(match), ctx, "glob")
-        except ToolError:
-            continue  # a symlink out of the allowed roots is simply not listed
-        found.append(display(real, ctx) + ("/" if real.is_dir() else ""))
+    visited, stopped = 0, ""
+    for root, dirs, files in os.walk(base, followlinks=False):
+        dirs.sort()
+        rel_root = os.path.relpath(root, base)
+        for name in sorted(dirs) + sorted(files):
+            visited += 1
+            rel = name if rel_root == "." else os.path.join(rel_root, name)
+            if matcher.match(rel):
+                try:
+                    real = resolve(os.path.join(root, name), ctx, "glob")
+                except ToolError:
+                    continue  # a symlink out of the allowed roots is simply not listed
+                found.append(shown_name(display(real, ctx)) + ("/" if real.is_dir() else ""))
         if len(found) > cfg.max_list_entries:
+            break
+        if visited >= cfg.glob_max_visited or time.monotonic() > deadline:
+            stopped = (f"\n[search stopped after {visited:,} entries ({cfg.glob_timeout:g} s / {cfg.glob_max_visited:,} "
+                       "entries at most): narrow the pattern or the path]")
             break
     found = sorted(set(found))
     if len(found) > cfg.max_list_entries:
         return "\n".join(found[: cfg.max_list_entries]) + f"\n[more than {cfg.max_list_entries} matches; narrow the pattern]"
-    return "\n".join(found) if found else f"no files match {pattern!r}"
+    return ("\n".join(found) if found else f"no files match {pattern!r}") + stopped

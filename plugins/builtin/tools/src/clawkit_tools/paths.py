@@ -137,6 +137,47 @@ def resolve(raw: str, ctx: Any, tool: str, *, want: str = "any") -> Path:
     return Path(real)
 
 
+STATE_DIR = ".clawkit"
+
+
+def audit_home() -> str:
+    """Where the policy keeps the audit key and anchors (the documented location; see docs/security.md)."""
+    env = os.environ.get("CLAWKIT_AUDIT_HOME")
+    if env:
+        return os.path.realpath(os.path.expanduser(env))
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.realpath(os.path.join(base, "clawkit"))
+
+
+def protected(ctx: Any) -> list[tuple[str, str]]:
+    """``(real path, what it is)`` the tools never write: the agent's state directory and session
+    database, its own YAML file, and the user's clawkit config (audit key and anchors)."""
+    agent = getattr(ctx, "agent", None)
+    workspace = os.path.realpath(str(ctx.workspace))
+    out = [(os.path.join(workspace, STATE_DIR), "the agent's state directory")]
+    db = getattr(agent, "state_db", None)
+    if db:
+        real = os.path.realpath(str(db))
+        parent = os.path.dirname(real)
+        if os.path.basename(parent) == STATE_DIR:
+            out.append((parent, "the agent's state directory"))
+        else:
+            out.extend((real + suffix, "the agent's session database") for suffix in ("", "-wal", "-shm", "-journal"))
+    source = getattr(agent, "source_file", None)
+    if source:
+        out.append((os.path.realpath(str(source)), "the agent's own configuration"))
+    out.append((audit_home(), "the user's clawkit configuration (audit key)"))
+    return out
+
+
+def refuse_protected(real: Path | str, raw: str, ctx: Any) -> None:
+    """Raise :class:`PathRefused` when ``real`` is (inside) a path of :func:`protected`."""
+    path = str(real)
+    for root, what in protected(ctx):
+        if is_within(path, root):
+            raise PathRefused(f"{raw!r} is {what} ({root}); the tools never write it")
+
+
 def display(real: Path, ctx: Any) -> str:
     """A path as the model should see it: relative to the workspace when inside it."""
     workspace = os.path.realpath(str(ctx.workspace))

@@ -15,6 +15,8 @@ class ToolsConfig(BaseModel):
     max_read_bytes: int = Field(256_000, gt=0, description="read_file returns at most this many bytes")
     max_write_bytes: int = Field(5_000_000, gt=0, description="largest file write_file/edit_file will write")
     max_list_entries: int = Field(1000, gt=0, description="list_dir/glob show at most this many entries")
+    glob_timeout: float = Field(5.0, gt=0, description="glob stops searching after this many seconds")
+    glob_max_visited: int = Field(200_000, gt=0, description="glob stops after looking at this many entries")
     shell: str = Field("/bin/sh", description="shell used when shell_exec gets a string command")
     shell_timeout: float = Field(30.0, gt=0, description="default shell_exec timeout, seconds")
     shell_max_timeout: float = Field(600.0, gt=0, description="largest timeout the model may ask for")

@@ -7,20 +7,26 @@ import asyncio
 import fnmatch
 import os
 import re
+import shutil
 import signal
 from typing import Any
 
 from clawkit.process import ProcessLaunch, ProcessSpec, confine
 from clawkit.tools import ToolError, tool
 
-from .paths import resolve
+from .paths import STATE_DIR, PathRefused, is_within, protected, refuse_protected, resolve
 from .settings import settings
 
 #: Environment variable names that usually hold credentials (matched case-insensitively).
 SECRET_NAME = re.compile(
     r"(KEY|TOKEN|SECRET|PASSW(OR)?D|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|PRIVATE|SIGNATURE|"
-    r"DSN|DATABASE_URL|CONN(ECTION)?_STR)",
+    r"DSN|DATABASE_URL|CONN(ECTION)?_?STR|WEBHOOK|_PASS$|_PWD$|_PW$|^PASS$)",
     re.IGNORECASE,
+)
+#: values that are secrets whatever the variable's name: URLs with a password, webhook URLs
+SECRET_VALUE = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]+:[^\s@/]+@|hooks\.slack\.com/|discord(?:app)?\.com/api/webhooks/"
+    r"|\.webhook\.office\.com/|outlook\.office\.com/webhook/|/webhooks?/[A-Za-z0-9_\-/]{16,}"
 )
 _KEEP_ALWAYS = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "USER", "SHELL", "TMPDIR", "PWD"})
 
@@ -37,11 +43,69 @@ def scrubbed_env(environ: dict[str, str] | None = None, deny: list[str] = (), al
     for name, value in env.items():
         if any(fnmatch.fnmatchcase(name, p) for p in allow):
             out[name] = value
-        elif is_secret_name(name) or any(fnmatch.fnmatchcase(name, p) for p in deny):
+        elif is_secret_name(name) or SECRET_VALUE.search(value) or any(fnmatch.fnmatchcase(name, p) for p in deny):
             continue
         else:
             out[name] = value
     return out
+
+
+def refuse_protected_command(command: str | list[str], workdir: str, ctx: Any) -> None:
+    """Refuse a command that names the agent's state directory, session database, own config or
+    the user's clawkit config — literally or with a wildcard (``.c*``) that matches the state
+    directory. Best effort: a command can build a name at run time; the audit ledger's key and
+    anchor, kept outside the workspace, make what such a command does detectable."""
+    import shlex
+
+    text = command if isinstance(command, str) else shlex.join(command)
+    workspace = os.path.realpath(str(ctx.workspace))
+    for root, what in protected(ctx):
+        names = {root}
+        for base in (workspace, workdir):
+            if is_within(root, base) and root != base:
+                names.add(os.path.relpath(root, base))
+        home = os.path.expanduser("~")
+        if is_within(root, home) and root != home:
+            names.add("~/" + os.path.relpath(root, home))
+        if os.path.basename(root) == STATE_DIR or os.path.dirname(root) in (workspace, workdir):
+            names.add(os.path.basename(root))
+        if any(n and n in text for n in names):
+            raise PathRefused(f"the command names {what} ({root}); shell_exec never touches it")
+    try:
+        words = shlex.split(text, comments=False, posix=True)
+    except ValueError:
+        words = text.split()
+    for word in words:
+        for part in word.replace("=", "/").split("/"):
+            if part.startswith(".") and any(c in part for c in "*?[") and fnmatch.fnmatchcase(STATE_DIR, part):
+                raise PathRefused(f"the pattern {part!r} in the command matches the agent's state directory ({STATE_DIR}); "
+                                  "shell_exec never touches it")
+
+
+#: the command runs under a small supervising shell that owns its process group: when the agent dies
+#: in any way (SIGTERM, SIGKILL, a crash) the kernel sends that shell SIGTERM (parent-death signal)
+#: and it kills the whole group — background children included
+_SUPERVISE = 'trap "kill -KILL 0" TERM HUP; "$@" & wait $!'
+
+
+def _supervised(argv: list[str]) -> tuple[list[str], Any]:
+    """``argv`` wrapped so it dies with the agent; ``(argv, preexec_fn or None)``."""
+    import shutil
+    import sys
+
+    wrapped = ["/bin/sh", "-c", _SUPERVISE, "clawkit-shell", *argv]
+    if not sys.platform.startswith("linux"):
+        return argv, None  # pragma: no cover - the process group is still killed on every normal exit path
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        return [setpriv, "--pdeathsig", "TERM", *wrapped], None
+    return wrapped, _pdeathsig  # pragma: no cover - util-linux is on every Linux we support
+
+
+def _pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _kill_group(proc: asyncio.subprocess.Process, sig: int) -> None:
@@ -81,9 +145,13 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
     workdir = resolve(cwd, ctx, "shell_exec", want="dir")
     if not workdir.is_dir():
         raise ToolError(f"working directory {cwd!r} does not exist")
+    refuse_protected(workdir, cwd, ctx)
+    refuse_protected_command(command, str(workdir), ctx)
     env = scrubbed_env(deny=cfg.env_deny, allow=cfg.env_allow)
     env["PWD"] = str(workdir)
     argv = list(command) if isinstance(command, list) else [cfg.shell, "-c", command]
+    if isinstance(command, list) and not shutil.which(argv[0], path=env.get("PATH")) and not os.path.exists(os.path.join(str(workdir), argv[0])):
+        raise ToolError(f"command not found: {argv[0]!r}")
     # a sandbox plugin (confine_process) may jail it; it refuses rather than run it unconfined
     launch = await confine(ctx, ProcessSpec("shell_exec", argv, str(workdir), env, limit, cfg.shell_output_bytes))
     try:
@@ -93,10 +161,12 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
 
 
 async def _run(launch: ProcessLaunch, cfg: Any, limit: float) -> str:
+    run, preexec = _supervised(list(launch.argv))  # dies with the agent, whatever launched it
     try:
         proc = await asyncio.create_subprocess_exec(
-            *launch.argv, cwd=launch.cwd, env=launch.env, stdin=asyncio.subprocess.DEVNULL,
+            *run, cwd=launch.cwd, env=launch.env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+            preexec_fn=preexec,
         )
     except FileNotFoundError:
         raise ToolError(f"command not found: {launch.argv[0]!r}") from None

@@ -17,15 +17,20 @@ def add_commands(cli: Any) -> None:
     sv.add_argument("--json", action="store_true")
     rt = sub.add_parser("route", help="show how a message would be routed (intent, profile, confidence)")
     rt.add_argument("text")
+    from clawkit.cli import add_workspace_options
+
+    add_workspace_options(p)  # `translation stats --db PATH` / `--agent AGENT.yaml`
     p.set_defaults(handler=handle)
 
 
 def handle(args: Any) -> int:
     cmd = getattr(args, "translation_cmd", None)
     if cmd == "stats":
+        from clawkit.cli import workspace_db
+
         from . import metrics  # sqlite3: not on the ``clawkit --help`` path
 
-        data = metrics.summary(metrics.read(getattr(args, "db", ".clawkit/state.db")))
+        data = metrics.summary(metrics.read(str(workspace_db(args))))
         if args.json:
             print(json.dumps(data, indent=2))
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
-import sys
+import re
 import time
 from functools import lru_cache
 from typing import Any
@@ -41,6 +41,8 @@ class ProfileConfig(BaseModel):
 
     tools: list[str] | None = Field(None, description="tool names (globs) this profile may use; null: no restriction")
     prompt: str = Field("", description="text added to the system prompt on this profile's turns")
+    subagent: str | None = Field(None, description="a sub-agent (declared under subagents:) that confident routes to "
+                                 "this profile are dispatched to instead of the agent's own model")
 
 
 class TranslationConfig(BaseModel):
@@ -110,31 +112,20 @@ def _codec_for(cfg: TranslationConfig, skill_lexicon: dict[str, Any] | None = No
     return _codec(json.dumps(merged, sort_keys=True, default=str))
 
 
-# --- skills, found without depending on the skills plugin -----------------------------------------
+# --- skills, through the list_skills hook (no import of the skills plugin) ------------------------
 
 
-def _skills_registry(ctx: Any) -> Any:
-    reg = ctx.state.get("skills.registry")
-    if reg is not None:
-        return reg
-    clawkit_skills = sys.modules.get("clawkit_skills")  # loaded as a plugin means imported already
-    if clawkit_skills is None:
-        return None
-    pm = getattr(getattr(ctx, "hooks", None), "pm", None)
-    if pm is None or not any(p is clawkit_skills for p in pm.get_plugins()):
-        return None  # installed but not loaded for this agent
-    try:
-        return clawkit_skills.registry_for(ctx)
-    except Exception as exc:
-        log.debug("skills registry unavailable: %r", exc)
-        return None
+def _listed_skills(ctx: Any) -> list[Any]:
+    hooks = getattr(ctx, "hooks", None)
+    if hooks is None or not hooks.has("list_skills"):
+        return []
+    return [sk for found in hooks.call_sync("list_skills", ctx=ctx) for sk in (found or [])]
 
 
 def _skill_infos(ctx: Any, cfg: TranslationConfig) -> list[SkillInfo]:
     infos: dict[str, SkillInfo] = {}
-    reg = _skills_registry(ctx)
-    if reg is not None:
-        for sk in reg.available():
+    for sk in _listed_skills(ctx):
+        if sk.name not in infos:
             kws = tuple(cfg.skill_keywords.get(sk.name, ())) + tuple(getattr(sk, "keywords", None) or ())
             desc = f"{sk.description} {getattr(sk, 'trigger', '') or ''}"
             infos[sk.name] = SkillInfo(sk.name, desc, kws, float(getattr(sk, "weight", 1.0) or 1.0))
@@ -171,13 +162,48 @@ def message_received(ctx, message):
     visible = [t.name for t in ctx.tools.visible()]
     route = route_message(message.content, cfg, _skill_infos(ctx, cfg), visible).as_dict()
     elapsed_us = round((time.perf_counter() - t0) * 1e6, 1)
+    dispatch = plan_dispatch(message.content, cfg, route)
+    if dispatch:
+        route["dispatch"] = dispatch
     ctx.state["route"] = route
     _save_route(ctx.session, route)
     ctx.emit("translation.route", elapsed_us=elapsed_us, **route)
     store = ctx.session.store
     metrics.bump_with_turn(store, "routed")
     metrics.bump_with_turn(store, f"profile:{route['profile']}")
+    if dispatch:
+        metrics.bump_with_turn(store, "dispatch_routes")
+        if len(dispatch) > 1:
+            metrics.bump_with_turn(store, "dispatch_multi")
     return None
+
+
+_CLAUSES = re.compile(r"\s*(?:;|\n+|(?<=[.!?])\s+|,?\s+\band\s+(?:then\s+|also\s+)?)\s*", re.I)
+
+
+def plan_dispatch(text: str, cfg: TranslationConfig, route: dict[str, Any]) -> list[dict[str, Any]]:
+    """Sub-agent dispatches for ``text``: one per intent when the message decomposes into
+    several clauses each routed confidently to a profile naming a sub-agent (MULTI), else
+    one for the whole message when its route's profile names one, else none."""
+    targets = {p: pc.subagent for p, pc in cfg.profiles.items() if pc.subagent}
+    if not targets:
+        return []
+    parts = [c.strip(" ,.") for c in _CLAUSES.split(text) if c and c.strip(" ,.")]
+    if len(parts) > 1:
+        router = router_for(cfg)
+        items = []
+        for part in parts:
+            intent, profile, confidence = router.classify(part)
+            if profile not in targets or confidence < cfg.min_confidence:
+                items = []
+                break
+            items.append({"agent": targets[profile], "task": part, "intent": intent, "profile": profile})
+        if len({i["intent"] for i in items}) > 1:
+            return items
+    profile = route.get("profile")
+    if profile in targets and route.get("confidence", 0) >= cfg.min_confidence:
+        return [{"agent": targets[profile], "task": text, "intent": route.get("intent"), "profile": profile}]
+    return []
 
 
 _ROUTE_SQL = ("UPDATE sessions SET metadata = json_set(CASE WHEN json_valid(metadata) THEN metadata ELSE '{}' END, "
@@ -265,6 +291,8 @@ def message_sending(ctx, outbound):
     if outbound.kind == "routed" and meta.get("ct1") is not None and (outbound.target != "user" or meta.get("to")):
         message = meta["ct1"] if isinstance(meta["ct1"], CT1Message) else ct1.parse(str(meta["ct1"]))
         meta["transport"] = "clawdense"
+        if meta.get("dispatch"):  # a task handed to a sub-agent (its dispatch record)
+            metrics.bump(ctx.session.store.conn, "subagent_dispatches")
         return encode_for_transport(ctx, message, skill=meta.get("skill"))
     if not cfg.scrub or meta.get("transport") in ("ct1", "clawdense"):
         return None
@@ -305,12 +333,8 @@ def transport_codec(ctx: Any = None, skill: str | None = None) -> ClawDense:
     cfg = settings(ctx.agent) if ctx is not None else TranslationConfig()
     skill_lexicon = None
     if skill and ctx is not None:
-        try:
-            import clawkit_skills
-
-            skill_lexicon = clawkit_skills.lexicon_for(ctx, skill)
-        except Exception as exc:  # the skills plugin is optional
-            log.debug("no lexicon for skill %s: %r", skill, exc)
+        found = next((sk for sk in _listed_skills(ctx) if sk.name == skill), None)
+        skill_lexicon = getattr(found, "lexicon", None)
     return _codec_for(cfg, skill_lexicon)
 
 

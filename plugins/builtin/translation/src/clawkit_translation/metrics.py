@@ -100,6 +100,9 @@ def summary(metrics: dict[str, float]) -> dict[str, Any]:
         "artifacts_stripped": int(metrics.get("artifacts_stripped", 0)),
         "messages_encoded": int(metrics.get("messages_encoded", 0)),
         "messages_decoded": int(metrics.get("messages_decoded", 0)),
+        "subagent_dispatches": int(metrics.get("subagent_dispatches", 0)),
+        "dispatch_routes": int(metrics.get("dispatch_routes", 0)),
+        "dispatch_multi": int(metrics.get("dispatch_multi", 0)),
         "transport_ratio_vs_ct1": round(dense / ct1, 3) if ct1 else None,
         "transport_ratio_vs_json": round(dense / js, 3) if js else None,
     }

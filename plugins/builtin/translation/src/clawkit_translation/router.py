@@ -21,7 +21,8 @@ INTENTS: dict[str, tuple[str, dict[float, str]]] = {
     "weather": ("research", {3: "weather|forecast|temperature|rain|raining|snow|snowing|sunny|humidity|umbrella|celsius|fahrenheit|storm|windy"}),
     "web_search": ("research", {
         3: "search the web|web search|google|look up|find out|research|latest news|news",
-        2: "search|sources|article|paper|compare|population|stock price|who is|who was|when did|how many|wikipedia",
+        2: "search|sources|article|paper|compare|population|stock price|who is|who was|when did|how many|wikipedia"
+           "|vulnerability|vulnerabilities|cve|security advisory|advisories",
         0.5: "what is|what are|why|latest|current",
     }),
     "summarize": ("research", {3: "summarize|summarise|summary|tl;dr|tldr", 1: "explain|overview"}),

@@ -179,6 +179,22 @@ def before_llm_call(ctx, request):
 # --- reading stored outputs back ---------------------------------------------------------
 
 
+def linear_regex(pattern: str):
+    """``pattern`` compiled by RE2 (linear time: a model-chosen pattern cannot hang the turn).
+    Backreferences and look-around, which have no linear-time algorithm, are refused."""
+    import re2
+
+    if len(pattern) > 2000:
+        raise ValueError("longer than 2000 characters")
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(f"{why} (patterns run in linear time: no backreferences or look-around)") from None
+
+
 def read_tool_output(ctx, output_id: str, offset: int = 0, limit: int = DEFAULT_READ_CHARS, pattern: str | None = None) -> str:
     """Read part of a tool output that was truncated (the marker names its output_id).
 
@@ -198,8 +214,8 @@ def read_tool_output(ctx, output_id: str, offset: int = 0, limit: int = DEFAULT_
     try:
         if pattern:
             try:
-                rx = re.compile(pattern)
-            except re.error as exc:
+                rx = linear_regex(pattern)
+            except (re.error, ValueError) as exc:
                 raise ToolError(f"invalid pattern {pattern!r}: {exc}") from None
             lines, resume, first = store.grep(conn, ctx.session.id, output_id, rx, offset, limit)
             more = f" Continue with offset={resume}." if resume is not None else " No more matches."

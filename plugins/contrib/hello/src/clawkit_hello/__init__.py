@@ -44,7 +44,12 @@ def register_tools(register, agent):
 def register_prompt_contributor(register, agent):
     from clawkit.prompt import StaticContributor
 
-    register(StaticContributor("hello.manners", "Greet people with the greet tool when they introduce themselves.", heading="Manners", priority=200))
+    class Manners(StaticContributor):
+        def should_contribute(self, ctx) -> bool:
+            # a section about a tool appears only when the agent's `tools:` allows that tool
+            return "greet" in ctx.tools
+
+    register(Manners("hello.manners", "Greet people with the greet tool when they introduce themselves.", heading="Manners", priority=200))
 
 
 @hookimpl

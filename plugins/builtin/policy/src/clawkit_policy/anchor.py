@@ -1,0 +1,134 @@
+"""The audit ledger's key and anchors: kept outside the workspace, where the agent cannot write.
+
+* The **key** (32 random bytes) makes every record's hash an HMAC: someone who can
+  write the database but not read the key cannot forge a chain that verifies. It is
+  created on first use, readable only by the user (mode 0600).
+* An **anchor** per database file records the ledger's latest length and head MAC.
+  Each append updates it, so deleting the database, emptying it, dropping the
+  table or cutting records off the end no longer looks like "no records yet".
+
+Both live in the audit home: ``$CLAWKIT_AUDIT_HOME`` if set (tests), else
+``$XDG_CONFIG_HOME/clawkit/audit`` (``~/.config/clawkit/audit``). Keep that
+directory out of every workspace an agent can write; the tools refuse to write it
+when it is inside one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+KEY_BYTES = 32
+
+
+class AuditKeyError(RuntimeError):
+    """The audit key cannot be read or created (the ledger fails closed)."""
+
+
+def audit_home() -> Path:
+    env = os.environ.get("CLAWKIT_AUDIT_HOME")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "clawkit" / "audit"
+
+
+def key_path() -> Path:
+    return audit_home() / "key"
+
+
+_keys: dict[str, bytes] = {}
+
+
+def load_key(create: bool = True) -> bytes | None:
+    """The audit key; created (0600, in a 0700 directory) on first use when ``create``."""
+    path = key_path()
+    cached = _keys.get(str(path))
+    if cached is not None:
+        return cached
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        if not create:
+            return None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process created it first
+            data = path.read_bytes()
+        except OSError as exc:
+            raise AuditKeyError(f"cannot create the audit key {path}: {exc.strerror or exc}") from None
+        else:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(secrets.token_bytes(KEY_BYTES))
+            data = path.read_bytes()
+    except OSError as exc:
+        raise AuditKeyError(f"cannot read the audit key {path}: {exc.strerror or exc}") from None
+    if len(data) < 16:
+        raise AuditKeyError(f"the audit key {path} is damaged ({len(data)} bytes)")
+    _keys[str(path)] = data
+    return data
+
+
+def forget_keys() -> None:
+    """Drop cached keys (tests that switch ``CLAWKIT_AUDIT_HOME``)."""
+    _keys.clear()
+
+
+def db_file(conn: sqlite3.Connection) -> str | None:
+    """The file behind ``conn``'s main database, or None for an in-memory one."""
+    try:
+        for _, name, file in conn.execute("PRAGMA database_list"):
+            if name == "main":
+                return os.path.realpath(file) if file else None
+    except sqlite3.Error:
+        return None
+    return None
+
+
+def anchor_path(db: str) -> Path:
+    digest = hashlib.sha256(os.path.realpath(db).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return audit_home() / "anchors" / f"{digest}.json"
+
+
+def _mac(key: bytes, db: str, seq: int, head: str) -> str:
+    return hmac.new(key, f"anchor\n{db}\n{seq}\n{head}".encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+def write_anchor(key: bytes, db: str, seq: int, head: str) -> None:
+    """Atomically record that ``db``'s ledger has ``seq`` records ending in ``head``."""
+    path = anchor_path(db)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    body = json.dumps({"db": db, "seq": seq, "head": head, "mac": _mac(key, db, seq, head)})
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".anchor.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(body)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_anchor(key: bytes | None, db: str) -> dict[str, Any] | None:
+    """``{"seq", "head", "valid"}`` for ``db``, or None when it never had an anchor."""
+    path = anchor_path(db)
+    try:
+        data = json.loads(path.read_text())
+        seq, head = int(data["seq"]), str(data["head"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return {"seq": 0, "head": "", "valid": False, "path": str(path)}
+    valid = key is not None and hmac.compare_digest(str(data.get("mac", "")), _mac(key, os.path.realpath(db), seq, head))
+    return {"seq": seq, "head": head, "valid": valid, "path": str(path)}

@@ -1,0 +1,151 @@
+"""Thirteen plugins, one agent (issue 11): every builtin loaded, driven through the CLI
+against the loopback model server. One test (or a few) per numbered point of the issue.
+
+The CLI runs in a subprocess with the full install (no CLAWKIT_LOAD_PLUGINS), so what
+is asserted here is what a user of the README gets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from clawkit.testing.server import ModelServer, Reply
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ModelServer() as ms:
+        yield ms
+
+
+@pytest.fixture
+def model(server):
+    """The module's server, emptied: script it per test (``model.script(...)``)."""
+    server.reset()
+    yield server
+    server.reset()
+
+
+def write_agent(folder: Path, server: ModelServer, body: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "agent.yaml"
+    head = f'name: composed\nmodel: {{name: openai/test, api_base: "{server.url}", api_key: x, max_retries: 0, timeout: 20}}\n'
+    path.write_text(head + textwrap.dedent(body).lstrip(), encoding="utf-8")
+    return path
+
+
+def clawkit(cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k != "CLAWKIT_LOAD_PLUGINS"}  # the full install
+    full.update({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HOME": str(cwd), "NO_COLOR": "1"})
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "clawkit", *args], cwd=cwd, env=full, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def system_of(request) -> str:
+    return next((m["content"] for m in request.messages if m["role"] == "system"), "")
+
+
+def tool_names(request) -> set[str]:
+    return {t["function"]["name"] for t in request.tools}
+
+
+def main_requests(server: ModelServer) -> list:
+    """Requests of the agent's own turns (not the classifier's or a summariser's)."""
+    return [r for r in server.requests if "classify" not in system_of(r).lower()]
+
+
+# --- 1. one allowlist -----------------------------------------------------------------------------------
+
+
+def test_allowlist_is_exact_and_skills_need_an_entry(tmp_path, model):
+    model.script(lambda req: "Done.")
+    plain = write_agent(tmp_path / "plain", model, "instructions: You list files.\ntools: [read_file, list_dir]\n")
+    r = clawkit(plain.parent, "run", str(plain), "What is in the folder?")
+    assert r.returncode == 0, r.stderr
+    (req,) = main_requests(model)
+    assert tool_names(req) == {"read_file", "list_dir"}
+    system = system_of(req)
+    assert "You list files." in system
+    for leak in ("## Skills", "load_skill", "skill_weather", "Manners", "greet"):
+        assert leak not in system, leak
+
+    model.reset()
+    model.script(lambda req: "Done.")
+    skilled = write_agent(tmp_path / "skilled", model, "tools: [read_file, list_dir, skills]\n")
+    r = clawkit(skilled.parent, "run", str(skilled), "What is in the folder?")
+    assert r.returncode == 0, r.stderr
+    (req,) = main_requests(model)
+    assert tool_names(req) == {"read_file", "list_dir", "load_skill"}  # skill tools only once a skill is active
+    assert "## Skills" in system_of(req) and "- weather:" in system_of(req)
+
+
+def test_unknown_tool_name_is_a_config_error_with_file_line_and_known_tools(tmp_path, model):
+    agent = write_agent(tmp_path, model, "instructions: hi\ntools:\n  - read_file\n  - lst_dir\n")
+    r = clawkit(tmp_path, "run", str(agent), "hello")
+    assert r.returncode == 2
+    assert f"{agent}:6: tools[1]: unknown tool 'lst_dir'" in r.stderr
+    assert "list_dir" in r.stderr and "read_file" in r.stderr
+    assert model.requests == []
+
+
+# --- 2. every refused call is audited --------------------------------------------------------------------
+
+
+def test_refused_calls_are_audited_with_the_same_ids(tmp_path, model):
+    (tmp_path / "notes.txt").write_text("hello\n")
+    model.script(
+        Reply.tool_calls([("write_file", {"path": "x.txt", "content": "no"}), ("launch_rockets", {}),
+                          ("read_file", {"path": "notes.txt"})]),
+        "Done.",
+    )
+    agent = write_agent(tmp_path, model, "tools: [read_file]\n")
+    r = clawkit(tmp_path, "run", str(agent), "go", "--json")
+    assert r.returncode == 0, r.stderr
+    calls = json.loads(r.stdout)["tool_calls"]
+    ids = {c["name"]: c["id"] for c in calls}
+    db = sqlite3.connect(tmp_path / ".clawkit" / "state.db")
+    db.row_factory = sqlite3.Row
+    rows = [dict(x) for x in db.execute("SELECT * FROM policy_audit ORDER BY seq")]
+    blocked = {x["tool"]: x for x in rows if x["decision"] == "tool.blocked"}
+    assert set(blocked) == {"write_file", "launch_rockets"}
+    assert "allowlist" in blocked["write_file"]["reason"] and blocked["launch_rockets"]["reason"] == "unknown tool"
+    executed = next(x for x in rows if x["tool"] == "read_file" and x["kind"] == "execution")
+    for name, rec in blocked.items():
+        assert rec["step_id"] == ids[name]
+        for key in ("session_id", "trace_id", "task_id", "run_id"):
+            assert rec[key] and rec[key] == executed[key], key
+    tool_msgs = [m for m in model.requests[-1].messages if m["role"] == "tool"]
+    assert sum("unknown tool" in m["content"] for m in tool_msgs) == 2
+
+
+# --- 3. clawkit prompt is exact ----------------------------------------------------------------------------
+
+
+def test_prompt_preview_is_what_the_turn_sends(tmp_path, model):
+    model.script(lambda req: "Sunny.")
+    agent = write_agent(tmp_path, model, "instructions: You help.\ntools: [read_file, list_dir, skills]\n")
+    message = "What's the weather in Paris today?"
+    p = clawkit(tmp_path, "prompt", str(agent), "--message", message, "--json")
+    assert p.returncode == 0, p.stderr
+    preview = json.loads(p.stdout)
+    r = clawkit(tmp_path, "run", str(agent), message)
+    assert r.returncode == 0, r.stderr
+    (sent,) = main_requests(model)
+    assert preview["prompt"] == system_of(sent)
+    assert set(preview["tools"]) == tool_names(sent)
+    assert "skill_weather" in preview["tools"] and "### Skill: weather" in preview["prompt"]  # routed, as in the turn
+    sent_schemas = {t["function"]["name"]: t["function"]["parameters"] for t in sent.tools}
+    assert {t["name"]: t["parameters"] for t in preview["request"]["tools"]} == sent_schemas
