@@ -132,6 +132,11 @@ class AuditLedger:
 
         self.conn = conn
         self._lock = threading.Lock()
+        #: write the anchor inside each append (under the write lock); the policy's writer turns this
+        #: off and advances the anchor itself once the records are on disk (see :mod:`.writer`)
+        self.anchor = True
+        #: ``(seq, hash)`` of the last record this object appended
+        self.last: tuple[int, str] | None = None
         self.db = anchor.db_file(conn)
         self.key = key if key is not None else anchor.load_key(create=create)
         if create:
@@ -166,7 +171,7 @@ class AuditLedger:
                         "ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
                         (seq, prev),
                     )
-                    if self.db is not None and self.key is not None and not nested:
+                    if self.anchor and self.db is not None and self.key is not None and not nested:
                         # under the database's write lock, so anchors follow the commit order
                         from .anchor import write_anchor
 
@@ -177,6 +182,8 @@ class AuditLedger:
                     self.conn.execute("RELEASE policy_audit")
                 raise
             self.conn.execute("RELEASE policy_audit" if nested else "COMMIT")
+            if rows:
+                self.last = (seq, prev)
         return rows
 
     @staticmethod
