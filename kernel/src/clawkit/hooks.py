@@ -14,6 +14,8 @@ from typing import Any, Callable
 
 import pluggy
 
+from .hookspecs import DEFAULT_ORDER
+
 log = logging.getLogger("clawkit.hooks")
 
 
@@ -52,11 +54,14 @@ class HookRunner:
         self._tasks: set[asyncio.Task] = set()
 
     def impls(self, name: str) -> list[tuple[str, Callable[..., Any], tuple[str, ...]]]:
-        """(plugin name, function, argnames) in call order (pluggy calls last-registered first)."""
+        """(plugin name, function, argnames) in call order: by ``hook_order`` position, then
+        pluggy's order (tryfirst/trylast, last-registered first)."""
         cached = self._cache.get(name)
         if cached is None:
             caller = getattr(self.pm.hook, name)
             cached = [(i.plugin_name, i.function, tuple(i.argnames)) for i in reversed(caller.get_hookimpls())]
+            # explicit positions (hook_order) first, pluggy's order among equals: see docs/hook-order.md
+            cached.sort(key=lambda impl: getattr(impl[1], "clawkit_order", DEFAULT_ORDER))
             self._cache[name] = cached
         return cached
 

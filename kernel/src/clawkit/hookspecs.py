@@ -20,6 +20,26 @@ import pluggy
 hookspec = pluggy.HookspecMarker("clawkit")
 hookimpl = pluggy.HookimplMarker("clawkit")
 
+DEFAULT_ORDER = 100
+
+
+def hook_order(position: int):
+    """Place a hook implementation at ``position`` among every plugin's implementations of
+    that hook: lower runs first; unmarked ones sit at 100, in pluggy's order (``tryfirst``
+    / ``trylast``, then registration). The builtin plugins' positions, and why, are in
+    docs/hook-order.md::
+
+        @hookimpl
+        @hook_order(20)
+        def after_tool_call(ctx, call, result): ...
+    """
+
+    def mark(fn):
+        fn.clawkit_order = position
+        return fn
+
+    return mark
+
 
 # --- start-up: what plugins contribute ---------------------------------------------------
 

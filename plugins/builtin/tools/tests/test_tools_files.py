@@ -104,7 +104,10 @@ def test_read_file_offsets_caps_and_binary(workspace, ctx_for):
     ctx = ctx_for(workspace, max_read_bytes=50)
     assert read_file(ctx_for(workspace), "big.txt", offset=10, limit=2) == "line 10\nline 11\n"
     text = read_file(ctx, "big.txt")
-    assert text.startswith("line 0\n") and "[truncated" in text
+    # head and tail, with a marker naming the omitted bytes and how to read them
+    assert text.startswith("line 0\n") and text.endswith("line 99\n") and "bytes omitted: bytes" in text
+    assert "offset=" in text
+    assert read_file(ctx, "big.txt", offset=90, limit=2) == "line 90\nline 91\n"  # beyond the cap, by lines
     with pytest.raises(ToolError, match="binary"):
         read_file(ctx, "bin.dat")
     with pytest.raises(ToolError, match="does not exist"):
