@@ -132,6 +132,7 @@ def before_tool_call(ctx, call):
         from .skilltools import fill_dialect
 
         filled = fill_dialect(ctx, tool, call.arguments)
+        ctx.state.setdefault("skills.filled", {})[call.id] = dict(filled)
         if filled:
             ctx.emit("skills.filled", tool=call.name, call_id=call.id, fields=sorted(filled))
     return None

@@ -62,6 +62,9 @@ def _make_skill_tool(skill: CompiledSkill, td: Any, write_back: bool) -> SkillTo
 
         args = dict(arguments)
         filled = fill_dialect(ctx, tool, args)
+        call = getattr(ctx, "call", None) if ctx is not None else None
+        if call is not None:  # filled earlier, in before_tool_call
+            filled = {**((getattr(ctx, "state", None) or {}).get("skills.filled", {}).get(call.id) or {}), **filled}
         errors = sorted(jsonschema.Draft202012Validator(td.parameters).iter_errors(args), key=lambda e: list(e.path))
         if errors:
             detail = "; ".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors[:5])

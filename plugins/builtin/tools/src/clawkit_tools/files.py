@@ -118,7 +118,11 @@ def read_file(ctx: Any, path: str, offset: int = 0, limit: int | None = None) ->
         if cut:
             text += f"\n[cut at the {cfg.max_read_bytes}-byte read cap: continue with a larger offset or a smaller limit]"
         return text
-    if os.stat(real).st_size > cfg.max_read_bytes:
+    try:
+        size = os.stat(real).st_size
+    except FileNotFoundError:
+        raise ToolError(f"{path!r} does not exist") from None
+    if size > cfg.max_read_bytes:
         return _read_head_tail(real, path, cfg.max_read_bytes)  # the end of a big file (a log's error) is kept
     text, cut = _read_text(real, path, cfg.max_read_bytes)
     if cut:  # it grew while we read
