@@ -241,3 +241,19 @@ def test_300_tools_each_request_carries_at_most_k_and_find_tools_brings_another(
     result = json.loads(out.stdout)
     assert [c["name"] for c in result["tool_calls"]] == ["weather_forecast", "find_tools", "twilio_send_sms"]
     assert not any(c["is_error"] for c in result["tool_calls"])
+
+
+def test_clawkit_prompt_shows_every_cut(tmp_path):
+    (tmp_path / "README.md").write_text("# Project\n" + "This project forecasts weather for travellers. " * 170)
+    (tmp_path / "agent.yaml").write_text(textwrap.dedent("""
+        name: ctx8k
+        model: {name: openai/test-model, api_base: "http://127.0.0.1:9/v1", api_key: sk-test, context_window: 8000}
+        instructions: You help travellers.
+        tools: [read_file]
+        """))
+    out = clawkit(tmp_path, "prompt", "agent.yaml", "--message", "hi", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["id"]: r for r in json.loads(out.stdout)["contributors"]}
+    readme = rows["project-context"]
+    assert readme["source"] == "project_files" and readme["chars_before"] > readme["chars"] == 3200
+    assert "trimmed from" in readme["detail"] and "project_files budget" in readme["detail"]

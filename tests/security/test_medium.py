@@ -298,7 +298,7 @@ def test_second_process_on_a_session_waits_or_fails_clearly(tmp_path, server, au
     server.script(cases)
     env = cli_env(audit_home, CLAWKIT_SESSION_LOCK_WAIT="90")
     base = [sys.executable, "-m", "clawkit", "run", "agent.yaml"]
-    first = subprocess.Popen(base + [f"{slow} go", "--session", "ses_shared", "--json"], cwd=ws, env=env,
+    first = subprocess.Popen(base + [f"{slow} go", "--new-session", "ses_shared", "--json"], cwd=ws, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 120
     while not (ws / "started").exists():

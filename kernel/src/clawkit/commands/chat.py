@@ -14,7 +14,7 @@ import asyncio
 import sys
 
 from ..cli import EXIT_OK, terminated
-from .core import CHAT_HELP, _interactive_approver, _open, _stdout_deliver, _write, session_arg
+from .core import CHAT_HELP, _open, _stdout_deliver, _write, session_arg
 
 
 def _read_line(interactive: bool) -> str | None:
@@ -58,7 +58,9 @@ def _interrupted_note(agent, session_id: str) -> str | None:
 
 def cmd_chat(args) -> int:
     interactive = sys.stdin.isatty()
-    agent = _open(args, approver=_interactive_approver() if interactive else None)
+    # by name: the kernel's plain prompt, or whichever plugin registered a better "terminal"
+    agent = _open(args, approver="terminal" if interactive else None)
+    agent.channel = "chat" if interactive else "pipe"  # plugins accept some things (/elevated) only from a person
     session_id = None
     try:
         session_id = agent.session(session_arg(args)).id

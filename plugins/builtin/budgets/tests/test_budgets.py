@@ -107,3 +107,18 @@ def test_no_caps_costs_nothing(make_agent):
     agent = _agent(make_agent, _steps(3) + ["done"])
     r = agent.run("go")
     assert r.stop_reason == "done" and "budgets" not in agent.store.load_metadata(r.session_id)
+
+
+def test_usage_a_tool_reports_counts_against_the_run(make_agent):
+    """A sub-agent's tool result carries its usage (metadata ``usage``); it rolls into the parent's run."""
+
+    class ReportsUsage:
+        @hookimpl
+        def after_tool_call(self, ctx, call, result):
+            result.metadata["usage"] = {"prompt_tokens": 900, "completion_tokens": 100, "total_tokens": 1000}
+            return result
+
+    agent = make_agent([worker("wrapped up")] * 5, plugins=(clawkit_budgets, Tools(), ReportsUsage()), tools=["work"],
+                       plugin_config={"budgets": {"run": {"tokens": 500}}})
+    r = agent.run("delegate")
+    assert r.stop_reason == "budget" and "run tokens" in r.stop_detail and len(r.tool_calls) == 1

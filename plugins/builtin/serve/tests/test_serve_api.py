@@ -180,7 +180,7 @@ def test_an_approval_answered_through_the_api_finishes_the_turn(site):
     assert r.status_code == 200 and r.json()["status"] == "approved"
     t.join(60)
     reply = out["response"].json()["reply"]
-    assert reply.startswith("done: exit code 0") and reply.endswith("approved-run")
+    assert reply.startswith("done: ") and "exit code 0\napproved-run" in reply  # shell output arrives wrapped as untrusted data
     assert api(site).post(f"/api/approvals/{row['id']}", json={"decision": "deny"}).status_code == 409  # answered once
 
 

@@ -58,7 +58,7 @@ def test_an_approval_answered_after_a_server_restart_resumes_the_turn(model, tmp
 
         transcript = _wait(finished)
         reply = transcript["messages"][-1]["content"]
-        assert reply.startswith("done: exit code 0") and reply.endswith("after-restart")
+        assert reply.startswith("done: ") and "exit code 0\nafter-restart" in reply  # shell output arrives wrapped as untrusted data
         assert any(e["type"] == "turn.resumed" for e in transcript["events"])
         roles = [m["role"] for m in transcript["messages"]]
         assert roles == ["user", "assistant", "tool", "assistant"]  # no 'interrupted' filler

@@ -20,8 +20,10 @@ def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
         return {}, None
     try:
         value = json.loads(raw)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return {}, f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit integer, nesting deeper than the parser's stack
+        return {}, f"arguments are not usable JSON ({type(exc).__name__}: {str(exc)[:160]})"
     if isinstance(value, str):
         try:
             inner = json.loads(value)

@@ -43,6 +43,17 @@ def before_llm_call(ctx, request):
 
 
 @hookimpl
+def register_tools(register, agent):
+    """Each declared server's tools arrive at run time: declare ``mcp__<server>__*`` so the
+    allowlist accepts their names now (the allowlist still decides which are shown and run)."""
+    servers = getattr(getattr(agent, "mcp", None), "servers", None) or {}
+    group = getattr(register, "group", None)
+    if group is not None:
+        for name in servers:
+            group(f"mcp__{name}", [f"mcp__{name}__*"])
+
+
+@hookimpl
 def register_prompt_contributor(register, agent):
     if getattr(getattr(agent, "mcp", None), "servers", None):
         from .plugin import contributors

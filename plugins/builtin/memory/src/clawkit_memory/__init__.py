@@ -195,8 +195,12 @@ atexit.register(_cancel_timers)
 def agent_closing(agent):
     """Stop and join this agent's memory threads (watcher, worker) when no other open agent
     shares them, and close indexes nobody uses any more."""
-    from .service import release
+    import sys
 
+    service = sys.modules.get(f"{__name__}.service")
+    if service is None:  # memory never started in this process: nothing to stop (and nothing heavy to import)
+        return
+    release = service.release
     for sid, (mem, _) in list(_ENDING.items()):
         if id(agent) in mem.users and len(mem.users) == 1:
             _ENDING.pop(sid, None)

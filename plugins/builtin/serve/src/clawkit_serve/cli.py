@@ -53,10 +53,16 @@ def register(cli: Any) -> None:
     k.set_defaults(handler=lambda args: (k.print_help(), EXIT_USAGE)[1])
 
 
+def _db(args: Any) -> str:
+    """``--db`` (before or after the command), else the working directory's state database.
+    (``--agent`` here names agents a key is scoped to, not an agent file.)"""
+    return str(getattr(args, "db", None) or Path(".clawkit") / "state.db")
+
+
 def _keys(args: Any):
     from .keys import KeyStore, connect
 
-    return KeyStore(connect(args.db))
+    return KeyStore(connect(_db(args)))
 
 
 def cmd_keys_create(args: Any) -> int:
@@ -126,7 +132,7 @@ def cmd_serve(args: Any) -> int:
     dev = args.dev and _keys(args).active_count() == 0
     options = ServeOptions(max_body=args.max_body, rate_per_minute=args.rate_limit, cors_origins=args.cors_origin,
                            dev=dev, shutdown_timeout=args.shutdown_timeout)
-    app = build(args.agents, args.db, options, overrides_from(args), approval_timeout=args.approval_timeout)
+    app = build(args.agents, _db(args), options, overrides_from(args), approval_timeout=args.approval_timeout)
     server = uvicorn_server(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning",
                             proxy_headers=args.proxy_headers, forwarded_allow_ips=args.forwarded_allow_ips,
                             access_log=args.verbose, server_header=False)

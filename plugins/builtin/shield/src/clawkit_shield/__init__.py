@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 # ``clawkit --help`` imports every plugin: jsonschema, wcmatch, pydantic and the big
 # patterns load on first use instead (see :func:`_load`). name -> (module, attribute)
 _LAZY: dict[str, tuple[str, str | None]] = {
-    "jsonschema": ("jsonschema", None),
     **{n: ("clawkit.types", n) for n in ("Decision", "ToolCall", "ToolResult")},
     **{n: (".attestation", n) for n in ("Attestation", "Attestor", "NoopAttestor")},
     **{n: (".capabilities", n) for n in ("TOOL_CAPABILITIES", "check", "extract_resources", "parse_permissions")},
@@ -165,6 +164,8 @@ class Shield:
         schema = definition.parameters or {"type": "object"}
         cached = self._validators.get(definition.name)
         if cached is None or cached[0] != id(schema):
+            import jsonschema  # only when a tool call is checked: a turn without tools never pays for it
+
             cls = jsonschema.validators.validator_for(schema)
             cls.check_schema(schema)  # a broken schema is an internal error: fail closed
             cached = (id(schema), cls(schema))
