@@ -20,13 +20,14 @@ import pluggy
 hookspec = pluggy.HookspecMarker("clawkit")
 hookimpl = pluggy.HookimplMarker("clawkit")
 
-DEFAULT_ORDER = 100
+DEFAULT_ORDER = 100  # an implementation without ``hook_order``; ``tryfirst`` 0, ``trylast`` 200
 
 
 def hook_order(position: int):
     """Place a hook implementation at ``position`` among every plugin's implementations of
-    that hook: lower runs first; unmarked ones sit at 100, in pluggy's order (``tryfirst``
-    / ``trylast``, then registration). The builtin plugins' positions, and why, are in
+    that hook: lower runs first. Without it an implementation sits at 100, or at 0 with
+    ``tryfirst`` and 200 with ``trylast``; equal positions keep pluggy's order (last
+    registered first). The builtin plugins' positions, and why, are in
     docs/hook-order.md::
 
         @hookimpl
@@ -39,6 +40,14 @@ def hook_order(position: int):
         return fn
 
     return mark
+
+
+def order_of(impl: Any) -> int:
+    """The position of a pluggy ``HookImpl`` (see :func:`hook_order`)."""
+    explicit = getattr(impl.function, "clawkit_order", None)
+    if explicit is not None:
+        return explicit
+    return 0 if impl.tryfirst else 200 if impl.trylast else DEFAULT_ORDER
 
 
 # --- start-up: what plugins contribute ---------------------------------------------------

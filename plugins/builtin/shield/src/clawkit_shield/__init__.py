@@ -416,6 +416,7 @@ def after_tool_call(ctx, call, result):
 
 
 @hookimpl
+@hook_order(70)
 def before_llm_call(ctx, request):
     """Scan untrusted text other plugins put into the prompt; an internal error taints the session."""
     config = _config(ctx)

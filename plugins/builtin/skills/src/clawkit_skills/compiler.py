@@ -351,13 +351,18 @@ def _warn_losses(cf: Any, manifest: dict[str, Any], permissions: list[dict[str, 
             cf.warnings.append(f"{cf.path}:{i + 1}: [{name}] unknown block: not a .claws block; its text is "
                                "merged into the previous block's, not carried into behaviour")
     mblock = cf.block("manifest")
+    mtext = mblock.text if mblock is not None else ""
     for key in manifest:
         if key not in MANIFEST_USED:
-            warn(mblock, None, f"manifest key {key!r} is kept as metadata only; clawkit does not act on it")
+            warn(mblock, _key_line(mtext, mblock, key, top=True),
+                 f"manifest key {key!r} is kept as metadata only; clawkit does not act on it")
+    after = _key_line(mtext, mblock, "permissions", top=True)
     for item in permissions:
         for key in item:
             if key not in PERMISSION_USED:
-                warn(mblock, None, f"permission key {key!r} ({item.get('capability') or item.get('deny')}) is not enforced")
+                line = _key_line(mtext, mblock, key, after=after)
+                warn(mblock, line, f"permission key {key!r} ({item.get('capability') or item.get('deny')}) is not enforced")
+                after = line
     eblock = cf.block("engine")
     engine = cf.data.get("engine") or {}
     if eblock is not None and not plan:
@@ -422,16 +427,39 @@ def render_claws_section(skill: CompiledSkill, vibe: dict[str, Any]) -> str:
 _FRONTMATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 
 
+def _key_line(text: str, block: Any, key: str, *, top: bool = False, after: int | None = None) -> int | None:
+    """The file line where ``key:`` is written in ``block``'s body (YAML or JSON; ``top``: unindented
+    only), at or after line ``after``; None when it cannot be found (the block's first line is used)."""
+    if block is None:
+        return None
+    first = block.body_line
+    pat = re.compile(rf"^{re.escape(key)}\s*:" if top else rf"(?:^|[\s{{,\-])[\"']?{re.escape(key)}[\"']?\s*:")
+    for i, ln in enumerate(text.splitlines()):
+        if (after is None or first + i >= after) and pat.search(ln):
+            return first + i
+    return None
+
+
 SKILL_MD_USED = frozenset({"name", "description", "metadata", "requires", "os", "allowed-tools", "allowed_tools",
                            "version", "keywords", "tags", "homepage", "license"})
 OS_NAMES = {"darwin": "darwin", "macos": "darwin", "mac": "darwin", "linux": "linux", "win32": "win32",
             "windows": "win32"}
 
 
+#: where OpenClaw-style metadata keeps its keys; what clawkit acts on there (emoji and homepage are
+#: display-only in OpenClaw too); and the requirement kinds it checks
+NAMESPACES = ("openclaw", "clawdbot", "clawkit")
+METADATA_USED = frozenset({"requires", "os", "emoji", "homepage"})
+REQUIRES_USED = frozenset({"bins", "anyBins", "env", "config", "tools"})
+
+
 def _front_line(front_text: str, key: str) -> int:
-    for i, ln in enumerate(front_text.splitlines(), 2):
-        if ln.startswith(f"{key}:"):
-            return i
+    """The file line of ``key:`` in the frontmatter (top-level first, else nested or in JSON); 2 if unseen."""
+    lines = front_text.splitlines()
+    for pat in (rf"^{re.escape(key)}\s*:", rf"(?:^|[\s{{,])[\"']?{re.escape(key)}[\"']?\s*:"):
+        for i, ln in enumerate(lines, 2):
+            if re.search(pat, ln):
+                return i
     return 2
 
 
@@ -476,7 +504,7 @@ def compile_skill_md(text: str, path: str | Path = "SKILL.md", digest: str | Non
     # OpenClaw puts gating under metadata.openclaw (older: clawdbot, clawkit) or at the top level
     scopes = [front] + ([meta] if isinstance(meta, dict) else [])
     if isinstance(meta, dict):
-        scopes += [meta[ns] for ns in ("openclaw", "clawdbot", "clawkit") if isinstance(meta.get(ns), dict)]
+        scopes += [meta[ns] for ns in NAMESPACES if isinstance(meta.get(ns), dict)]
     for scope in scopes:
         req = scope.get("requires")
         if isinstance(req, dict):
@@ -485,9 +513,17 @@ def compile_skill_md(text: str, path: str | Path = "SKILL.md", digest: str | Non
                 requires[key] = list(dict.fromkeys([*requires[key], *_items(value)]))
         if scope is not front and scope.get("os"):
             oses = list(dict.fromkeys([*oses, *_items(scope.get("os"))]))
-        for key in ("install", "always", "primaryEnv", "skillKey"):
-            if scope is not front and key in scope:
-                warnings.append(f"{path}:2: [FRONTMATTER] metadata {key!r} is not acted on by clawkit")
+        if isinstance(req, dict):
+            for key in req:
+                if key not in REQUIRES_USED:
+                    warnings.append(f"{path}:{_front_line(m.group(1), key)}: [FRONTMATTER] requires.{key} is not "
+                                    f"checked (clawkit gates on {', '.join(sorted(REQUIRES_USED))})")
+        if scope is front:
+            continue
+        for key in scope:
+            if key not in METADATA_USED and not (scope is meta and key in NAMESPACES):
+                warnings.append(f"{path}:{_front_line(m.group(1), key)}: [FRONTMATTER] metadata {key!r} is not "
+                                "acted on by clawkit")
     for key in front:
         if key not in SKILL_MD_USED:
             warnings.append(f"{path}:{_front_line(m.group(1), key)}: [FRONTMATTER] {key!r} is not acted on by clawkit")
