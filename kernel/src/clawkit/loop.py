@@ -479,6 +479,7 @@ class Agent:
         self._append(ctx.session, Message(role="assistant", content=text,
                                           metadata={"interrupted": True, "interrupted_reason": reason}), ctx)
         result.reply, result.interrupted, result.stop_reason = text, True, "interrupted"
+        result.stop_detail = error[:300]
         ctx.emit("turn.interrupted", reason=reason, chars=len(text), error=error[:300])
 
     async def _prepare_provider(self) -> None:
@@ -641,7 +642,7 @@ class Agent:
         started = time.time()
         while True:
             try:
-                response = await self.provider.complete(request, on_text)
+                response = await self._complete_within_deadline(request, on_text, heard)
                 break
             except ProviderError as exc:
                 if retried or not self.hooks.has("llm_call_failed"):
@@ -662,6 +663,27 @@ class Agent:
                  duration=time.time() - started, usage=response.usage.model_dump(), finish_reason=response.finish_reason,
                  tool_calls=len(response.tool_calls), stream=request.stream)
         return response
+
+    async def _complete_within_deadline(self, request: LlmRequest, on_text: Any, heard: list[str] | None) -> LlmResponse:
+        """``provider.complete`` bounded by ``model.call_timeout`` in all.
+
+        A provider's own timeout is per read: a stream that trickles a byte every few
+        seconds never trips it, so the kernel bounds the whole call, whichever provider.
+        """
+        limit = self.config.model.call_timeout
+        if not limit:
+            return await self.provider.complete(request, on_text)
+        try:
+            async with asyncio.timeout(limit):
+                return await self.provider.complete(request, on_text)
+        except TimeoutError:
+            partial = "".join(heard or ())
+            message = (f"model {request.model or self.config.model.name}: no complete answer within "
+                       f"model.call_timeout = {limit:g}s" + (f" ({len(partial)} characters had arrived)" if partial else ""))
+            raise ProviderError(message, kind="stream_cut" if partial else "timeout", retryable=False,
+                                partial_text=partial or None, model=request.model or self.config.model.name,
+                                endpoint=self.config.model.api_base,
+                                reason="model.call_timeout exceeded") from None
 
     # delivery -----------------------------------------------------------------------------
 
