@@ -98,6 +98,7 @@ class Agent:
         self.hooks = HookRunner(self.pm, emit=self._emit_global)
         self.approver = resolve_approver(self.hooks, approver)
         self.channel = channel
+        self._owns_store = store is None  # a store passed in (a sub-agent's parent's) is its owner's to close
         if store is None:
             db = config.state_db or Path(config.workspace) / ".clawkit" / "state.db"
             store = SessionStore(db, persist=persist)
@@ -123,8 +124,9 @@ class Agent:
 
     def close(self) -> None:
         """Release everything: plugins stop and join their threads (``agent_closing``), the
-        ``agent.close`` event is emitted and the session store is closed. Idempotent; each
-        plugin bounds its own joins, and a slow one is reported."""
+        ``agent.close`` event is emitted and the session store is closed — unless it was passed
+        in, when it stays open for its owner. Idempotent; each plugin bounds its own joins, and
+        a slow one is reported."""
         if self._closed:
             return
         self._closed = True
@@ -141,7 +143,8 @@ class Agent:
                     log.warning("plugin %s took %.1fs to close", plugin, took)
             emit_event(self.hooks, None, Event(type="agent.close", data={"agent": self.config.name}))
         finally:
-            self.store.close()
+            if self._owns_store:
+                self.store.close()
 
     def __enter__(self) -> "Agent":
         return self
