@@ -33,6 +33,8 @@ class ModelConfig(BaseModel):
     temperature: float | None = None
     max_tokens: int | None = None
     timeout: float = Field(60.0, description="seconds per request")
+    call_timeout: float = Field(600.0, ge=0, description="seconds one model call may take in all — a slow stream, "
+                                "every retry and its waits included — however often bytes arrive (0: no bound)")
     max_retries: int = Field(5, ge=0, description="retries of a transient failure (connection, timeout, 429, 5xx)")
     retry_base_delay: float = Field(0.5, ge=0, description="seconds before the first retry; doubles each time, with jitter")
     retry_max_delay: float = Field(30.0, ge=0, description="longest wait between two retries (seconds)")
