@@ -22,7 +22,7 @@ import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 
 from .redact import redact, redact_text
 
@@ -147,6 +147,7 @@ def register_config(register):
 
 
 @hookimpl(tryfirst=True)
+@hook_order(10)
 def message_received(ctx, message):
     # open the ledger before other plugins (directives) emit events this turn
     turn = _turn(ctx)
@@ -159,6 +160,7 @@ def message_received(ctx, message):
 
 
 @hookimpl(tryfirst=True)
+@hook_order(20)
 def before_tool_call(ctx, call):
     # any exception here blocks the call: the kernel fails closed
     turn = _turn(ctx)  # imports the gate on first use (see _load)
@@ -166,6 +168,7 @@ def before_tool_call(ctx, call):
 
 
 @hookimpl(tryfirst=True)
+@hook_order(10)
 def after_tool_call(ctx, call, result):
     """Redact first; then record the execution and commit it. A result whose execution cannot be
     recorded is withheld (and the next gate call fails closed on the writer's error)."""

@@ -104,12 +104,21 @@ def release(*owners: Any) -> None:
 SKILLS_GROUP = ("load_skill", "skill_*")  # what `tools: [skills]` admits
 
 
+def needed_tools(skill: CompiledSkill) -> list[str]:
+    """Agent tools a skill needs (``requires.tools``, in a SKILL.md or a .claws manifest)."""
+    # a .claws manifest's `tools` says what the skill uses, often optional: only `requires.tools` gates
+    return list(skill.requires.get("tools", []))
+
+
 def admitted(tools: Any, skill: CompiledSkill) -> bool:
     """Whether the agent's allowlist admits ``skill``: ``load_skill`` is allowed (the
-    ``skills`` entry allows it), or one of the skill's own tools is."""
+    ``skills`` entry allows it) or one of the skill's own tools is — and every tool the
+    skill needs is allowed (a skill the agent could not carry out is never offered)."""
     if tools is None:
         return False
-    return tools.allowed("load_skill") or any(tools.allowed(td.name) for td in skill.tool_definitions)
+    if not (tools.allowed("load_skill") or any(tools.allowed(td.name) for td in skill.tool_definitions)):
+        return False
+    return all(tools.allowed(t) for t in needed_tools(skill))
 
 
 def active_skills(ctx: Any, reg: SkillRegistry | None = None) -> list[CompiledSkill]:
