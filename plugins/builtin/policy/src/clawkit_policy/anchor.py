@@ -83,7 +83,13 @@ def forget_keys() -> None:
 
 
 def db_file(conn: sqlite3.Connection) -> str | None:
-    """The file behind ``conn``'s main database, or None for an in-memory one."""
+    """The file behind ``conn``'s main database, or None for an in-memory one; for PostgreSQL, the
+    database's URL without its password (the anchor then lives on each machine that writes)."""
+    url = getattr(conn, "url", None)
+    if getattr(conn, "dialect", "sqlite") == "postgresql" and url:
+        from clawkit.storage import redact_url
+
+        return redact_url(url).replace(":***@", "@")
     try:
         for _, name, file in conn.execute("PRAGMA database_list"):
             if name == "main":
@@ -93,8 +99,13 @@ def db_file(conn: sqlite3.Connection) -> str | None:
     return None
 
 
+def _name(db: str) -> str:
+    """How an anchor names its database: a file's real path, or a PostgreSQL URL as given."""
+    return db if db.startswith("postgresql://") else os.path.realpath(db)
+
+
 def anchor_path(db: str) -> Path:
-    digest = hashlib.sha256(os.path.realpath(db).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    digest = hashlib.sha256(_name(db).encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return audit_home() / "anchors" / f"{digest}.json"
 
 
@@ -130,5 +141,5 @@ def read_anchor(key: bytes | None, db: str) -> dict[str, Any] | None:
         return None
     except (OSError, ValueError, KeyError, TypeError):
         return {"seq": 0, "head": "", "valid": False, "path": str(path)}
-    valid = key is not None and hmac.compare_digest(str(data.get("mac", "")), _mac(key, os.path.realpath(db), seq, head))
+    valid = key is not None and hmac.compare_digest(str(data.get("mac", "")), _mac(key, _name(db), seq, head))
     return {"seq": seq, "head": head, "valid": valid, "path": str(path)}

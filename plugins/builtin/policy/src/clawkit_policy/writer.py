@@ -37,6 +37,8 @@ import weakref
 from collections import deque
 from typing import Any, Callable
 
+from clawkit.storage import connect, is_postgres_url
+
 from .ledger import AuditLedger
 
 log = logging.getLogger("clawkit.policy")
@@ -162,6 +164,10 @@ class LedgerWriter:
 
     def _open(self) -> AuditLedger:
         if self._ledger is None:
+            if is_postgres_url(self.path):
+                conn = connect(self.path)  # commits are durable on the server when COMMIT returns
+                self._ledger = AuditLedger(conn, create=False)
+                return self._ledger
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)  # type: ignore[arg-type]
             try:
                 conn.execute("PRAGMA busy_timeout=5000")
