@@ -311,6 +311,7 @@ class Agent:
                      duration=time.time() - started, agent=self.config.name)
             raise
         finally:
+            await ctx.finish()
             session.store.run_end(ctx.run_id, status, {"usage": result.usage.model_dump(exclude_defaults=True)})
             session.store.flush()
         return result
@@ -410,6 +411,7 @@ class Agent:
             status = "cancelled"
             raise
         finally:
+            await ctx.finish()
             self.store.run_end(ctx.run_id, status, {"usage": result.usage.model_dump(exclude_defaults=True)})
             session.store.flush()
         return result
