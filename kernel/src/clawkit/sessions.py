@@ -122,10 +122,6 @@ def _map_strings(value: Any, fn: Any) -> Any:
     return value
 
 
-#: ``struct flock`` (Linux): l_type, l_whence, l_start, l_len, l_pid
-_FLOCK = __import__("struct").Struct("hhqqi4x")
-
-
 def _dump(value: Any) -> str:
     return json.dumps(value, default=str, separators=(",", ":"))
 
@@ -168,17 +164,11 @@ class SessionStore:
         #: JSON value -> JSON value with secrets removed (may blank values by their key), for structured data
         self.redact_value: Any = None
         self._locks: dict[str, Any] = {}
-        self._lock_fd: int | None = None  # the shared lock file (Linux: one byte-range lock per session)
 
     def close(self) -> None:
         self.flush()
         for sid in list(self._locks):
             self.unlock(sid)
-        if self._lock_fd is not None:
-            import os
-
-            os.close(self._lock_fd)
-            self._lock_fd = None
         self.conn.close()
 
     # one process per session at a time ---------------------------------------------------
@@ -198,7 +188,6 @@ class SessionStore:
         """Take the session for a turn, or return False when another process holds it. The lock is an
         ``flock`` on a file next to the database (it dies with its process); re-entrant within a
         store; always granted in memory. Release with :meth:`unlock`."""
-        import errno
         import fcntl
         import hashlib
         import os
@@ -216,27 +205,8 @@ class SessionStore:
             self._locks[session_id] = [None, 1]
             return True
         folder = self.path.parent / "locks"
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        ofd = getattr(fcntl, "F_OFD_SETLK", None)
-        if ofd is not None:
-            # Linux: one byte per session in one shared file, locked by an open-file-description lock
-            # (owned by this store's open file, released by the kernel when the process dies). A file
-            # per session cost a file creation per new session (~0.1-0.5 ms) and piled up files.
-            if self._lock_fd is None:
-                folder.mkdir(parents=True, exist_ok=True)
-                self._lock_fd = os.open(folder / "sessions.lock", flags, 0o600)
-            digest = hashlib.blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-            offset = int.from_bytes(digest, "big") >> 2  # 62 bits: a valid file offset, collisions negligible
-            try:
-                fcntl.fcntl(self._lock_fd, ofd, _FLOCK.pack(fcntl.F_WRLCK, 0, offset, 1, 0))
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                self._holder = None
-                return False
-            self._locks[session_id] = [("ofd", offset), 1]
-            return True
         name = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ".lock"
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(folder / name, flags, 0o600)
         except FileNotFoundError:  # the first lock here (a mkdir on every turn is a syscall too many)
@@ -258,8 +228,7 @@ class SessionStore:
 
     def busy(self, session_id: str, waited: float) -> SessionBusy:
         """The error for a session another process kept for longer than ``waited`` seconds."""
-        holder = getattr(self, "_holder", None)
-        return SessionBusy(f"session {session_id} is in use by another process{f' (pid {holder})' if holder else ''}; "
+        return SessionBusy(f"session {session_id} is in use by another process (pid {getattr(self, '_holder', '?')}); "
                            f"waited {waited:g} s — try again when its turn ends")
 
     def unlock(self, session_id: str) -> None:
@@ -274,9 +243,6 @@ class SessionStore:
             self._locks.pop(session_id, None)
             if held[0] is None:
                 self.conn.advisory_unlock(session_id)
-                return
-            if isinstance(held[0], tuple):
-                fcntl.fcntl(self._lock_fd, fcntl.F_OFD_SETLK, _FLOCK.pack(fcntl.F_UNLCK, 0, held[0][1], 1, 0))
                 return
             try:
                 fcntl.flock(held[0], fcntl.LOCK_UN)
