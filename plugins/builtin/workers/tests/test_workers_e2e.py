@@ -20,6 +20,13 @@ def _lines(path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+def _first_calls(model, sessions: dict[str, str]) -> int:
+    """Model calls that opened one of these sessions' turns (no tool result yet)."""
+    tokens = set(sessions.values())
+    return sum(1 for r in list(model.server.requests)
+               if r.messages and r.messages[-1]["role"] == "user" and r.messages[-1]["content"].split()[-1] in tokens)
+
+
 def _check_transcripts(store_path, sessions: dict[str, str]) -> None:
     from clawkit.sessions import SessionStore
 
@@ -71,7 +78,13 @@ def test_kill_9_mid_turn_another_worker_finishes_without_rerunning_steps(pg_url,
             sessions = {f"ses_kill{i:02d}": f"k{i:02d}" for i in range(n)}
             turns = {sid: q.submit("appender", f"please append token {tok}", session_id=sid) for sid, tok in sessions.items()}
             assert append_model.hold_first.wait(60)
+            deadline = time.monotonic() + 30
+            while _first_calls(append_model, sessions) < n and time.monotonic() < deadline:
+                time.sleep(0.05)
             time.sleep(0.5)  # every turn has run its tool step and waits on its second model call
+            before = [q.status(t) for t in turns.values()]
+            assert {s["status"] for s in before} == {"PENDING"}, before
+            victim_id = before[0]["executor"]
             os.kill(victim.pid, signal.SIGKILL)
             victim.wait()
             append_model.hold = 0.0
@@ -82,7 +95,8 @@ def test_kill_9_mid_turn_another_worker_finishes_without_rerunning_steps(pg_url,
         append_model.hold = 0.0
         workers.stop_all()
     assert all(r["reply"] == f"appended {sessions[sid]}" for sid, r in results.items())
-    assert len(executors) >= 1 and all(survivors)
+    assert victim_id not in executors and len(survivors) == 2  # every interrupted turn finished elsewhere
+    assert _first_calls(append_model, sessions) == n  # the first model call of each turn was replayed, not repeated
     attempts = _lines(tmp_path / "ws" / "attempts.log")
     effects = _lines(tmp_path / "ws" / "effects.log")
     assert len(attempts) == n, collections.Counter(attempts)  # no finished tool step ran again

@@ -17,6 +17,13 @@ from clawkit import hookimpl
 
 
 @hookimpl
+def register_config(register):
+    from .config import WorkersConfig
+
+    register("workers", WorkersConfig)
+
+
+@hookimpl
 def durable_steps(ctx):
     engine = sys.modules.get("clawkit_workers.engine")
     if engine is None or not engine.active():

@@ -160,7 +160,9 @@ class Worker:
             if cfg is None:
                 raise KeyError(f"this worker does not serve agent {name!r} (it serves: {', '.join(self.configs)})")
             pm = get_plugin_manager(disabled=cfg.disabled_plugins())
-            a = self._agents[name] = Agent(cfg, pm=pm, approver=approvals_mod.durable_approver(self.url), channel="worker")
+            section = cfg.plugin("workers")
+            approver = approvals_mod.durable_approver(self.url, float(getattr(section, "approval_timeout", 3600.0)))
+            a = self._agents[name] = Agent(cfg, pm=pm, approver=approver, channel="worker")
         return a
 
     def start(self) -> None:
