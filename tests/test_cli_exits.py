@@ -70,6 +70,27 @@ def test_cut_stream_in_json_mode_says_interrupted(agent_dir, model_server):
     assert result["interrupted"] is True and result["reply"] == "alpha beta " and result["stop_reason"] == "interrupted"
 
 
+def test_a_trickling_stream_meets_the_total_deadline(agent_dir, model_server):
+    """A stream that sends a word every 0.3 s never trips the per-read timeout; call_timeout ends it."""
+    model_server.script(Reply.text("word " * 200, chunk_delay=0.3))
+    started = time.monotonic()
+    out = clawkit(agent_dir, "run", "agent.yaml", "talk", "--set", "model.call_timeout=2", env=None)
+    took = time.monotonic() - started
+    assert out.returncode == 4, out.stderr
+    assert out.stdout.startswith("word word") and "model.call_timeout = 2s" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and took < 60
+    sid = sessions(agent_dir)[0]["id"]
+    assert "interrupted: stream_cut" in show(agent_dir, sid)
+
+
+@pytest.mark.parametrize("env", [None, KERNEL_ONLY], ids=["native-provider", "litellm"])
+def test_a_silent_model_meets_the_total_deadline_whatever_the_provider(agent_dir, model_server, env):
+    model_server.script(Fault.delay(30, then="too late"))
+    out = clawkit(agent_dir, "run", "agent.yaml", "hi", "--set", "model.call_timeout=1.5", env=env)
+    assert out.returncode == 3, out.stderr
+    assert "no complete answer within model.call_timeout = 1.5s" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_unknown_session_is_an_error_and_new_session_is_explicit(agent_dir, model_server):
     model_server.script("Hello.")
     out = clawkit(agent_dir, "run", "agent.yaml", "hi", "--session", "ses_typo")

@@ -22,6 +22,7 @@ from clawkit.testing.server import ModelServer, Reply
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "real-skills"
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +47,13 @@ def write_agent(folder: Path, server: ModelServer, body: str) -> Path:
     return path
 
 
-def clawkit(cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+def clawkit(cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 180,
+            input_text: str | None = None) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if k != "CLAWKIT_LOAD_PLUGINS"}  # the full install
     full.update({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HOME": str(cwd), "NO_COLOR": "1"})
     full.update(env or {})
     return subprocess.run([sys.executable, "-m", "clawkit", *args], cwd=cwd, env=full, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, input=input_text if input_text is not None else "")
 
 
 def system_of(request) -> str:
@@ -149,3 +151,140 @@ def test_prompt_preview_is_what_the_turn_sends(tmp_path, model):
     assert "skill_weather" in preview["tools"] and "### Skill: weather" in preview["prompt"]  # routed, as in the turn
     sent_schemas = {t["function"]["name"]: t["function"]["parameters"] for t in sent.tools}
     assert {t["name"]: t["parameters"] for t in preview["request"]["tools"]} == sent_schemas
+
+
+# --- 4. ordering that composes ----------------------------------------------------------------------------
+
+
+def test_hook_order_with_every_builtin_loaded():
+    from clawkit.hooks import HookRunner
+    from clawkit.plugins import get_plugin_manager
+
+    hooks = HookRunner(get_plugin_manager())
+    order = lambda name: [p for p, _, _ in hooks.impls(name)]  # noqa: E731
+    assert order("before_tool_call") == ["skills", "budgets", "policy", "sequence", "shield", "otel"]
+    assert order("after_tool_call") == ["policy", "truncator", "shield", "sequence", "budgets", "otel"]
+    assert order("message_received") == ["otel", "policy", "budgets", "directives", "mcp", "skills", "translation",
+                                         "memory", "contributors", "classifier", "subagents", "plans"]
+    assert order("before_llm_call") == ["skills", "directives", "translation", "healing", "subagents", "toolsearch",
+                                        "mcp", "truncator", "compaction", "shield", "budgets", "otel"]
+    assert order("message_sending")[:2] == ["translation", "directives"]  # then contrib hello, if installed
+
+
+def test_third_party_positions_tryfirst_trylast_and_explicit():
+    """An unmarked third-party hookimpl runs after the builtins' work, tryfirst before them, trylast
+    after the unmarked ones, and ``hook_order`` between two builtins (docs/hook-order.md)."""
+    from clawkit import hook_order, hookimpl
+    from clawkit.hooks import HookRunner
+    from clawkit.plugins import get_plugin_manager
+
+    class Plain:
+        @hookimpl
+        def after_tool_call(self, ctx, call, result): ...
+
+    class First:
+        @hookimpl(tryfirst=True)
+        def after_tool_call(self, ctx, call, result): ...
+
+    class Last:
+        @hookimpl(trylast=True)
+        def after_tool_call(self, ctx, call, result): ...
+
+    class Between:
+        @hookimpl
+        @hook_order(25)
+        def after_tool_call(self, ctx, call, result): ...
+
+    pm = get_plugin_manager(extra=[Plain(), First(), Last(), Between()])
+    names = {"Plain": "plain", "First": "first", "Last": "last", "Between": "between"}
+    got = [names.get(type(pm.get_plugin(p)).__name__, p) for p, _, _ in HookRunner(pm).impls("after_tool_call")]
+    assert got == ["first", "policy", "truncator", "between", "shield", "sequence", "budgets", "plain", "last", "otel"]
+
+
+def test_skill_tool_called_without_its_dialect_field_is_filled_not_blocked(tmp_path, model):
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "web-fetch.claws").write_text((FIXTURES / "claws" / "web-fetch.claws").read_text())
+    model.script(Reply.tool_calls([("skill_web_fetch", {"question": "what is new?"})]), "Done.")
+    agent = write_agent(tmp_path, model, "tools: [skills, read_file]\n")
+    r = clawkit(tmp_path, "run", str(agent), "Please summarize https://docs.python.org/3/whatsnew/ for me", "--json")
+    assert r.returncode == 0, r.stderr
+    (call,) = json.loads(r.stdout)["tool_calls"]
+    assert not call["blocked"] and not call["is_error"], call
+    tool_msg = next(m["content"] for m in model.requests[-1].messages if m["role"] == "tool")
+    assert '"url": "https://docs.python.org/3/whatsnew/"' in tool_msg and '"action": "summarize"' in tool_msg
+
+
+# --- 5. big files keep their tail (and 4: truncate, then wrap) ----------------------------------------------
+
+
+@pytest.mark.parametrize("shield", ["on", "off"])
+def test_big_log_reaches_the_model_with_head_and_tail(tmp_path, model, shield):
+    log = tmp_path / "app.log"
+    with log.open("w") as fh:
+        fh.write("FIRST LINE: service started\n")
+        for i in range(200_000):
+            fh.write(f"{i:08d} INFO request handled in 3 ms from 10.0.0.{i % 250}\n")
+        fh.write("ERROR: disk full while writing segment 99 (the answer is at the end)\n")
+    assert log.stat().st_size > 10_000_000
+    model.script(Reply.tool_calls([("read_file", {"path": "app.log"})]), "Disk full.")
+    extra = "plugins: {shield: {enabled: false}}\n" if shield == "off" else ""
+    agent = write_agent(tmp_path, model, "tools: [read_file]\nlimits: {context_window: 32000}\n" + extra)
+    r = clawkit(tmp_path, "run", str(agent), "What went wrong?", "--json")
+    assert r.returncode == 0, r.stderr
+    tool_msg = next(m["content"] for m in model.requests[-1].messages if m["role"] == "tool")
+    assert "FIRST LINE: service started" in tool_msg
+    assert "ERROR: disk full while writing segment 99" in tool_msg
+    assert len(tool_msg) < 200_000
+    if shield == "on":
+        assert tool_msg.rstrip().endswith("]") or "untrusted" in tool_msg.lower()
+
+
+# --- 7. directives persist -----------------------------------------------------------------------------------
+
+
+def test_directive_typed_inside_a_message_persists(tmp_path, model):
+    model.script(lambda req: "ok")
+    agent = write_agent(tmp_path, model, "tools: []\n")
+    r = clawkit(tmp_path, "chat", str(agent), input_text="/think high analyze this plan\nand the second part?\n")
+    assert r.returncode == 0, r.stderr
+    first, second = main_requests(model)
+    assert "## Reasoning" in system_of(first) and "## Reasoning" in system_of(second)
+    assert first.messages[-1]["content"] == "analyze this plan"  # the directive itself is stripped
+
+
+# --- 10. real skills, no silent loss --------------------------------------------------------------------------
+
+
+def test_skills_check_warns_for_every_construct_it_drops(tmp_path):
+    import shutil
+
+    shutil.copytree(FIXTURES, tmp_path / "skills")
+    r = clawkit(tmp_path, "skills", "check", "--workspace", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    mine = sorted(ln.replace(f"{tmp_path}/skills/", "") for ln in r.stdout.splitlines()
+                  if ln.startswith("warning:") and str(tmp_path) in ln)
+    supported = ("context.action, context.cmd, context.message, context.path, context.query, context.session_id, "
+                 "context.task, context.text, context.url, context.workspace, session.id, user.message, workspace")
+    # exactly one located warning per construct that does not become behaviour; none for what does:
+    # prose and numbered ENGINEs, awaited calls in a <script>, supported @dialect sources, vibe extras,
+    # telemetry, lexicon, verification, os/requires wherever OpenClaw's metadata puts them, emoji/homepage
+    assert mine == sorted([
+        "warning: claws/log-triage.claws:26: [STATE CHECKPOINT] STATE is kept as metadata; checkpoints are not restored",
+        "warning: claws/quiet.claws:15: [ENGINE] the ENGINE block compiles to an empty plan: its <script lang=python> "
+        "code is never run and holds no comment steps or awaited calls",
+        "warning: claws/quiet.claws:19: [SECRET SAUCE] unknown block: not a .claws block; its text is merged into "
+        "the previous block's, not carried into behaviour",
+        "warning: claws/shell-runner.claws:19: [IDL] @dialect:context.mood on RunCommand.verbosity has no source; "
+        f"the field is never auto-filled (supported: {supported})",
+        "warning: claws/web-fetch.claws:2: [CRYPTOGRAPHIC IDENTITY] the signature is not verified; kept as provenance metadata",
+        "warning: claws/web-fetch.claws:10: [MANIFEST] manifest key 'runtime' is kept as metadata only; clawkit does not act on it",
+        "warning: claws/web-fetch.claws:11: [MANIFEST] manifest key 'memory_strategy' is kept as metadata only; "
+        "clawkit does not act on it",
+        "warning: claws/web-fetch.claws:12: [MANIFEST] manifest key 'integrity' is kept as metadata only; "
+        "clawkit does not act on it",
+        "warning: claws/web-fetch.claws:47: [NEURAL FINGERPRINT] NEURAL FINGERPRINT is kept as metadata; the Shield's "
+        "third layer does not use it yet",
+        "warning: openclaw/apple-notes/SKILL.md:5: [FRONTMATTER] metadata 'install' is not acted on by clawkit",
+        "warning: openclaw/gh-pr/SKILL.md:4: [FRONTMATTER] 'user-invocable' is not acted on by clawkit",
+    ])

@@ -74,3 +74,20 @@ def test_an_agent_never_closed_is_closed_at_exit(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["exiting", "closed forgotten"]
+
+
+def test_an_agent_closes_only_a_store_it_opened(make_agent):
+    """A store passed in (a sub-agent shares its parent's) stays open for its owner."""
+    from clawkit.loop import Agent
+
+    parent = make_agent(["parent reply"])
+    child = Agent(parent.config, pm=parent.pm, provider=parent.provider, store=parent.store)
+    child.close()
+    assert parent.run("still there?").reply == "parent reply"  # the store still works
+    parent.close()
+    try:
+        parent.store.conn.execute("SELECT 1")
+    except Exception as exc:
+        assert "closed" in str(exc)
+    else:
+        raise AssertionError("the owner's close left its store open")

@@ -14,6 +14,8 @@ from typing import Any, Callable
 
 import pluggy
 
+from .hookspecs import order_of
+
 log = logging.getLogger("clawkit.hooks")
 
 
@@ -52,11 +54,15 @@ class HookRunner:
         self._tasks: set[asyncio.Task] = set()
 
     def impls(self, name: str) -> list[tuple[str, Callable[..., Any], tuple[str, ...]]]:
-        """(plugin name, function, argnames) in call order (pluggy calls last-registered first)."""
+        """(plugin name, function, argnames) in call order: by position (``hook_order``; else
+        0 for ``tryfirst``, 100, 200 for ``trylast``), then last-registered first."""
         cached = self._cache.get(name)
         if cached is None:
             caller = getattr(self.pm.hook, name)
-            cached = [(i.plugin_name, i.function, tuple(i.argnames)) for i in reversed(caller.get_hookimpls())]
+            # explicit positions first (hook_order, tryfirst/trylast), pluggy's order among equals:
+            # see docs/hook-order.md (sorted() is stable)
+            ordered = sorted(reversed(caller.get_hookimpls()), key=order_of)
+            cached = [(i.plugin_name, i.function, tuple(i.argnames)) for i in ordered]
             self._cache[name] = cached
         return cached
 

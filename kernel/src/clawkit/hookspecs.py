@@ -20,6 +20,35 @@ import pluggy
 hookspec = pluggy.HookspecMarker("clawkit")
 hookimpl = pluggy.HookimplMarker("clawkit")
 
+DEFAULT_ORDER = 100  # an implementation without ``hook_order``; ``tryfirst`` 0, ``trylast`` 200
+
+
+def hook_order(position: int):
+    """Place a hook implementation at ``position`` among every plugin's implementations of
+    that hook: lower runs first. Without it an implementation sits at 100, or at 0 with
+    ``tryfirst`` and 200 with ``trylast``; equal positions keep pluggy's order (last
+    registered first). The builtin plugins' positions, and why, are in
+    docs/hook-order.md::
+
+        @hookimpl
+        @hook_order(20)
+        def after_tool_call(ctx, call, result): ...
+    """
+
+    def mark(fn):
+        fn.clawkit_order = position
+        return fn
+
+    return mark
+
+
+def order_of(impl: Any) -> int:
+    """The position of a pluggy ``HookImpl`` (see :func:`hook_order`)."""
+    explicit = getattr(impl.function, "clawkit_order", None)
+    if explicit is not None:
+        return explicit
+    return 0 if impl.tryfirst else 200 if impl.trylast else DEFAULT_ORDER
+
 
 # --- start-up: what plugins contribute ---------------------------------------------------
 

@@ -98,6 +98,7 @@ class Agent:
         self.hooks = HookRunner(self.pm, emit=self._emit_global)
         self.approver = resolve_approver(self.hooks, approver)
         self.channel = channel
+        self._owns_store = store is None  # a store passed in (a sub-agent's parent's) is its owner's to close
         if store is None:
             db = config.state_db or Path(config.workspace) / ".clawkit" / "state.db"
             store = SessionStore(db, persist=persist)
@@ -123,8 +124,9 @@ class Agent:
 
     def close(self) -> None:
         """Release everything: plugins stop and join their threads (``agent_closing``), the
-        ``agent.close`` event is emitted and the session store is closed. Idempotent; each
-        plugin bounds its own joins, and a slow one is reported."""
+        ``agent.close`` event is emitted and the session store is closed — unless it was passed
+        in, when it stays open for its owner. Idempotent; each plugin bounds its own joins, and
+        a slow one is reported."""
         if self._closed:
             return
         self._closed = True
@@ -141,7 +143,8 @@ class Agent:
                     log.warning("plugin %s took %.1fs to close", plugin, took)
             emit_event(self.hooks, None, Event(type="agent.close", data={"agent": self.config.name}))
         finally:
-            self.store.close()
+            if self._owns_store:
+                self.store.close()
 
     def __enter__(self) -> "Agent":
         return self
@@ -486,6 +489,7 @@ class Agent:
         self._append(ctx.session, Message(role="assistant", content=text,
                                           metadata={"interrupted": True, "interrupted_reason": reason}), ctx)
         result.reply, result.interrupted, result.stop_reason = text, True, "interrupted"
+        result.stop_detail = error[:300]
         ctx.emit("turn.interrupted", reason=reason, chars=len(text), error=error[:300])
 
     async def _prepare_provider(self) -> None:
@@ -650,7 +654,7 @@ class Agent:
             retried = False
             while True:
                 try:
-                    return await self.provider.complete(request, on_text)
+                    return await self._complete_within_deadline(request, on_text, heard)
                 except ProviderError as exc:
                     if retried or not self.hooks.has("llm_call_failed"):
                         raise
@@ -672,6 +676,27 @@ class Agent:
                  duration=time.time() - started, usage=response.usage.model_dump(), finish_reason=response.finish_reason,
                  tool_calls=len(response.tool_calls), stream=request.stream)
         return response
+
+    async def _complete_within_deadline(self, request: LlmRequest, on_text: Any, heard: list[str] | None) -> LlmResponse:
+        """``provider.complete`` bounded by ``model.call_timeout`` in all.
+
+        A provider's own timeout is per read: a stream that trickles a byte every few
+        seconds never trips it, so the kernel bounds the whole call, whichever provider.
+        """
+        limit = self.config.model.call_timeout
+        if not limit:
+            return await self.provider.complete(request, on_text)
+        try:
+            async with asyncio.timeout(limit):
+                return await self.provider.complete(request, on_text)
+        except TimeoutError:
+            partial = "".join(heard or ())
+            message = (f"model {request.model or self.config.model.name}: no complete answer within "
+                       f"model.call_timeout = {limit:g}s" + (f" ({len(partial)} characters had arrived)" if partial else ""))
+            raise ProviderError(message, kind="stream_cut" if partial else "timeout", retryable=False,
+                                partial_text=partial or None, model=request.model or self.config.model.name,
+                                endpoint=self.config.model.api_base,
+                                reason="model.call_timeout exceeded") from None
 
     # delivery -----------------------------------------------------------------------------
 

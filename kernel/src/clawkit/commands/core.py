@@ -152,7 +152,8 @@ def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None
     else:
         print(f"[session {result.session_id}{trailer(result) if trailer else ''}]", file=sys.stderr)
     if result.interrupted:
-        print(f"clawkit: warning: the reply was interrupted ({len(result.reply)} characters arrived); it is "
+        why = f": {result.stop_detail}" if result.stop_detail else ""
+        print(f"clawkit: warning: the reply was interrupted ({len(result.reply)} characters arrived){why}; it is "
               f"stored marked interrupted in session {result.session_id}", file=sys.stderr)
         return EXIT_INTERRUPTED
     if result.stop_reason == "budget":

@@ -86,7 +86,7 @@ def test_think_persists_for_the_session(make_agent):
     assert changes(agent, r.session_id)[0] == {"directive": "think", "value": "high", "previous": "off", "scope": "session", "accepted": True}
 
 
-def test_think_off_and_inline_one_turn(make_agent):
+def test_think_off_and_inline_persists(make_agent):
     agent = make_agent(["a", "b", "c"])
     sid = agent.run("/think low").session_id
     agent.run("please /think high prove it", session_id=sid)
@@ -94,13 +94,13 @@ def test_think_off_and_inline_one_turn(make_agent):
     assert first.reasoning_effort == "high" and first.messages[-1].content == "please prove it"
     assert agent.session(sid).history[-2].metadata["original"] == "please /think high prove it"
     agent.run("next", session_id=sid)
-    assert agent.provider.requests[1].reasoning_effort == "low"  # back to the session's setting
+    assert agent.provider.requests[1].reasoning_effort == "high"  # inline or alone: holds until changed
     r = agent.run("/think off", session_id=sid)
     assert "think off" in r.reply
     agent.run("again", session_id=sid)
     assert agent.provider.requests[2].reasoning_effort is None
     assert "Reasoning" not in agent.provider.requests[2].system
-    assert [c["scope"] for c in changes(agent, sid)] == ["session", "turn", "session"]
+    assert [c["scope"] for c in changes(agent, sid)] == ["session", "session", "session"]
 
 
 def test_think_only_sets_effort_for_reasoning_models(make_agent):
@@ -154,13 +154,13 @@ def test_verbose_on_full_off(make_agent):
     assert [o.kind for o in out] == ["final_reply"] and out[0].content == "done"
 
 
-def test_verbose_inline_applies_to_one_turn(make_agent):
+def test_verbose_inline_persists_until_changed(make_agent):
     script = [ScriptedReply.calls(call("echo", text="x")), "done", ScriptedReply.calls(call("echo", text="y")), "done"]
     agent = make_agent(script, plugins=(clawkit_directives, Echo()), tools=["echo"])
     r, out = _run_collect(agent, "go /verbose")
     assert out[0].kind == "tool_call_display"
     r, out = _run_collect(agent, "go", r.session_id)
-    assert [o.kind for o in out] == ["final_reply"]
+    assert out[0].kind == "tool_call_display"  # typed inside a message, it still holds for the conversation
 
 
 # --- /elevated -----------------------------------------------------------------------------

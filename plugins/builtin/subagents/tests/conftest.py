@@ -93,19 +93,10 @@ def store_at():
         s.close()
 
 
-CHILD_NOTE = """Children in these end-to-end runs have memory disabled: a memory worker thread still inside
-onnxruntime when `clawkit run` exits aborts the process (SIGABRT, "terminate called without an active
-exception"), and children start theirs late in the parent's turn. The kernel's agent_closing hook
-(joining plugin threads at close and at exit, issue 10) removes the cause; drop this then."""
-CHILD = {"plugins": {"memory": {"enabled": False}}}
-CHILD_YAML = "plugins: {memory: {enabled: false}}\n"
-
-
 @pytest.fixture
 def kit():
     """The helpers above, for test modules (importlib mode: tests do not import conftest)."""
     from types import SimpleNamespace
 
     return SimpleNamespace(ByModel=ByModel, model_block=model_block, write=write, clawkit=clawkit, run_json=run_json,
-                           requests_for=requests_for, tool_names=tool_names, env=env, CHILD=CHILD,
-                           CHILD_YAML=CHILD_YAML)
+                           requests_for=requests_for, tool_names=tool_names, env=env)

@@ -22,9 +22,8 @@ def _agents(tmp_path, kit, server):
         model: {kit.model_block(server, "researcher")}
         instructions: You research security topics and answer with a clean summary.
         tools: [web_fetch]
-        plugins: {{memory: {{enabled: false}}}}  # see conftest.CHILD_NOTE
         """)
-    sysadmin = json.dumps({"name": "sysadmin", "model": json.loads(kit.model_block(server, "sysadmin")), "tools": ["list_dir"], **kit.CHILD})
+    sysadmin = json.dumps({"name": "sysadmin", "model": json.loads(kit.model_block(server, "sysadmin")), "tools": ["list_dir"]})
     kit.write(tmp_path / "parent.yaml", f"""
         name: front
         model: {kit.model_block(server, "front")}

@@ -23,7 +23,7 @@ def test_the_documented_two_agent_example_runs_as_written(tmp_path, kit, model_s
     text = DOC.read_text(encoding="utf-8")
     yamls = re.findall(r"```yaml\n(.*?)```", text, re.S)
     (tmp_path / "lead.yaml").write_text(yamls[0])
-    (tmp_path / "researcher.yaml").write_text(yamls[1] + kit.CHILD_YAML)  # see conftest.CHILD_NOTE
+    (tmp_path / "researcher.yaml").write_text(yamls[1])
     commands = re.findall(r"```bash\n(.*?)```", text, re.S)[0].strip().splitlines()
     answer = {"answer": "Release 2.1 fixes the login bug.", "sources": ["NOTES.md"]}
     model_server.script(kit.ByModel(**{

@@ -19,7 +19,6 @@ def _tree(tmp_path, kit, model_server, *, parent_tools="[read_file, web_fetch, s
         model: {kit.model_block(model_server, "researcher")}
         instructions: You research things and report findings.
         tools: [read_file, write_file, web_fetch]
-        plugins: {{memory: {{enabled: false}}}}  # see conftest.CHILD_NOTE
         """)
     return kit.write(tmp_path / "parent.yaml", f"""
         name: lead
@@ -102,7 +101,7 @@ def test_delegation_attenuates_wraps_stamps_rolls_up_and_is_one_trace(tmp_path, 
 
 
 def _inline(kit, server, name, **extra) -> str:
-    fields = {"name": name, "model": json.loads(kit.model_block(server, name)), "tools": [], **kit.CHILD, **extra}
+    fields = {"name": name, "model": json.loads(kit.model_block(server, name)), "tools": [], **extra}
     return json.dumps(fields)
 
 
@@ -147,7 +146,6 @@ def test_depth_limit_and_a_tool_the_parent_lacks(tmp_path, kit, model_server):
         name: leaf
         model: {kit.model_block(model_server, "leaf")}
         tools: [read_file, shell_exec]
-        plugins: {{memory: {{enabled: false}}}}  # see conftest.CHILD_NOTE
         subagents:
           deeper: {{agent: {_inline(kit, model_server, "deeper")}}}
         """)
@@ -155,7 +153,6 @@ def test_depth_limit_and_a_tool_the_parent_lacks(tmp_path, kit, model_server):
         name: mid
         model: {kit.model_block(model_server, "mid")}
         tools: [read_file]
-        plugins: {{memory: {{enabled: false}}}}  # see conftest.CHILD_NOTE
         subagents:
           leaf: {{agent: leaf.yaml, description: the leaf}}
         """)
@@ -313,3 +310,39 @@ def test_resume_after_sigkill_mid_child_leaves_both_sessions_consistent(tmp_path
 
     stored = store.messages(child_session)
     assert repair_interrupted(stored) == stored
+
+
+def test_a_child_remembers_the_parents_episodes_and_the_tree_exits_cleanly(tmp_path, kit, model_server):
+    """Children run with memory on (the default): the child's search reads the parent's past
+    episodes from the one memory file, and closing the tree joins the child's memory worker
+    (a worker left inside onnxruntime at exit would abort the process)."""
+    kit.write(tmp_path / "researcher.yaml", f"""
+        name: researcher
+        model: {kit.model_block(model_server, "researcher")}
+        tools: [memory_search]
+        """)
+    kit.write(tmp_path / "parent.yaml", f"""
+        name: lead
+        model: {kit.model_block(model_server, "lead")}
+        tools: [memory_search, read_file]
+        subagents:
+          researcher: {{agent: researcher.yaml, description: Looks things up in memory.}}
+        """)
+    model_server.script(kit.ByModel(
+        lead=["Noted: Postgres for the ledger.",
+              Reply.tool_calls([("agent_researcher", {"task": "Which database did we pick for the ledger?"})]),
+              "We picked Postgres."],
+        researcher=[Reply.tool_calls([("memory_search", {"query": "which database did we pick for the ledger"})]),
+                    "The ledger uses Postgres."],
+    ))
+    kit.run_json(tmp_path, "parent.yaml", "For the ledger we decided on Postgres rather than DynamoDB.")
+    out = kit.clawkit(tmp_path, "run", "parent.yaml", "Ask the researcher which database the ledger uses.", "--json")
+    assert out.returncode == 0 and "terminate called" not in out.stderr, out.stderr
+    assert json.loads(out.stdout)["reply"] == "We picked Postgres."
+    searched = [m for m in kit.requests_for(model_server, "researcher")[1].messages if m["role"] == "tool"][-1]["content"]
+    assert "Postgres rather than DynamoDB" in searched and "session:" in searched
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / ".clawkit" / "memory.db") as conn:
+        parts = {p for (p,) in conn.execute("SELECT DISTINCT partition FROM memory_chunks")}
+    assert "lead" in parts, parts

@@ -104,13 +104,50 @@ def test_read_file_offsets_caps_and_binary(workspace, ctx_for):
     ctx = ctx_for(workspace, max_read_bytes=50)
     assert read_file(ctx_for(workspace), "big.txt", offset=10, limit=2) == "line 10\nline 11\n"
     text = read_file(ctx, "big.txt")
-    assert text.startswith("line 0\n") and "[truncated" in text
+    # head and tail, with a marker naming the omitted bytes and how to read them
+    assert text.startswith("line 0\n") and text.endswith("line 99\n") and "bytes omitted: bytes" in text
+    assert "offset=" in text
+    assert read_file(ctx, "big.txt", offset=90, limit=2) == "line 90\nline 91\n"  # beyond the cap, by lines
     with pytest.raises(ToolError, match="binary"):
         read_file(ctx, "bin.dat")
     with pytest.raises(ToolError, match="does not exist"):
         read_file(ctx, "missing.txt")
     with pytest.raises(ToolError, match="directory"):
         read_file(ctx, ".")
+
+
+def _read_bytes() -> int:
+    """Bytes this process has read through read() syscalls so far (Linux /proc/self/io)."""
+    with open("/proc/self/io") as fh:
+        return next(int(ln.split()[1]) for ln in fh if ln.startswith("rchar:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs Linux /proc/self/io to count bytes read")
+def test_big_file_keeps_head_and_tail_reading_only_the_cap(workspace, ctx_for):
+    import re
+
+    with (workspace / "app.log").open("w") as fh:
+        fh.write("FIRST LINE\n")
+        for i in range(200_000):
+            fh.write(f"{i:08d} INFO request handled\n")
+        fh.write("ERROR: disk full\n")
+    size = (workspace / "app.log").stat().st_size
+    cap = 256 * 1024
+    ctx = ctx_for(workspace, max_read_bytes=cap)
+    before = _read_bytes()
+    text = read_file(ctx, "app.log")
+    read = _read_bytes() - before
+    assert size > 5_000_000 and read <= cap + 8192  # the cap from disk (and /proc's own few bytes), not the file
+    assert text.startswith("FIRST LINE\n") and text.endswith("ERROR: disk full\n")
+    head, marker, tail = re.split(r"\n(\[\.\.\. .*? \.\.\.\])\n", text)
+    m = re.match(r"\[\.\.\. (\d+) bytes omitted: bytes (\d+)-(\d+) of (\d+) .*?offset=(\d+), limit=N", marker)
+    assert m, marker
+    omitted, start, end, total, line = map(int, m.groups())
+    assert total == size and end - start == omitted and len(head) + len(tail) + 2 <= cap
+    raw = (workspace / "app.log").read_bytes()
+    assert raw[:start].decode() == head and raw[end:].decode() == tail  # whole lines either side
+    # the offset the marker names reads on exactly where the head stopped
+    assert read_file(ctx, "app.log", offset=line, limit=1) == raw[start:].split(b"\n", 1)[0].decode() + "\n"
 
 
 def test_write_and_edit(workspace, ctx_for):

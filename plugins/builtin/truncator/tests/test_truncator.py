@@ -80,21 +80,35 @@ def test_small_result_passes_unchanged(make_agent):
     assert "truncated" not in msg.tool_result.metadata
 
 
-def test_big_result_keeps_head_and_marker_within_budget(make_agent):
-    out = big_log(60_000)  # ~3 MB
+def test_big_result_keeps_head_tail_and_marker_within_budget(make_agent):
+    out = big_log(60_000)  # ~3 MB, no error at the end: the tail is kept all the same (keep_tail: always)
     agent = make(make_agent, out)
     agent.run("go")
     [msg] = tool_messages(agent.provider.requests[1])
     assert count(msg.content) <= 0.3 * WINDOW
     assert msg.content.startswith("0000000 INFO worker")
-    head, marker = msg.content.split("[... clawkit truncated this output:", 1)
-    assert head.endswith("status=ok\n")  # cut on a line boundary
-    assert out.startswith(head)
+    head, rest = msg.content.split("[... clawkit truncated this output:", 1)
+    marker, tail = rest.split("]\n", 1)
+    assert head.endswith("status=ok\n") and out.startswith(head)  # cut on a line boundary
+    assert tail.startswith(tuple("0123456789")) and out.endswith(tail)  # the last lines, whole
+    assert tail.endswith("0059999 INFO worker processed item id=59999 status=ok\n")
+    assert len(tail) < len(head)  # tail_share 0.3 of the budget
     assert "tokens removed" in marker and "read_tool_output(output_id=" in marker
-    assert "0059999" not in msg.content  # plain log: no tail kept
+    start = len(head)
+    assert f"characters {start:,}" in marker  # the marker names where the removed middle starts
     meta = msg.tool_result.metadata
     assert meta["truncated"] and meta["original_chars"] == len(out) and meta["output_id"].startswith("out_")
     assert agent.store.events(agent.provider.requests[1].metadata.get("session_id") or agent._session.id, "truncator.truncated")
+
+
+def test_keep_tail_auto_drops_a_plain_tail(make_agent):
+    out = big_log(60_000)
+    agent = make(make_agent, out, truncator={"keep_tail": "auto"})
+    agent.run("go")
+    [msg] = tool_messages(agent.provider.requests[1])
+    head, marker = msg.content.split("[... clawkit truncated this output:", 1)
+    assert out.startswith(head) and "0059999" not in msg.content  # no signal at the end: head only
+    assert count(msg.content) <= 0.3 * WINDOW
 
 
 def test_error_at_the_end_keeps_the_tail(make_agent):

@@ -22,7 +22,7 @@ plugin adds it to the parent's ``ctx.usage``.
 
 from __future__ import annotations
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 
 
 @hookimpl
@@ -33,6 +33,7 @@ def register_config(register):
 
 
 @hookimpl(tryfirst=True)
+@hook_order(15)
 def message_received(ctx, message):
     """Record the session's usage before this run; refuse the turn if it is already spent."""
     from .plugin import start
@@ -41,6 +42,7 @@ def message_received(ctx, message):
 
 
 @hookimpl(tryfirst=True)
+@hook_order(15)
 def before_tool_call(ctx, call):
     """Block the call (and stop the turn) once a cap is reached."""
     from .plugin import gate
@@ -49,6 +51,7 @@ def before_tool_call(ctx, call):
 
 
 @hookimpl
+@hook_order(50)
 def after_tool_call(ctx, call, result):
     """Count the session's tool calls."""
     from .plugin import count_tool
@@ -57,6 +60,7 @@ def after_tool_call(ctx, call, result):
 
 
 @hookimpl(trylast=True)
+@hook_order(80)
 def before_llm_call(ctx, request):
     """Stop before a model call past a cap; warn near one."""
     from .plugin import before_model

@@ -10,7 +10,7 @@ See docs/plugins/classifier.md.
 from __future__ import annotations
 
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 from clawkit.lazy import lazy_exports
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic and json_repair
@@ -34,6 +34,7 @@ def register_config(register):
 
 
 @hookimpl
+@hook_order(70)
 def message_received(ctx, message):
     """Sets the bounded wait, counts turns, and asks for re-classification every N turns."""
     from .classifier import message_received as impl

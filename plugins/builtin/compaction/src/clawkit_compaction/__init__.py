@@ -14,7 +14,7 @@ dropped instead, and the history says so.
 from __future__ import annotations
 
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 from clawkit.lazy import lazy_exports
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic and the kernel
@@ -34,6 +34,7 @@ def register_config(register):
 
 
 @hookimpl
+@hook_order(60)
 async def before_llm_call(ctx, request):
     """Compact when the request would exceed the window minus the reserve."""
     from .plugin import before_llm_call as impl

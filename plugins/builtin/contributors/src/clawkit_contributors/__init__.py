@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 from clawkit.lazy import lazy_exports
 
 if TYPE_CHECKING:
@@ -127,6 +127,7 @@ _reported: dict[str, int] = {}
 
 
 @hookimpl
+@hook_order(60)
 def message_received(ctx, message):
     """Hands tool descriptions to the tools section and reports malformed workspace files."""
     described = {t.name: t.definition.description for t in ctx.tools.visible()} if ctx.tools is not None else {}

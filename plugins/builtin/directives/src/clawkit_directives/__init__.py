@@ -11,7 +11,7 @@ only when the agent's config permits it. Every change emits ``directive.change``
 from __future__ import annotations
 
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 from clawkit.lazy import lazy_exports
 
 from .parse import VALUES, Parsed, parse
@@ -37,6 +37,7 @@ def register_config(register):
 
 
 @hookimpl
+@hook_order(20)
 def message_received(ctx, message):
     """Strip directives; persist a directive-only message's settings and answer it."""
     from .plugin import message_received as impl
@@ -45,6 +46,7 @@ def message_received(ctx, message):
 
 
 @hookimpl
+@hook_order(20)
 def before_llm_call(ctx, request):
     """Set the provider's reasoning effort for /think, where the model accepts it."""
     from .plugin import before_llm_call as impl
@@ -61,6 +63,7 @@ def register_prompt_contributor(register, agent):
 
 
 @hookimpl
+@hook_order(20)
 def message_sending(ctx, outbound):
     """Show tool calls (and with ``full`` their results) and token usage for /verbose."""
     from .plugin import message_sending as impl

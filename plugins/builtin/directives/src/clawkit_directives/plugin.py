@@ -215,16 +215,17 @@ def message_received(ctx, message):
         else:
             previous = turn.get(name, "off")
             turn[name] = value
-            if session_scope and value == "off":
+            # inline or alone, a directive holds for the conversation until changed
+            if value == "off":
                 persisted.pop(name, None)
-            elif session_scope:
+            else:
                 persisted[name] = value
-            _change(ctx, name, value, previous, "session" if session_scope else "turn")
+            _change(ctx, name, value, previous, "session")
             settings.append(f"{name} {value}")
     ctx.state[STATE_KEY] = {k: v for k, v in turn.items() if v != "off"}
+    if settings:
+        ctx.session.set(META_KEY, persisted)
     if session_scope:
-        if settings:
-            ctx.session.set(META_KEY, persisted)
         lines = (["Set for this session: " + ", ".join(settings) + "."] if settings else []) + notes
         if show_status:
             lines.append(status_text(ctx, cfg, ctx.state[STATE_KEY]))

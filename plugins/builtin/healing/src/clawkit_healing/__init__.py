@@ -17,7 +17,7 @@ metadata (``healing``), so they carry across turns and survive a restart.
 
 from __future__ import annotations
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 
 
 @hookimpl
@@ -28,6 +28,7 @@ def register_config(register):
 
 
 @hookimpl
+@hook_order(35)
 async def before_llm_call(ctx, request):
     """Count the tool results since the last request (blocked ones too) and add the notes they call for."""
     from .plugin import intervene

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin; the mcp SDK loads only when used.
 
@@ -25,6 +25,7 @@ def register_config(register):
 
 
 @hookimpl
+@hook_order(25)
 def message_received(ctx):
     if getattr(getattr(ctx.agent, "mcp", None), "servers", None):
         from .plugin import message_received as impl
@@ -34,6 +35,7 @@ def message_received(ctx):
 
 
 @hookimpl
+@hook_order(47)
 def before_llm_call(ctx, request):
     if getattr(getattr(ctx.agent, "mcp", None), "servers", None):
         from .plugin import before_llm_call as impl

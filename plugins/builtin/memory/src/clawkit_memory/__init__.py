@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from clawkit.hookspecs import hookimpl
+from clawkit.hookspecs import hook_order, hookimpl
 from clawkit.lazy import lazy_exports
 
 # The entry-point module stays a thin set of hookimpls: ``clawkit --help`` imports every
@@ -108,6 +108,7 @@ def _idle(ctx: Any, state_db: Any) -> bool:
 
 
 @hookimpl
+@hook_order(50)
 def message_received(ctx, message):
     """Start retrieval for the incoming message, and the file watcher on first use."""
     from .recall import start_recall, state_db_of

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 
 _telemetry: Any = None  # the running Telemetry, once a turn enabled it
 _off: set[int] = set()  # ids of configs seen with telemetry off (cheap repeat check)
@@ -82,6 +82,7 @@ def register_commands(cli):
 
 
 @hookimpl(tryfirst=True)
+@hook_order(5)
 def message_received(ctx, message):
     from .logs import remember_workspace
 
@@ -92,12 +93,14 @@ def message_received(ctx, message):
 
 
 @hookimpl(trylast=True)
+@hook_order(900)
 def before_llm_call(ctx, request):
     if _telemetry is not None and _telemetry.capture_content and _for(ctx) is not None:
         _telemetry.model_input(ctx, request)
 
 
 @hookimpl(trylast=True)
+@hook_order(900)
 def before_tool_call(ctx, call):
     t = _for(ctx) if _telemetry is not None else None
     if t is not None:
@@ -105,6 +108,7 @@ def before_tool_call(ctx, call):
 
 
 @hookimpl(trylast=True)
+@hook_order(900)
 def after_tool_call(ctx, call, result):
     if _telemetry is not None:
         _telemetry.tool_end(ctx, call, result)

@@ -17,7 +17,7 @@ The tool is offered only when the agent's ``tools:`` allows ``update_plan``.
 
 from __future__ import annotations
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin; the implementation (pydantic)
 # loads on first use.
@@ -47,6 +47,7 @@ def register_prompt_contributor(register, agent):
 
 
 @hookimpl(trylast=True)
+@hook_order(95)
 async def message_received(ctx, message):
     """Pre-analysis, after other plugins have stripped directives from the message."""
     from .analysis import pre_analyse

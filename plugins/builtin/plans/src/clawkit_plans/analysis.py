@@ -51,6 +51,8 @@ async def pre_analyse(ctx: Any, message: Any) -> None:
         return
     if _unfinished(ctx.session.get(KEY)):
         return  # the current plan goes on
+    if ctx.state.get("reply") is not None:
+        return  # answered without the model (a directive, a budget stop, a sub-agent dispatch): nothing to plan
     runtime = ctx.runtime
     model_cfg = cfg.pre_analysis.model or ctx.agent.model
     provider = runtime.provider_for(model_cfg) if cfg.pre_analysis.model else runtime.provider

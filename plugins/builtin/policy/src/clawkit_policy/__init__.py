@@ -22,7 +22,7 @@ import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 
 from .redact import redact, redact_text
 
@@ -99,6 +99,7 @@ def ledger_for(store: Any) -> AuditLedger:
         writer = _ledgers.get(store)
         if writer is not None:
             writer[0].flush()
+            writer[0].wait_durable()  # the anchor is current before anyone verifies
         return AuditLedger(store.conn)
     return AuditLedger(store)
 
@@ -147,6 +148,7 @@ def register_config(register):
 
 
 @hookimpl(tryfirst=True)
+@hook_order(10)
 def message_received(ctx, message):
     # open the ledger before other plugins (directives) emit events this turn
     turn = _turn(ctx)
@@ -159,13 +161,26 @@ def message_received(ctx, message):
 
 
 @hookimpl(tryfirst=True)
+@hook_order(20)
 def before_tool_call(ctx, call):
     # any exception here blocks the call: the kernel fails closed
     turn = _turn(ctx)  # imports the gate on first use (see _load)
+    if turn.writer is not None and turn.cfg.audit:
+        synced = turn.writer.durable(ctx.session.id)
+        if synced is not None:  # no new call of this session while its earlier records are not on disk (see writer)
+            return _decide_when_durable(synced, turn, ctx, call)
+    return decide(turn, ctx, call, _pending)
+
+
+async def _decide_when_durable(synced: Any, turn: Turn, ctx: Any, call: Any) -> Any:
+    import asyncio
+
+    await asyncio.wait_for(synced, 30.0)  # a disk that takes longer than this blocks the call
     return decide(turn, ctx, call, _pending)
 
 
 @hookimpl(tryfirst=True)
+@hook_order(10)
 def after_tool_call(ctx, call, result):
     """Redact first; then record the execution and commit it. A result whose execution cannot be
     recorded is withheld (and the next gate call fails closed on the writer's error)."""
@@ -231,7 +246,7 @@ def on_event(event):
     if event.type in ("turn.end", "turn.stopped"):
         turn = _sessions.get(event.session_id)
         if turn is not None and turn.writer is not None:
-            turn.writer.flush()  # the turn's records are durable before its reply goes out
+            turn.writer.flush()  # the turn's records are committed before its reply goes out (on disk soon after: see writer)
         return
     if not event.type.startswith(AUDITED_PREFIXES):
         return

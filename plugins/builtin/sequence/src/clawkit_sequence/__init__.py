@@ -25,7 +25,7 @@ blocked too, so the turn ends instead of spinning.
 from __future__ import annotations
 
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 from clawkit.lazy import lazy_exports
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic loads (with
@@ -46,6 +46,7 @@ def register_config(register):
 
 
 @hookimpl
+@hook_order(30)
 def before_tool_call(ctx, call):
     """Block calls whose prerequisites have not run (an error here blocks: the kernel fails closed)."""
     from .rules import before_tool_call as impl
@@ -54,6 +55,7 @@ def before_tool_call(ctx, call):
 
 
 @hookimpl
+@hook_order(40)
 def after_tool_call(ctx, call, result):
     """Record prerequisite calls in the session database."""
     from .rules import after_tool_call as impl

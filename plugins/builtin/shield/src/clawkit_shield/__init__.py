@@ -23,7 +23,7 @@ import fnmatch
 import os
 from typing import TYPE_CHECKING, Any
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 
 if TYPE_CHECKING:
     import jsonschema
@@ -376,6 +376,7 @@ def register_config(register):
 
 
 @hookimpl
+@hook_order(40)
 def before_tool_call(ctx, call):
     """Layers 1–3; an internal error blocks the call (fail closed)."""
     config = _config(ctx)
@@ -388,13 +389,14 @@ def before_tool_call(ctx, call):
         return Decision.block(f"the shield could not check this call ({type(exc).__name__}: {exc}); failing closed")
 
 
-@hookimpl(tryfirst=True)
+@hookimpl
+@hook_order(30)
 def after_tool_call(ctx, call, result):
     """Scan and wrap untrusted results; an internal error withholds the result (fail closed).
 
-    Runs early, before truncation: the whole result is scanned, and a head/tail cut
-    keeps both data delimiters. Parts read back later (``read_tool_output``) are
-    untrusted too and are scanned and wrapped again."""
+    Runs after the truncator (docs/hook-order.md): what is scanned and wrapped is what
+    the model will see, head and tail, delimiters intact. Parts read back later
+    (``read_tool_output``) are untrusted too and are scanned and wrapped again."""
     config = _config(ctx)
     if getattr(config, "enabled", True) is False:
         return None
@@ -414,6 +416,7 @@ def after_tool_call(ctx, call, result):
 
 
 @hookimpl
+@hook_order(70)
 def before_llm_call(ctx, request):
     """Scan untrusted text other plugins put into the prompt; an internal error taints the session."""
     config = _config(ctx)

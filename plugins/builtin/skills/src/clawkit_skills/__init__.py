@@ -22,7 +22,7 @@ arguments with the skill's plan and guardrails as JSON for the model to follow.
 from __future__ import annotations
 
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 from clawkit.lazy import lazy_exports
 
 __all__ = [
@@ -72,6 +72,7 @@ def register_tools(register, agent):
 
 
 @hookimpl
+@hook_order(30)
 def message_received(ctx, message):
     from .skilltools import sync_tools
     from .state import flush_counters, registry_for, settings
@@ -97,6 +98,7 @@ def register_prompt_contributor(register, agent):
 
 
 @hookimpl
+@hook_order(10)
 def before_llm_call(ctx, request):
     from .state import active_skills, bump, registry_for, settings
 
@@ -119,6 +121,21 @@ def agent_closing(agent, runtime):
     from .state import release
 
     release(runtime, agent)
+
+
+@hookimpl
+@hook_order(10)
+def before_tool_call(ctx, call):
+    # fill @dialect arguments before any gate validates them (the shield's schema check)
+    tool = ctx.tools.tools.get(call.name) if ctx.tools is not None else None
+    if getattr(tool, "skill_name", None) and isinstance(call.arguments, dict):
+        from .skilltools import fill_dialect
+
+        filled = fill_dialect(ctx, tool, call.arguments)
+        ctx.state.setdefault("skills.filled", {})[call.id] = dict(filled)
+        if filled:
+            ctx.emit("skills.filled", tool=call.name, call_id=call.id, fields=sorted(filled))
+    return None
 
 
 @hookimpl

@@ -315,7 +315,7 @@ def parse_engine(block: Block) -> dict[str, Any]:
         s = re.match(r"^\s*(?:\d+[.)]|[-*+]|step\s*\d+\s*[:.)-])\s+(.+)$", ln, re.I)
         if s:
             steps.append(s.group(1).strip())
-    engine: dict[str, Any] = {"steps": steps, "lang": None, "code": None}
+    engine: dict[str, Any] = {"steps": steps, "lang": None, "code": None, "prose": outside.strip()}
     if m is not None:
         engine["lang"] = (m.group(1) or "text").lower()
         engine["code"] = m.group(2).strip("\n")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -210,11 +211,38 @@ def _weight(telemetry: dict[str, Any] | None) -> float:
     return round(max(0.0, min(1.0, 1.0 - evidence * (1.0 - rate))), 4)
 
 
+#: ``@dialect`` sources the skill tools fill (clawkit_skills.skilltools.dialect_value); other
+#: ``context.*`` keys have no value and are warned about; any other dotted key reads turn state
+DIALECT_SOURCES = frozenset({"context.query", "context.message", "context.text", "user.message", "context.task",
+                             "context.action", "context.url", "context.path", "context.cmd", "context.workspace",
+                             "workspace", "context.session_id", "session.id"})
+#: manifest keys that become behaviour (the rest is metadata, and `skills check` says so)
+MANIFEST_USED = frozenset({"id", "name", "description", "version", "schema_version", "keywords", "tags",
+                           "permissions", "tools", "requires"})
+#: keys of a permission item the shield and the guardrails use
+PERMISSION_USED = frozenset({"capability", "deny", "allow", "paths", "keys"})
+
+
+def _prose_steps(text: str) -> list[str]:
+    """ENGINE prose: each paragraph (or each line of a line-per-step block) becomes a step."""
+    paras = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    steps: list[str] = []
+    for para in paras:
+        lines = [ln.strip() for ln in para.splitlines() if ln.strip() and not ln.strip().startswith(("#", "//"))]
+        if len(lines) > 1 and all(re.search(r"[.!?:]$", ln) for ln in lines):
+            steps.extend(lines)  # one sentence per line: one step each
+        elif lines:
+            steps.append(" ".join(lines))
+    return steps
+
+
 def _plan(engine: dict[str, Any] | None) -> list[str]:
     if not engine:
         return []
     if engine.get("steps"):
         return list(engine["steps"])
+    if engine.get("code") is None and engine.get("prose"):
+        return _prose_steps(engine["prose"])
     code = engine.get("code") or ""
     steps = []
     for ln in code.splitlines():
@@ -245,6 +273,7 @@ def compile_claws(text: str, path: str | Path = "<string>", digest: str | None =
     dialects: dict[str, dict[str, str]] = {}
     vibe = cf.data.get("vibe") or {}
     idl_block = cf.block("idl")
+    idl = None
     if idl_block is not None:
         try:
             idl = compile_idl(idl_block.text, idl_block.body_line)
@@ -267,6 +296,7 @@ def compile_claws(text: str, path: str | Path = "<string>", digest: str | None =
         raise SkillCompileError(cf.errors)
     confidence, verification = _confidence(cf.data.get("verification"))
     plan = _plan(cf.data.get("engine"))
+    _warn_losses(cf, manifest, permissions, plan, idl_block, idl)
     guardrails = guardrails_from(permissions)
     lexicon = cf.data.get("lexicon")
     skill = CompiledSkill(
@@ -300,6 +330,62 @@ def compile_claws(text: str, path: str | Path = "<string>", digest: str | None =
     )
     skill.system_prompt_section = render_claws_section(skill, vibe)
     return skill
+
+
+def _warn_losses(cf: Any, manifest: dict[str, Any], permissions: list[dict[str, Any]], plan: list[str],
+                 idl_block: Any, idl: Any) -> None:
+    """A located warning for each construct of the file that does not become behaviour."""
+    def warn(block: Any, line: int | None, message: str) -> None:
+        title = block.title.upper() if block is not None else ""
+        cf.warnings.append(f"{cf.path}:{line or (block.body_line if block is not None else 1)}: [{title}] {message}")
+
+    from .claws import _MARKER, _NAME_TO_KIND, _is_separator
+
+    lines = cf.text.splitlines()
+    for i, ln in enumerate(lines):  # a section whose marker names no known block merges into the previous one
+        if i and not _is_separator(lines[i - 1]) or not ln.strip():
+            continue
+        m = _MARKER.match(ln)
+        name = re.sub(r"\s+", " ", m.group("name").strip().upper()) if m else None
+        if name and name not in _NAME_TO_KIND and (i == 0 or _is_separator(lines[i - 1])):
+            cf.warnings.append(f"{cf.path}:{i + 1}: [{name}] unknown block: not a .claws block; its text is "
+                               "merged into the previous block's, not carried into behaviour")
+    mblock = cf.block("manifest")
+    mtext = mblock.text if mblock is not None else ""
+    for key in manifest:
+        if key not in MANIFEST_USED:
+            warn(mblock, _key_line(mtext, mblock, key, top=True),
+                 f"manifest key {key!r} is kept as metadata only; clawkit does not act on it")
+    after = _key_line(mtext, mblock, "permissions", top=True)
+    for item in permissions:
+        for key in item:
+            if key not in PERMISSION_USED:
+                line = _key_line(mtext, mblock, key, after=after)
+                warn(mblock, line, f"permission key {key!r} ({item.get('capability') or item.get('deny')}) is not enforced")
+                after = line
+    eblock = cf.block("engine")
+    engine = cf.data.get("engine") or {}
+    if eblock is not None and not plan:
+        what = f"its <script lang={engine.get('lang')}> code is never run and holds no comment steps or awaited calls" \
+            if engine.get("code") else "it has no steps"
+        warn(eblock, eblock.body_line, f"the ENGINE block compiles to an empty plan: {what}")
+    elif eblock is not None and engine.get("code") and engine.get("steps"):
+        warn(eblock, eblock.body_line, "the <script> code is not run; the plan comes from the numbered steps only")
+    if idl is not None:
+        for iface in idl.interfaces.values():
+            for f in iface.fields:
+                if f.dialect and f.dialect.startswith(("context.", "user.", "session.")) and f.dialect not in DIALECT_SOURCES:
+                    warn(idl_block, f.line, f"@dialect:{f.dialect} on {iface.name}.{f.name} has no source; the field is "
+                                            f"never auto-filled (supported: {', '.join(sorted(DIALECT_SOURCES))})")
+    ident = cf.block("identity")
+    if ident is not None:
+        warn(ident, ident.body_line, "the signature is not verified; kept as provenance metadata")
+    fp = cf.block("fingerprint")
+    if fp is not None:
+        warn(fp, fp.body_line, "NEURAL FINGERPRINT is kept as metadata; the Shield's third layer does not use it yet")
+    state = cf.block("state")
+    if state is not None:
+        warn(state, state.body_line, "STATE is kept as metadata; checkpoints are not restored")
 
 
 def _one_line(text: str, limit: int = 140) -> str:
@@ -341,11 +427,47 @@ def render_claws_section(skill: CompiledSkill, vibe: dict[str, Any]) -> str:
 _FRONTMATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 
 
+def _key_line(text: str, block: Any, key: str, *, top: bool = False, after: int | None = None) -> int | None:
+    """The file line where ``key:`` is written in ``block``'s body (YAML or JSON; ``top``: unindented
+    only), at or after line ``after``; None when it cannot be found (the block's first line is used)."""
+    if block is None:
+        return None
+    first = block.body_line
+    pat = re.compile(rf"^{re.escape(key)}\s*:" if top else rf"(?:^|[\s{{,\-])[\"']?{re.escape(key)}[\"']?\s*:")
+    for i, ln in enumerate(text.splitlines()):
+        if (after is None or first + i >= after) and pat.search(ln):
+            return first + i
+    return None
+
+
+SKILL_MD_USED = frozenset({"name", "description", "metadata", "requires", "os", "allowed-tools", "allowed_tools",
+                           "version", "keywords", "tags", "homepage", "license"})
+OS_NAMES = {"darwin": "darwin", "macos": "darwin", "mac": "darwin", "linux": "linux", "win32": "win32",
+            "windows": "win32"}
+
+
+#: where OpenClaw-style metadata keeps its keys; what clawkit acts on there (emoji and homepage are
+#: display-only in OpenClaw too); and the requirement kinds it checks
+NAMESPACES = ("openclaw", "clawdbot", "clawkit")
+METADATA_USED = frozenset({"requires", "os", "emoji", "homepage"})
+REQUIRES_USED = frozenset({"bins", "anyBins", "env", "config", "tools"})
+
+
+def _front_line(front_text: str, key: str) -> int:
+    """The file line of ``key:`` in the frontmatter (top-level first, else nested or in JSON); 2 if unseen."""
+    lines = front_text.splitlines()
+    for pat in (rf"^{re.escape(key)}\s*:", rf"(?:^|[\s{{,])[\"']?{re.escape(key)}[\"']?\s*:"):
+        for i, ln in enumerate(lines, 2):
+            if re.search(pat, ln):
+                return i
+    return 2
+
+
 def _requires(raw: Any) -> dict[str, list[str]]:
     if not isinstance(raw, dict):
         return {}
     out: dict[str, list[str]] = {}
-    for key in ("bins", "anyBins", "env", "config"):
+    for key in ("bins", "anyBins", "env", "config", "tools", "os"):
         if raw.get(key):
             out[key] = _items(raw[key])
     return out
@@ -376,12 +498,37 @@ def compile_skill_md(text: str, path: str | Path = "SKILL.md", digest: str | Non
             meta = json.loads(meta)
         except ValueError:
             meta = {}
-    requires = front.get("requires")
+    requires: dict[str, Any] = {}
+    oses: list[str] = _items(front.get("os"))
+    warnings: list[str] = []
+    # OpenClaw puts gating under metadata.openclaw (older: clawdbot, clawkit) or at the top level
+    scopes = [front] + ([meta] if isinstance(meta, dict) else [])
     if isinstance(meta, dict):
-        for ns in ("clawkit", "openclaw", "clawdbot"):
-            if isinstance(meta.get(ns), dict) and meta[ns].get("requires"):
-                requires = meta[ns]["requires"]
-        requires = meta.get("requires", requires)
+        scopes += [meta[ns] for ns in NAMESPACES if isinstance(meta.get(ns), dict)]
+    for scope in scopes:
+        req = scope.get("requires")
+        if isinstance(req, dict):
+            for key, value in req.items():
+                requires.setdefault(key, [])
+                requires[key] = list(dict.fromkeys([*requires[key], *_items(value)]))
+        if scope is not front and scope.get("os"):
+            oses = list(dict.fromkeys([*oses, *_items(scope.get("os"))]))
+        if isinstance(req, dict):
+            for key in req:
+                if key not in REQUIRES_USED:
+                    warnings.append(f"{path}:{_front_line(m.group(1), key)}: [FRONTMATTER] requires.{key} is not "
+                                    f"checked (clawkit gates on {', '.join(sorted(REQUIRES_USED))})")
+        if scope is front:
+            continue
+        for key in scope:
+            if key not in METADATA_USED and not (scope is meta and key in NAMESPACES):
+                warnings.append(f"{path}:{_front_line(m.group(1), key)}: [FRONTMATTER] metadata {key!r} is not "
+                                "acted on by clawkit")
+    for key in front:
+        if key not in SKILL_MD_USED:
+            warnings.append(f"{path}:{_front_line(m.group(1), key)}: [FRONTMATTER] {key!r} is not acted on by clawkit")
+    if oses:
+        requires["os"] = oses
     name = str(front.get("name") or (p.parent.name if p.name.upper() == "SKILL.MD" else p.stem))
     description = str(front.get("description") or "")
     errors = []
@@ -400,7 +547,7 @@ def compile_skill_md(text: str, path: str | Path = "SKILL.md", digest: str | Non
         content_hash=digest or content_hash(text), version=str(front.get("version") or ""),
         keywords=_items(front.get("keywords") or front.get("tags")),
         system_prompt_section=section, allowed_tools=[str(t) for t in allowed], requires=_requires(requires),
-        metadata={"frontmatter": front},
+        metadata={"frontmatter": front}, warnings=warnings,
     )
 
 
@@ -450,6 +597,9 @@ def missing_requirements(skill: CompiledSkill, config: dict[str, Any] | None = N
     missing_cfg = [c for c in req.get("config", []) if not _dotted(config or {}, c)]
     if missing_cfg:
         reasons.append("missing config: " + ", ".join(missing_cfg))
+    oses = [OS_NAMES.get(o.lower(), o.lower()) for o in req.get("os", [])]
+    if oses and sys.platform not in oses:
+        reasons.append(f"needs os {', '.join(req['os'])} (this is {sys.platform})")
     return reasons
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from clawkit.prompt import PromptContributor, PromptSection
 
-from .state import active_skills, settings
+from .state import active_skills, admitted, settings
 
 class SkillIndexContributor(PromptContributor):
     """A compact list of the available skills (name + one line) — never their full text."""
@@ -21,7 +21,8 @@ class SkillIndexContributor(PromptContributor):
             return None
         cfg = settings(ctx.agent)
         active = {s.name for s in active_skills(_CtxView(ctx), reg)}
-        skills = [s for s in reg.available() if s.name not in active][: cfg.index_limit]
+        tools = getattr(ctx, "registry", None)
+        skills = [s for s in reg.available() if s.name not in active and admitted(tools, s)][: cfg.index_limit]
         if not skills:
             return None
         lines = [f"- {s.name}: {s.description}" for s in skills]

@@ -8,6 +8,7 @@ as JSON; it never acts by itself.
 from __future__ import annotations
 
 import json
+import re
 import weakref
 from typing import Any
 
@@ -24,6 +25,7 @@ class SkillTool(Tool):
     """A skill's IDL interface as a tool: validates and returns the plan, never acts."""
 
     skill_name: str = ""
+    skill: Any = None
 
     def offered(self, ctx: Any) -> bool:
         """Shown to the model only while its skill is active (routed, loaded or ``always``)."""
@@ -38,17 +40,31 @@ class SkillTool(Tool):
         return {"arguments": dict(arguments)}
 
 
+def fill_dialect(ctx: Any, tool: "SkillTool", arguments: dict[str, Any]) -> dict[str, Any]:
+    """Fill missing fields that carry an ``@dialect`` hint, in place; returns what was filled.
+
+    Runs in ``before_tool_call`` ahead of every gate (the shield validates the filled
+    arguments) and again when the tool runs (a no-op by then)."""
+    filled: dict[str, Any] = {}
+    skill, td = tool.skill, tool.definition
+    props = (td.parameters or {}).get("properties", {})
+    for fld, key in skill.dialect_hints.get(td.name, {}).items():
+        if fld not in arguments or arguments[fld] in (None, ""):
+            value = dialect_value(ctx, key, props.get(fld) or {})
+            if value is not None:
+                arguments[fld] = filled[fld] = value
+    return filled
+
+
 def _make_skill_tool(skill: CompiledSkill, td: Any, write_back: bool) -> SkillTool:
     def run_skill_tool(arguments: dict[str, Any], ctx: Any = None) -> str:
         import jsonschema
 
         args = dict(arguments)
-        filled = {}
-        for fld, key in skill.dialect_hints.get(td.name, {}).items():
-            if fld not in args or args[fld] in (None, ""):
-                value = _dialect_value(ctx, key)
-                if value is not None:
-                    args[fld] = filled[fld] = value
+        filled = fill_dialect(ctx, tool, args)
+        call = getattr(ctx, "call", None) if ctx is not None else None
+        if call is not None:  # filled earlier, in before_tool_call
+            filled = {**((getattr(ctx, "state", None) or {}).get("skills.filled", {}).get(call.id) or {}), **filled}
         errors = sorted(jsonschema.Draft202012Validator(td.parameters).iter_errors(args), key=lambda e: list(e.path))
         if errors:
             detail = "; ".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors[:5])
@@ -67,14 +83,53 @@ def _make_skill_tool(skill: CompiledSkill, td: Any, write_back: bool) -> SkillTo
 
     tool = SkillTool(td, run_skill_tool, create_model(f"{td.name}_args"), True, False)
     tool.skill_name = skill.name
+    tool.skill = skill
     return tool
 
 
-def _dialect_value(ctx: Any, key: str) -> Any:
+_URL = re.compile(r"https?://[^\s<>()\"']+")
+_CMD = re.compile(r"`([^`\n]+)`")
+_PATH = re.compile(r"(?<![\w/:])((?:\.{0,2}/|~/)?(?:[\w.-]+/)*[\w-]+\.[A-Za-z0-9]{1,8}|(?:\.{0,2}/|~/)(?:[\w.-]+/?)+)")
+
+
+def _last_user(ctx: Any) -> str | None:
+    return next((m.content for m in reversed(ctx.session.history) if m.role == "user"), None)
+
+
+def dialect_value(ctx: Any, key: str, schema: dict[str, Any] | None = None) -> Any:
+    """The value a ``@dialect`` source stands for in this turn (None when it has none).
+
+    ``context.query``/``message``/``text``/``task`` — the user's latest message;
+    ``context.action`` — the enum value of the field the message names (else the
+    router's intent when allowed); ``context.url`` — the first URL in the message;
+    ``context.path`` — the first file path; ``context.cmd`` — the first `backticked`
+    command; ``context.workspace``; ``context.session_id``; any other dotted key is
+    looked up in the turn state."""
     if ctx is None:
         return None
-    if key in ("context.query", "context.message", "context.text", "user.message"):
-        return next((m.content for m in reversed(ctx.session.history) if m.role == "user"), None)
+    schema = schema or {}
+    text = _last_user(ctx) or ""
+    if key in ("context.query", "context.message", "context.text", "user.message", "context.task"):
+        return text or None
+    if key == "context.action":
+        choices = [c for c in schema.get("enum") or [] if isinstance(c, str)]
+        words = set(re.findall(r"[\w-]+", text.lower()))
+        named = next((c for c in choices if c.lower() in words), None)
+        intent = ((getattr(ctx, "state", None) or {}).get("route") or {}).get("intent")
+        if named is not None:
+            return named
+        if intent and (not choices or intent in choices):
+            return intent
+        return schema.get("default")
+    if key == "context.url":
+        m = _URL.search(text)
+        return m.group(0).rstrip(".,;") if m else None
+    if key == "context.cmd":
+        m = _CMD.search(text)
+        return m.group(1) if m else None
+    if key == "context.path":
+        m = _PATH.search(_URL.sub(" ", text))
+        return m.group(1).rstrip(".,;") if m else None
     if key in ("context.workspace", "workspace"):
         return str(ctx.workspace)
     if key in ("context.session_id", "session.id"):

@@ -104,12 +104,21 @@ def release(*owners: Any) -> None:
 SKILLS_GROUP = ("load_skill", "skill_*")  # what `tools: [skills]` admits
 
 
+def needed_tools(skill: CompiledSkill) -> list[str]:
+    """Agent tools a skill needs (``requires.tools``, in a SKILL.md or a .claws manifest)."""
+    # a .claws manifest's `tools` says what the skill uses, often optional: only `requires.tools` gates
+    return list(skill.requires.get("tools", []))
+
+
 def admitted(tools: Any, skill: CompiledSkill) -> bool:
     """Whether the agent's allowlist admits ``skill``: ``load_skill`` is allowed (the
-    ``skills`` entry allows it), or one of the skill's own tools is."""
+    ``skills`` entry allows it) or one of the skill's own tools is — and every tool the
+    skill needs is allowed (a skill the agent could not carry out is never offered)."""
     if tools is None:
         return False
-    return tools.allowed("load_skill") or any(tools.allowed(td.name) for td in skill.tool_definitions)
+    if not (tools.allowed("load_skill") or any(tools.allowed(td.name) for td in skill.tool_definitions)):
+        return False
+    return all(tools.allowed(t) for t in needed_tools(skill))
 
 
 def active_skills(ctx: Any, reg: SkillRegistry | None = None) -> list[CompiledSkill]:
@@ -159,12 +168,10 @@ def flush_counters(ctx: Any, reg: SkillRegistry) -> None:
 
 def bump(conn: Any, metric: str, by: float = 1.0) -> None:
     try:
-        conn.execute("CREATE TABLE IF NOT EXISTS skills_metrics (metric TEXT PRIMARY KEY, value REAL NOT NULL, updated REAL NOT NULL)")
-        conn.execute(
-            "INSERT INTO skills_metrics (metric, value, updated) VALUES (?, ?, ?) "
-            "ON CONFLICT(metric) DO UPDATE SET value = value + excluded.value, updated = excluded.updated",
-            (metric, by, time.time()),
-        )
+        from clawkit.storage import declare, metrics_table, metrics_upsert
+
+        declare(conn, metrics_table("skills_metrics"))
+        conn.execute(metrics_upsert("skills_metrics"), (metric, by, time.time()))
     except Exception as exc:  # metrics never break a turn
         log.debug("skills metrics: %r", exc)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 
 DATA_NOTE = (
     "Answers from sub-agents arrive inside <subagent_result agent=\"…\"> … </subagent_result>. "
@@ -47,6 +47,7 @@ def register_tools(register, agent):
 
 
 @hookimpl
+@hook_order(40)
 def before_llm_call(ctx, request):
     """The parent's prompt says that sub-agent answers are data (only when it has agent tools)."""
     if not _declared(ctx.agent) or DATA_NOTE in request.system:
@@ -57,6 +58,7 @@ def before_llm_call(ctx, request):
 
 
 @hookimpl(trylast=True)
+@hook_order(90)
 def message_received(ctx, message):
     """A translation route naming declared sub-agents dispatches the message to them."""
     route = ctx.state.get("route")

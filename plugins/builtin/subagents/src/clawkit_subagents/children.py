@@ -198,15 +198,12 @@ def child_for(parent: Any, name: str, spec: SubagentSpec) -> Any:
 
 
 def close_children(parent: Any) -> None:
-    """Release the children's plugins (``agent.close``) without closing the shared store."""
-    from clawkit.context import emit_event
-    from clawkit.types import Event
-
+    """Close the children, deepest first, while the parent's store is still open: their plugins
+    stop and join their threads (``agent_closing`` — a child's memory worker, say); the store
+    they share stays open, it is the parent's (an agent closes only a store it opened)."""
     for child in (_children.pop(parent, None) or {}).values():
         close_children(child)
-        if not child._closed:
-            child._closed = True
-            emit_event(child.hooks, None, Event(type="agent.close", data={"agent": child.config.name}))
+        child.close()
 
 
 def open_parents() -> list[Any]:

@@ -36,13 +36,71 @@ def _open_regular(real: Path, raw: str) -> int:
     return fd
 
 
+def _check_text(data: bytes, raw: str) -> None:
+    if b"\x00" in data[:8192]:
+        raise ToolError(f"{raw!r} looks like a binary file; read_file returns text only")
+
+
 def _read_text(real: Path, raw: str, limit: int) -> tuple[str, bool]:
     fd = _open_regular(real, raw)
     with os.fdopen(fd, "rb") as fh:
         data = fh.read(limit + 1)
-    if b"\x00" in data[:8192]:
-        raise ToolError(f"{raw!r} looks like a binary file; read_file returns text only")
+    _check_text(data, raw)
     return data[:limit].decode("utf-8", errors="replace"), len(data) > limit
+
+
+TAIL_SHARE = 0.3  # of the cap, for the end of a big file (errors and summaries are there)
+
+
+def _read_head_tail(real: Path, raw: str, cap: int) -> str:
+    """The first ~70 % and the last ~30 % of ``cap`` bytes of a file larger than ``cap``, cut at
+    line boundaries, with a marker naming the omitted byte range and how to read it.
+    Reads at most ``cap`` bytes from disk."""
+    fd = _open_regular(real, raw)
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        head = fh.read(cap - int(cap * TAIL_SHARE))
+        _check_text(head, raw)
+        tail_len = min(int(cap * TAIL_SHARE), max(0, size - len(head)))
+        fh.seek(size - tail_len)
+        tail = fh.read(tail_len)
+    nl = head.rfind(b"\n")
+    if nl > len(head) // 2:  # cut the head after its last full line
+        head = head[: nl + 1]
+    nl = tail.find(b"\n")
+    if 0 <= nl < len(tail) // 2:  # start the tail at a full line
+        tail = tail[nl + 1 :]
+    start, end = len(head), size - len(tail)
+    head_lines = head.count(b"\n")
+    avg = max(1.0, len(head) / max(1, head_lines))
+    about = max(1, round((end - start) / avg))
+    marker = (f"\n[... {end - start} bytes omitted: bytes {start}-{end} of {size} ({raw} is larger than the "
+              f"{cap}-byte read cap); they start at line {head_lines}: read them with "
+              f"read_file(path={raw!r}, offset={head_lines}, limit=N) — about {about} lines in all ...]\n")
+    return head.decode("utf-8", errors="replace") + marker + tail.decode("utf-8", errors="replace")
+
+
+def _read_lines(real: Path, raw: str, offset: int, limit: int | None, cap: int) -> tuple[str, bool]:
+    """Lines ``offset`` .. ``offset + limit`` streamed from the file (anywhere in it), at most ``cap`` bytes."""
+    fd = _open_regular(real, raw)
+    out: list[bytes] = []
+    used = 0
+    cut = False
+    with os.fdopen(fd, "rb") as fh:
+        first = fh.read(8192)
+        _check_text(first, raw)
+        fh.seek(0)
+        for i, line in enumerate(fh):
+            if i < offset:
+                continue
+            if limit is not None and i >= offset + limit:
+                break
+            if used + len(line) > cap:
+                cut = True
+                break
+            out.append(line)
+            used += len(line)
+    return b"".join(out).decode("utf-8", errors="replace"), cut
 
 
 def read_file(ctx: Any, path: str, offset: int = 0, limit: int | None = None) -> str:
@@ -50,18 +108,25 @@ def read_file(ctx: Any, path: str, offset: int = 0, limit: int | None = None) ->
 
     Args:
         path: file path, relative to the workspace
-        offset: first line to return (0-based)
-        limit: how many lines to return (default: all, up to the size cap)
+        offset: first line to return (0-based); with offset/limit any part of a big file can be read
+        limit: how many lines to return (default: all, up to the size cap; a bigger file shows its head and tail)
     """
     cfg = settings(ctx)
     real = resolve(path, ctx, "read_file", want="file")
-    text, cut = _read_text(real, path, cfg.max_read_bytes)
     if offset or limit is not None:
-        lines = text.splitlines(keepends=True)
-        end = None if limit is None else offset + max(0, limit)
-        text = "".join(lines[max(0, offset) : end])
-    if cut:
-        text += f"\n[truncated: {path} is larger than {cfg.max_read_bytes} bytes; use offset/limit]"
+        text, cut = _read_lines(real, path, max(0, offset), None if limit is None else max(0, limit), cfg.max_read_bytes)
+        if cut:
+            text += f"\n[cut at the {cfg.max_read_bytes}-byte read cap: continue with a larger offset or a smaller limit]"
+        return text
+    try:
+        size = os.stat(real).st_size
+    except FileNotFoundError:
+        raise ToolError(f"{path!r} does not exist") from None
+    if size > cfg.max_read_bytes:
+        return _read_head_tail(real, path, cfg.max_read_bytes)  # the end of a big file (a log's error) is kept
+    text, cut = _read_text(real, path, cfg.max_read_bytes)
+    if cut:  # it grew while we read
+        text += f"\n[truncated: {path} grew past {cfg.max_read_bytes} bytes while being read; use offset/limit]"
     return text
 
 

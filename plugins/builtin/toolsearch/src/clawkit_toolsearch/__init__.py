@@ -16,7 +16,7 @@ and after, so nothing is dropped silently.
 
 from __future__ import annotations
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 
 
 @hookimpl
@@ -35,6 +35,7 @@ def register_tools(register, agent):
 
 
 @hookimpl(tryfirst=True)
+@hook_order(45)
 def before_llm_call(ctx, request):
     """Send only the relevant tool definitions when there are too many (first, so that the plugins
     measuring the request — compaction — see the definitions actually sent)."""

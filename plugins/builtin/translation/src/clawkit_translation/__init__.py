@@ -26,7 +26,7 @@ skill's lexicon and count messages in the ``translation_metrics`` table.
 from __future__ import annotations
 
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 from clawkit.lazy import lazy_exports
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic, the router's and
@@ -58,6 +58,7 @@ def register_config(register):
 
 
 @hookimpl
+@hook_order(40)
 def message_received(ctx, message):
     """encode_inbound: route the message (``ctx.state["route"]``, session metadata, an event)."""
     from .device import message_received as impl
@@ -66,6 +67,7 @@ def message_received(ctx, message):
 
 
 @hookimpl
+@hook_order(30)
 def before_llm_call(ctx, request):
     """A routed profile with a ``tools`` allowlist narrows the request's tools."""
     from .device import before_llm_call as impl
@@ -82,6 +84,7 @@ def register_prompt_contributor(register, agent):
 
 
 @hookimpl(tryfirst=True)
+@hook_order(10)
 def message_sending(ctx, outbound):
     """decode_outbound: strip transport artifacts; encode routed CT/1 messages as ClawDense."""
     from .device import message_sending as impl

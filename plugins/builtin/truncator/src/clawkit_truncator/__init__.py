@@ -15,7 +15,7 @@ tokenized. Any failure falls back to a character budget and says so.
 from __future__ import annotations
 
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 from clawkit.lazy import lazy_exports
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic, the kernel types and
@@ -38,6 +38,7 @@ def register_config(register):
 
 
 @hookimpl
+@hook_order(20)
 def after_tool_call(ctx, call, result):
     """Cut a result over its budget before it enters the context."""
     from .plugin import after_tool_call as impl
@@ -46,6 +47,7 @@ def after_tool_call(ctx, call, result):
 
 
 @hookimpl
+@hook_order(50)
 def before_llm_call(ctx, request):
     """Trim old tool results in the request once it fills the window."""
     from .plugin import before_llm_call as impl

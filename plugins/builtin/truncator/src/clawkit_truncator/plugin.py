@@ -34,7 +34,8 @@ class TruncatorConfig(BaseModel):
                                     "(default: the agent's context.shares.tool_results, 0.3)")
     max_tokens: int | None = Field(None, gt=0, description="absolute token budget per tool result (overrides max_share)")
     keep_tail: Literal["auto", "always", "never"] = Field(
-        "auto", description="keep the end of the output too: auto = when it carries errors, tracebacks, summaries or a closing brace")
+        "always", description="keep the end of the output too (errors and summaries are there): always (default), "
+                              "auto = only when it carries errors, tracebacks, summaries or a closing brace, never")
     tail_share: float = Field(0.3, ge=0, lt=1, description="share of the budget given to the tail when one is kept")
     encoding: Literal["auto", "cl100k_base", "o200k_base"] = Field("auto", description="tiktoken encoding; auto picks by model")
     store_full: bool = Field(True, description="keep the full output of truncated calls in the session database")
