@@ -62,7 +62,7 @@ def test_two_hundred_sessions_on_three_workers_each_effect_once(pg_url, append_m
     attempts = _lines(tmp_path / "ws" / "attempts.log")
     assert sorted(line.split()[1] for line in effects) == sorted(sessions.values())  # each effect exactly once
     assert len(attempts) == SESSIONS  # and each tool step ran once
-    _check_transcripts(tmp_path / "state.db", sessions)
+    _check_transcripts(pg_url, sessions)
 
 
 def test_kill_9_mid_turn_another_worker_finishes_without_rerunning_steps(pg_url, append_model, tmp_path):
@@ -101,4 +101,4 @@ def test_kill_9_mid_turn_another_worker_finishes_without_rerunning_steps(pg_url,
     effects = _lines(tmp_path / "ws" / "effects.log")
     assert len(attempts) == n, collections.Counter(attempts)  # no finished tool step ran again
     assert sorted(line.split()[1] for line in effects) == sorted(sessions.values())
-    _check_transcripts(tmp_path / "state.db", sessions)
+    _check_transcripts(pg_url, sessions)

@@ -22,7 +22,6 @@ def register(cli: Any) -> None:
 
     w = cli.command("worker", help="run queued turns of these agents (durable: DBOS workflows in PostgreSQL)")
     w.add_argument("agents", nargs="+", metavar="AGENT.yaml", help="agent files this worker runs turns for")
-    _db(w)
     w.add_argument("--concurrency", type=int, default=8, help="turns this worker runs at once (default 8)")
     w.add_argument("--state-db", metavar="PATH",
                    help="the session store the agents write (default: each agent's state_db; shared by every worker)")
@@ -30,7 +29,7 @@ def register(cli: Any) -> None:
     w.add_argument("--dead-after", type=float, default=15.0,
                    help="seconds without a heartbeat after which a worker's turns are recovered by the others (default 15)")
     w.add_argument("--poll", type=float, default=0.1, help="seconds between looks at the queue (default 0.1)")
-    add_agent_options(w)
+    add_agent_options(w)  # --model, --set…, and --db (the PostgreSQL URL the workers share)
     w.set_defaults(handler=cmd_worker)
 
     s = cli.command("submit", help="enqueue a turn for the workers; prints the turn id (with --wait, the reply)")
