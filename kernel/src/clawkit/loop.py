@@ -312,6 +312,7 @@ class Agent:
                      duration=time.time() - started, agent=self.config.name)
             raise
         finally:
+            await ctx.finish()
             session.store.run_end(ctx.run_id, status, {"usage": result.usage.model_dump(exclude_defaults=True)})
             session.store.flush()
         return result
@@ -417,6 +418,7 @@ class Agent:
             status = "cancelled"
             raise
         finally:
+            await ctx.finish()
             self.store.run_end(ctx.run_id, status, {"usage": result.usage.model_dump(exclude_defaults=True)})
             session.store.flush()
         return result
@@ -493,18 +495,20 @@ class Agent:
         ctx.emit("turn.interrupted", reason=reason, chars=len(text), error=error[:300])
 
     async def _prepare_provider(self) -> None:
-        """Once per agent, before the first classification: let the provider do its one-time
-        set-up (litellm's multi-second import) off the event loop, so no model call's time
-        budget — a classifier's few seconds — pays for it."""
+        """Once per agent, before the first classification: the provider's optional ``warm()``
+        (litellm's multi-second import) runs off the event loop — awaited when it is async, in
+        a thread when not — so no model call's time budget, a classifier's few seconds, pays for it."""
         if self._prepared:
             return
         self._prepared = True
         try:
-            prepare = getattr(self.provider, "prepare", None)
-            if prepare is not None:
-                await maybe_await(prepare())
+            warm = getattr(self.provider, "warm", None)
+            if inspect.iscoroutinefunction(warm):
+                await warm()
+            elif callable(warm):
+                await asyncio.to_thread(warm)
         except Exception as exc:  # the model call itself reports a broken provider
-            log.debug("provider preparation failed: %r", exc)
+            log.debug("provider warm-up failed: %r", exc)
 
     # classification -----------------------------------------------------------------------
 

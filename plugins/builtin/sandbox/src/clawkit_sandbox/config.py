@@ -31,6 +31,9 @@ class WasmToolConfig(BaseModel):
     memory_mb: int | None = Field(None, gt=0, description="linear memory limit (default: wasm_memory_mb)")
     fuel: int | None = Field(None, gt=0, description="instruction budget per call (default: wasm_fuel)")
     timeout: float | None = Field(None, gt=0, description="wall-clock deadline per call, seconds (default: wasm_timeout)")
+    instance: Literal["call", "task"] = Field(
+        "call", description="call: a fresh instance for every call; task: one instance per agent run (a WASI reactor "
+        "exporting clawkit_alloc and clawkit_handle), its directories fixed at creation, destroyed when the run ends")
 
 
 class SandboxConfig(BaseModel):
