@@ -174,10 +174,12 @@ def test_escape_suite_with_and_without_the_sandbox(tmp_path, model_server):
 
 
 @pytest.mark.skipif(JAIL_PROBLEM is not None, reason=f"bubblewrap cannot run here: {JAIL_PROBLEM}")
-def test_network_grant_reaches_only_the_granted_host(tmp_path, model_server):
+@pytest.mark.parametrize("mode", ["bwrap", "off"])
+def test_network_grant_reaches_only_the_granted_host(tmp_path, model_server, mode):
     """A grant naming one loopback host:port: `clawkit run` (every builtin) whose model makes granted
     shell_exec calls — curl to the granted port succeeds through the proxy; urllib to another port
-    is refused with the reason in the tool result and an audit record; a direct socket gets nowhere."""
+    is refused with the reason in the tool result and an audit record; a direct socket gets nowhere.
+    With the sandbox off, the other port and the direct socket get through (docs: the escape table)."""
     import http.server
 
     class Hello(http.server.BaseHTTPRequestHandler):
@@ -220,7 +222,7 @@ def test_network_grant_reaches_only_the_granted_host(tmp_path, model_server):
               - tools: [shell_exec]
                 commands: ["sh probe/*"]
                 hosts: ["127.0.0.1:{granted}"]
-          sandbox: {{memory_mb: 256, processes: 32, cpu_seconds: 10}}
+          sandbox: {{mode: {mode}, memory_mb: 256, processes: 32, cpu_seconds: 10}}
         """))
     env = dict(os.environ)
     env.pop("CLAWKIT_LOAD_PLUGINS", None)
@@ -237,12 +239,15 @@ def test_network_grant_reaches_only_the_granted_host(tmp_path, model_server):
         server.server_close()
         other.sock.close()
     assert "exit code 0\nGRANTED-HOST-BODY" in results["granted"]  # (the shield wraps shell output as untrusted)
+    assert audit.returncode == 0, audit.stderr
+    records = [json.loads(line) for line in audit.stdout.splitlines() if line.strip()]
+    if mode == "off":
+        assert other.accepted > 0 and "DIRECT" in results["direct"] and not records
+        return
     assert "HTTP Error 403" in results["other port"] and other.accepted == 0
     assert f"the network proxy refused 127.0.0.1:{other.port}: not granted to shell_exec" in results["other port"]
     assert "response 403" in results["other host"] and "refused example.com:443" in results["other host"]
     assert "DIRECT" not in results["direct"] and "Connection refused" in results["direct"]
-    assert audit.returncode == 0, audit.stderr
-    records = [json.loads(line) for line in audit.stdout.splitlines() if line.strip()]
     decisions = sorted((r["data"]["host"], r["data"]["port"], r["data"]["decision"]) for r in records)
     assert decisions == sorted([("127.0.0.1", granted, "allowed"), ("127.0.0.1", other.port, "refused"),
                                 ("example.com", 443, "refused")])
