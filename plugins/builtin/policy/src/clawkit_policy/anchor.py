@@ -131,6 +131,34 @@ def write_anchor(key: bytes, db: str, seq: int, head: str) -> None:
         raise
 
 
+def _lock_file(db: str) -> int:
+    path = anchor_path(db)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+
+
+def check_writable(db: str) -> None:
+    """Raise (OSError) when ``db``'s anchor cannot be written: checked when a writer opens the ledger,
+    so a broken audit home fails the first write (the result is withheld) rather than a later sync."""
+    os.close(_lock_file(db))
+
+
+def advance_anchor(key: bytes, db: str, seq: int, head: str) -> None:
+    """Move ``db``'s anchor forward to ``seq``/``head``, never back: another process writing the same
+    database may already have anchored a later record (the check and the write hold a lock file)."""
+    import fcntl
+
+    fd = _lock_file(db)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        current = read_anchor(key, db)
+        if current is not None and current["valid"] and current["seq"] >= seq:
+            return
+        write_anchor(key, db, seq, head)
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def read_anchor(key: bytes | None, db: str) -> dict[str, Any] | None:
     """``{"seq", "head", "valid"}`` for ``db``, or None when it never had an anchor."""
     path = anchor_path(db)

@@ -137,6 +137,11 @@ class AuditLedger:
 
         self.conn = conn
         self._lock = threading.Lock()
+        #: write the anchor inside each append (under the write lock); the policy's writer turns this
+        #: off and advances the anchor itself once the records are on disk (see :mod:`.writer`)
+        self.anchor = True
+        #: ``(seq, hash)`` of the last record this object appended
+        self.last: tuple[int, str] | None = None
         self.db = anchor.db_file(conn)
         self.key = key if key is not None else anchor.load_key(create=create)
         self._serialise = _PG_APPEND_LOCK if dialect(conn) == POSTGRESQL else None
@@ -174,7 +179,7 @@ class AuditLedger:
                         "ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
                         (seq, prev),
                     )
-                    if self.db is not None and self.key is not None and not nested:
+                    if self.anchor and self.db is not None and self.key is not None and not nested:
                         # under the database's write lock, so anchors follow the commit order
                         from .anchor import write_anchor
 
@@ -185,6 +190,8 @@ class AuditLedger:
                     self.conn.execute("RELEASE policy_audit")
                 raise
             self.conn.execute("RELEASE policy_audit" if nested else "COMMIT")
+            if rows:
+                self.last = (seq, prev)
         return rows
 
     @staticmethod
