@@ -52,7 +52,7 @@ async def run_turn(agent: str, session_id: str, text: str) -> dict[str, Any]:
     _rewind(a, session_id, base)
     result = await a.turn(text, session_id=session_id)
     await a.drain(timeout=5)
-    return result.as_json()
+    return {**result.as_json(), "run_id": result.run_id}
 
 
 async def _begin(a: Any, agent: str, session_id: str) -> int:
