@@ -63,6 +63,28 @@ def test_two_hundred_sessions_on_three_workers_each_effect_once(pg_url, append_m
     assert sorted(line.split()[1] for line in effects) == sorted(sessions.values())  # each effect exactly once
     assert len(attempts) == SESSIONS  # and each tool step ran once
     _check_transcripts(pg_url, sessions)
+    _audit_verifies_then_detects_an_edit(pg_url)
+
+
+def _audit_verifies_then_detects_an_edit(url: str) -> None:
+    """Three workers extended one audit chain in PostgreSQL: it verifies; an edited row is found."""
+    import subprocess
+    import sys
+
+    import psycopg
+
+    def verify():
+        return subprocess.run([sys.executable, "-m", "clawkit", "audit", "verify", "--db", url], capture_output=True, text=True,
+                              timeout=120)
+
+    ok = verify()
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    with psycopg.connect(url, autocommit=True) as conn:
+        n = conn.execute("SELECT count(*) FROM policy_audit WHERE tool = 'shell_exec'").fetchone()[0]
+        assert n >= SESSIONS  # every worker's tool executions are in the one chain
+        conn.execute("UPDATE policy_audit SET reason = 'edited' WHERE seq = (SELECT min(seq) + 7 FROM policy_audit)")
+    bad = verify()
+    assert bad.returncode != 0 and "seq" in (bad.stdout + bad.stderr), bad.stdout + bad.stderr
 
 
 def test_kill_9_mid_turn_another_worker_finishes_without_rerunning_steps(pg_url, append_model, tmp_path):
