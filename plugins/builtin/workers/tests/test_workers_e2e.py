@@ -84,7 +84,7 @@ def _audit_verifies_then_detects_an_edit(url: str) -> None:
         assert n >= SESSIONS  # every worker's tool executions are in the one chain
         conn.execute("UPDATE policy_audit SET reason = 'edited' WHERE seq = (SELECT min(seq) + 7 FROM policy_audit)")
     bad = verify()
-    assert bad.returncode != 0 and "seq" in (bad.stdout + bad.stderr), bad.stdout + bad.stderr
+    assert bad.returncode != 0 and "record 8" in bad.stderr and "edited" in bad.stderr, bad.stdout + bad.stderr
 
 
 def test_kill_9_mid_turn_another_worker_finishes_without_rerunning_steps(pg_url, append_model, tmp_path):
