@@ -123,3 +123,19 @@ def test_a_granted_name_resolving_to_a_non_public_address_is_refused():
     assert asyncio.run(resolve(granted_too, name))[0] in {str(a) for a in addresses}  # the address granted too
     assert asyncio.run(resolve(["localhost"], "localhost"))[0] is not None  # a loopback name is loopback by definition
     assert asyncio.run(resolve(["127.0.0.2"], "127.0.0.2")) == ("127.0.0.2", "")
+
+
+@needs_bwrap
+@pytest.mark.parametrize("setting", ["all", "refuse"])
+def test_network_grants_all_shares_the_host_network_and_refuse_keeps_it_off(make_agent, servers, setting):
+    granted = servers[0]
+    policy = {"grants": [{"tools": ["shell_exec"], "commands": ["*"], "hosts": [f"127.0.0.1:{granted}"]}]}
+    agent = make_agent([], plugins=(clawkit_tools, clawkit_sandbox, clawkit_policy), tools=["shell_exec"],
+                       plugin_config={"policy": policy, "sandbox": {"network_grants": setting}}, approver=lambda *a: True)
+    (direct,), run = shell(agent, f"echo proxy=$HTTP_PROXY; python3 -c \"import socket; "
+                                  f"socket.create_connection(('127.0.0.1', {granted}), 2); print('DIRECT')\"")
+    assert "proxy=\n" in direct  # no proxy in either: all or nothing
+    assert ("DIRECT" in direct) is (setting == "all")
+    rows = [r for r in clawkit_policy.ledger_for(agent.store).records(session=run.session_id)
+            if r["decision"] == "tool.sandbox"]
+    assert rows[0]["data"]["network"] == (f"host network (grant names 127.0.0.1:{granted})" if setting == "all" else "none")
