@@ -274,3 +274,42 @@ def test_close_tells_plugins_and_closes_the_store(make_agent):
 
     with pytest.raises(sqlite3.ProgrammingError):
         agent.store.conn.execute("SELECT 1")
+
+
+def test_at_end_callbacks_run_when_the_run_ends_however_it_ends(make_agent):
+    """``ctx.at_end``: what a plugin ties to a run (a per-task sandbox instance) is released when the
+    run is done, when it fails and when it is cancelled — latest first, a failing callback isolated."""
+    ended: list[tuple[str, str]] = []
+
+    class Holder:
+        @tool
+        async def hold(self, ctx, what: str) -> str:
+            """Tie something to the run.
+
+            Args:
+                what: how the run goes on
+            """
+            ctx.at_end(lambda: ended.append(("first", ctx.run_id)))
+            ctx.at_end(lambda: 1 / 0)
+
+            async def last() -> None:
+                ended.append(("last", ctx.run_id))
+
+            ctx.at_end(last)
+            if what == "cancel":
+                raise asyncio.CancelledError
+            return "held"
+
+    agent = make_agent([ScriptedReply.calls(call("hold", what="ok")), "done"], plugins=(plugin(Holder()),), tools=["hold"])
+    result = agent.run("go")
+    assert [w for w, _ in ended] == ["last", "first"] and {r for _, r in ended} == {result.run_id}
+    ended.clear()
+    agent.provider.add(ScriptedReply.calls(call("hold", what="ok")), RuntimeError("model down"))
+    with pytest.raises(RuntimeError):
+        agent.run("go")
+    assert [w for w, _ in ended] == ["last", "first"]
+    ended.clear()
+    agent.provider.add(ScriptedReply.calls(call("hold", what="cancel")))
+    with pytest.raises((asyncio.CancelledError, KeyboardInterrupt)):
+        agent.run("go")
+    assert [w for w, _ in ended] == ["last", "first"]

@@ -7,6 +7,12 @@ Run: .venv/bin/python tests/benchmarks/bench_sandbox.py [--n 40]
 * wasm: one call of the shipped ``text_stats`` WebAssembly tool (fresh store and instance,
   fuel, deadline, workspace preopened) through ``Tool.run``, against a plain Python tool doing
   the same count through the same path — goal <= 5 ms added.
+* jail with a host grant: the same call when a grant names a host, so the jail starts with the
+  per-host network proxy (host-side unix-socket proxy + the forwarder inside) — against the
+  jail without network.
+* wasm per task: the reactor build ``text_stats_task`` kept as one instance for the whole run
+  (``instance: task``) against the same module with a fresh instance per call
+  (``instance: call``): what creating the instance costs each call.
 
 Each figure is the median (and the minimum: the least disturbed by other load) of ``--n``
 calls after a warm-up (module compiled, bwrap probed), the two sides interleaved.
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import sys
@@ -31,7 +38,7 @@ from clawkit.types import ToolCall
 import clawkit_sandbox
 from clawkit_sandbox.config import SandboxConfig
 from clawkit_sandbox.jail import problem
-from clawkit_sandbox.wasm import EXAMPLE, wasm_tool
+from clawkit_sandbox.wasm import EXAMPLE, EXAMPLE_TASK, wasm_tool
 from clawkit_tools import shell_exec
 
 TEXT = "the quick brown fox jumps over the lazy dog\n" * 20
@@ -50,8 +57,10 @@ def text_stats_py(text: str) -> dict:
 
 def ctx_for(workspace: str, sandboxed: bool) -> SimpleNamespace:
     pm = get_plugin_manager(extra=(clawkit_sandbox,), load_entry_points=False) if sandboxed else None
+    ends: list = []
     return SimpleNamespace(workspace=workspace, state={}, plugin_config=lambda name: None, agent=None, step_id=None,
-                           hooks=HookRunner(pm) if pm else None, emit=lambda *a, **k: None, runtime=None)
+                           hooks=HookRunner(pm) if pm else None, emit=lambda *a, **k: None, runtime=None,
+                           run_id="bench-run", at_end=ends.append, ends=ends)
 
 
 def interleaved_ms(fns: dict, n: int) -> dict[str, tuple[float, float]]:
@@ -76,12 +85,19 @@ def main() -> int:
         bare, jailed = ctx_for(ws, False), ctx_for(ws, True)
         cause = problem(SandboxConfig())
         if cause is None:
+            netted = ctx_for(ws, True)
+            netted.state["granted"] = {"shell_exec": {"hosts": ["127.0.0.1:9"]}}
             got = interleaved_ms({"bare": lambda: asyncio.run(shell_exec(bare, "echo hi")),
-                                  "jail": lambda: asyncio.run(shell_exec(jailed, "echo hi"))}, args.n)
+                                  "jail": lambda: asyncio.run(shell_exec(jailed, "echo hi")),
+                                  "net": lambda: asyncio.run(shell_exec(netted, "echo hi"))}, args.n)
+            assert asyncio.run(shell_exec(netted, "echo $HTTP_PROXY")) == "exit code 0\nhttp://127.0.0.1:3128\n"
             assert asyncio.run(shell_exec(jailed, "echo hi")) == "exit code 0\nhi\n"
             (base, base_min), (jail, jail_min) = got["bare"], got["jail"]
             print(f"shell_exec echo hi   unsandboxed {base:7.2f} ms   jailed {jail:7.2f} ms   "
                   f"added {jail - base:6.2f} ms median, {jail_min - base_min:6.2f} ms min  (goal <= 20 ms)")
+            net, net_min = got["net"]
+            print(f"  with a host grant  jailed     {jail:7.2f} ms   proxied {net:6.2f} ms   "
+                  f"added {net - jail:6.2f} ms median, {net_min - jail_min:6.2f} ms min  (proxy + forwarder)")
         else:
             print(f"jail: skipped ({cause})")
         wasm = wasm_tool(EXAMPLE, SandboxConfig(), ws)
@@ -91,10 +107,18 @@ def main() -> int:
         out = asyncio.run(wasm.run(bare, wcall))
         assert not out.is_error and '"words": 180' in out.content, out.content
 
+        per_call = wasm_tool(EXAMPLE_TASK.model_copy(update={"name": "text_stats_call", "instance": "call"}),
+                             SandboxConfig(), ws)
+        per_task = wasm_tool(EXAMPLE_TASK, SandboxConfig(), ws)
+        tcall = ToolCall(id="c3", name="text_stats_task", arguments={"text": TEXT})
+        for warm in (per_call, per_task):  # module compiled, the task's instance created
+            assert not asyncio.run(warm.run(bare, tcall)).is_error
+
         async def many(n):
-            times: dict[str, list[float]] = {"py": [], "wasm": []}
+            times: dict[str, list[float]] = {"py": [], "wasm": [], "call": [], "task": []}
             for _ in range(n):
-                for key, tool, call in (("py", plain, pcall), ("wasm", wasm, wcall)):
+                for key, tool, call in (("py", plain, pcall), ("wasm", wasm, wcall), ("call", per_call, tcall),
+                                        ("task", per_task, tcall)):
                     t0 = time.perf_counter()
                     res = await tool.run(bare, call)
                     times[key].append(time.perf_counter() - t0)
@@ -105,6 +129,13 @@ def main() -> int:
         (py, py_min), (wm, wm_min) = got["py"], got["wasm"]
         print(f"text_stats call      python      {py:7.2f} ms   wasm   {wm:7.2f} ms   "
               f"added {wm - py:6.2f} ms median, {wm_min - py_min:6.2f} ms min  (goal <= 5 ms)")
+        (pc, pc_min), (pt, pt_min) = got["call"], got["task"]
+        calls = json.loads(asyncio.run(per_task.run(bare, tcall)).content)["calls"]
+        assert calls == args.n + 2, calls  # warm-up + n timed + this one: all served by one instance
+        print(f"text_stats_task      per call    {pc:7.2f} ms   per task {pt:5.2f} ms   "
+              f"saved {pc - pt:6.2f} ms median ({pc / pt:4.1f}x), {pc_min - pt_min:6.2f} ms min")
+        for end in bare.ends:
+            end()
     return 0
 
 

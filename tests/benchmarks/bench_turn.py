@@ -643,7 +643,8 @@ async def main_async(args: argparse.Namespace) -> int:
         ClawkitVariant("kernel only persist-off", plugins="none", persist=False),
     ]
     if args.per_plugin:
-        variants += [ClawkitVariant(f"+ {n}", plugins=[n], persist=True, group="plugin") for n, _ in plugins]
+        variants += [ClawkitVariant(f"+ {n}", plugins=[n], persist=True, group="plugin") for n, _ in plugins
+                     if args.plugin_rows is None or n in args.plugin_rows]
     skipped: list[str] = []
     versions: dict[str, str] = {"clawkit-kernel": dist_version("clawkit-kernel") or "?"}
     for make in PEERS:
@@ -731,6 +732,8 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     p.add_argument("--batch-seconds", type=float, default=0.25, help="target seconds per batch (default 0.25)")
     p.add_argument("--no-per-plugin", dest="per_plugin", action="store_false", help="skip the kernel + one plugin rows")
+    p.add_argument("--plugin-rows", type=lambda s: s.split(","), default=None, metavar="NAMES",
+                   help="per-plugin rows only for these plugins (comma list), e.g. policy,memory")
     p.add_argument("--only", type=lambda s: s.split(","), default=None, help="peers to run (comma list), e.g. llm")
     p.add_argument("--profile", nargs="?", const="clawkit", default=None, metavar="VARIANT",
                    help="cProfile a clawkit variant's turn (default: 'clawkit'; e.g. 'kernel only') and print the top costs")

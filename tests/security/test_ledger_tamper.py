@@ -173,7 +173,8 @@ def test_ledger_failure_withholds_redacted_result_and_blocks(tmp_path, server, a
     The secret read is neither shown raw nor shown at all, and the next call is blocked."""
     home = tmp_path / "broken-home"
     home.mkdir()
-    shutil.copy(audit_home / "key", home / "key")
+    (home / "key").write_bytes(os.urandom(32))  # its own key: the shared home may have none yet on this worker
+    (home / "key").chmod(0o600)
     (home / "anchors").write_text("not a directory")
     ws = tmp_path / "ws"
     write_agent(ws, server, ["read_file", "shell_exec"], ALL_SAFE)

@@ -53,6 +53,8 @@ def add_agent_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config key, e.g. --set limits.max_tool_rounds=3 (repeatable)")
     p.add_argument("--create-workspace", action="store_true", help="create the agent's workspace if it does not exist")
+    p.add_argument("--db", metavar="PATH|URL", default=argparse.SUPPRESS,
+                   help="the session database: a SQLite file or a postgresql:// URL (default: the agent's state_db)")
 
 
 def add_workspace_options(parser: argparse.ArgumentParser) -> None:
@@ -100,10 +102,14 @@ def workspace_db(args: argparse.Namespace) -> Any:
     ``./.clawkit/state.db``."""
     from pathlib import Path
 
+    from .storage import is_postgres_url
+
     if getattr(args, "db", None):
-        return Path(args.db)
+        return args.db if is_postgres_url(args.db) else Path(args.db)
     cfg = workspace_config(args)
     if cfg is not None:
+        if is_postgres_url(cfg.state_db):
+            return cfg.state_db
         return Path(cfg.state_db or Path(cfg.workspace) / ".clawkit" / "state.db")
     return Path(".clawkit/state.db")
 
@@ -116,6 +122,8 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
         out["model"] = args.model
     if getattr(args, "workspace", None):
         out["workspace"] = args.workspace
+    if getattr(args, "db", None):
+        out["state_db"] = args.db
     for item in getattr(args, "overrides", []) or []:
         key, sep, value = item.partition("=")
         if not sep or not key:

@@ -17,6 +17,7 @@ import yaml
 from . import safeyaml
 from .budget import ContextConfig
 from .errors import ConfigError
+from .storage import is_postgres_url
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
 
 
@@ -75,7 +76,7 @@ class AgentConfig(BaseModel):
     instructions: str = Field("", description="the agent's system instructions")
     tools: list[str] = Field(default_factory=list, description="allowlist of tool names (globs allowed)")
     workspace: Path = Field(Path("."), description="directory the agent works in (relative to the YAML file)")
-    state_db: Path | None = Field(None, description="SQLite file for sessions; default <workspace>/.clawkit/state.db")
+    state_db: Path | str | None = Field(None, description="the session database: a SQLite file (default <workspace>/.clawkit/state.db) or a postgresql:// URL")
     plugins: Any = Field(default_factory=dict, description="per-plugin sections")
     limits: Limits = Field(default_factory=Limits)
     context: ContextConfig = Field(default_factory=ContextConfig, description="how the window is shared between prompt sources")
@@ -94,6 +95,12 @@ class AgentConfig(BaseModel):
         if self._where_file is None:
             return "<agent config>"
         return f"{self._where_file}:{_line_for(tuple(path), self._lines) or '?'}"
+
+    @field_validator("state_db", mode="after")
+    @classmethod
+    def _state_db(cls, v: Any) -> Any:
+        """A ``postgresql://`` URL stays a string (a Path would fold its ``//``); anything else is a file."""
+        return v if v is None or is_postgres_url(v) else Path(v)
 
     @field_validator("model", mode="before")
     @classmethod
@@ -325,6 +332,6 @@ def validate_agent(
     cfg._where_file, cfg._lines = file, lines
     if base_dir is not None and not cfg.workspace.is_absolute():
         cfg.workspace = (base_dir / cfg.workspace).resolve()
-    if base_dir is not None and cfg.state_db is not None and not cfg.state_db.is_absolute():
+    if base_dir is not None and isinstance(cfg.state_db, Path) and not cfg.state_db.is_absolute():
         cfg.state_db = (base_dir / cfg.state_db).resolve()
     return cfg

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .types import Event, Outbound, Usage, new_id
+
+log = logging.getLogger("clawkit.context")
 
 if TYPE_CHECKING:
     from .config import AgentConfig
@@ -30,7 +33,7 @@ class TurnContext:
 
     __slots__ = (
         "agent", "session", "hooks", "tools", "trace_id", "task_id", "run_id", "parent_run_id", "parent_step_id",
-        "state", "channel", "_agent_obj", "usage", "model_calls", "tool_calls", "started", "deliver",
+        "state", "channel", "_agent_obj", "usage", "model_calls", "tool_calls", "started", "deliver", "_at_end", "steps",
     )
 
     def __init__(
@@ -66,12 +69,22 @@ class TurnContext:
         self.tool_calls = 0
         self.started = time.monotonic()
         self.deliver: Any = None  # the turn's delivery callback (None: nobody is listening)
+        self._at_end: list[Any] = []
+        self.steps: Any = None  # a clawkit.steps.StepRunner when an engine checkpoints this turn (durable_steps)
 
     @property
     def step_id(self) -> str | None:
         """The current tool call's id (the step), inside gates, tools and ``after_tool_call``."""
         call = current_call.get()
         return call.id if call is not None else None
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """Inside a durable tool step: a key that stays the same when an interrupted step runs
+        again after a crash (a tool with side effects uses it to act at most once); else None."""
+        from .steps import idempotency_key
+
+        return idempotency_key.get()
 
     @property
     def call(self) -> Any:
@@ -127,6 +140,25 @@ class TurnContext:
             return
         out = Outbound(kind="notice", content=text, cancelled=verbose_only, metadata={"verbose_only": verbose_only, **metadata})
         await runtime._send(self, out, self.deliver)
+
+    def at_end(self, callback: Any) -> None:
+        """Call ``callback()`` (sync, or returning an awaitable) once this run ends — done,
+        failed or cancelled — to release what is tied to the run (a per-task sandbox
+        instance). The latest registered runs first; one that raises is logged and the
+        others still run. Agent shutdown (``agent_closing``) covers a process that exits
+        without finishing its runs."""
+        self._at_end.append(callback)
+
+    async def finish(self) -> None:
+        """Run the ``at_end`` callbacks (the kernel calls this when the run ends)."""
+        from .hooks import maybe_await
+
+        while self._at_end:
+            callback = self._at_end.pop()
+            try:
+                await maybe_await(callback())
+            except Exception:  # noqa: BLE001 - one plugin's cleanup must not skip the others'
+                log.exception("a run's at_end callback failed")
 
     def plugin_config(self, name: str) -> Any:
         """This agent's config section for plugin ``name``."""

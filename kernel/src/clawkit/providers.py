@@ -29,9 +29,10 @@ class Provider(Protocol):
     tool calls and usage, is returned at the end. Errors raise
     :class:`ProviderError`.
 
-    Optionally ``warm()``: load heavy dependencies ahead of the first call. A long-lived
-    process (``clawkit serve``) calls it at start-up, in a thread, so the first request's
-    import does not stall every other request on the event loop.
+    Optionally ``warm()`` (plain or async): load heavy dependencies ahead of the first call.
+    An agent calls it once, before its first turn's classification (a plain one in a thread),
+    and a long-lived process (``clawkit serve``) at start-up, so no model call's time budget
+    pays for an import and no import stalls other requests on the event loop.
     """
 
     async def complete(self, request: LlmRequest, on_text: OnText | None = None) -> LlmResponse: ...

@@ -146,3 +146,37 @@ async def call_with_retries(
 
 def _final(error: ProviderError, attempt: int, why: str) -> ProviderError:
     return error.with_message(f"{error.message} ({why})", attempts=attempt)
+
+
+def parse_retry_after(headers: Any, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date), or None.
+
+    ``headers``: any mapping with ``get`` (httpx, requests, a dict, an SDK's header object).
+    """
+    import email.utils
+
+    def get(name: str) -> str | None:
+        try:
+            value = headers.get(name) or headers.get(name.title())
+        except AttributeError:
+            return None
+        return str(value).strip() if value is not None else None
+
+    ms = get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))

@@ -16,40 +16,44 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import UsageError
+from .storage import POSTGRESQL, SQLITE, Column, Index, Table, declare, is_postgres_url, script
 from .types import Message, SessionClassification, ToolResult, Usage, new_id
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY, agent TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL,
-    metadata TEXT NOT NULL DEFAULT '{}', classification TEXT
-);
-CREATE TABLE IF NOT EXISTS messages (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL REFERENCES sessions(id),
-    run_id TEXT, role TEXT NOT NULL, content TEXT NOT NULL, data TEXT, created REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS messages_session ON messages(session_id, id);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT, run_id TEXT, type TEXT NOT NULL,
-    data TEXT NOT NULL, ts REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_session ON events(session_id, id);
-CREATE TABLE IF NOT EXISTS usage (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, run_id TEXT, model TEXT,
-    prompt_tokens INTEGER, completion_tokens INTEGER, total_tokens INTEGER, cost REAL, ts REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY, trace_id TEXT NOT NULL, task_id TEXT, session_id TEXT NOT NULL, agent TEXT NOT NULL,
-    parent_run_id TEXT, parent_step_id TEXT, started REAL NOT NULL, ended REAL, status TEXT NOT NULL DEFAULT 'running',
-    data TEXT NOT NULL DEFAULT '{}'
-);
-CREATE INDEX IF NOT EXISTS runs_session ON runs(session_id, started);
-CREATE INDEX IF NOT EXISTS runs_parent ON runs(parent_run_id);
-CREATE INDEX IF NOT EXISTS runs_trace ON runs(trace_id);
-CREATE TABLE IF NOT EXISTS steps (
-    id TEXT NOT NULL, run_id TEXT NOT NULL, kind TEXT NOT NULL, name TEXT, started REAL NOT NULL, ended REAL,
-    status TEXT, data TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (run_id, id)
-);
-"""
+TABLES = (
+    Table("sessions", (
+        Column("id", nullable=False), Column("agent", nullable=False),
+        Column("created", "real", nullable=False), Column("updated", "real", nullable=False),
+        Column("metadata", nullable=False, default="{}"), Column("classification"),
+    ), primary_key=("id",)),
+    Table("messages", (
+        Column("id", "integer", autoincrement=True), Column("session_id", nullable=False, references="sessions(id)"),
+        Column("run_id"), Column("role", nullable=False), Column("content", nullable=False), Column("data"),
+        Column("created", "real", nullable=False),
+    ), indexes=(Index("messages_session", ("session_id", "id")),)),
+    Table("events", (
+        Column("id", "integer", autoincrement=True), Column("session_id"), Column("run_id"),
+        Column("type", nullable=False), Column("data", nullable=False), Column("ts", "real", nullable=False),
+    ), indexes=(Index("events_session", ("session_id", "id")),)),
+    Table("usage", (
+        Column("id", "integer", autoincrement=True), Column("session_id", nullable=False), Column("run_id"),
+        Column("model"), Column("prompt_tokens", "integer"), Column("completion_tokens", "integer"),
+        Column("total_tokens", "integer"), Column("cost", "real"), Column("ts", "real", nullable=False),
+    )),
+    Table("runs", (
+        Column("id", nullable=False), Column("trace_id", nullable=False), Column("task_id"),
+        Column("session_id", nullable=False), Column("agent", nullable=False), Column("parent_run_id"),
+        Column("parent_step_id"), Column("started", "real", nullable=False), Column("ended", "real"),
+        Column("status", nullable=False, default="running"), Column("data", nullable=False, default="{}"),
+    ), primary_key=("id",), indexes=(Index("runs_session", ("session_id", "started")),
+                                     Index("runs_parent", ("parent_run_id",)), Index("runs_trace", ("trace_id",)))),
+    Table("steps", (
+        Column("id", nullable=False), Column("run_id", nullable=False), Column("kind", nullable=False), Column("name"),
+        Column("started", "real", nullable=False), Column("ended", "real"), Column("status"),
+        Column("data", nullable=False, default="{}"),
+    ), primary_key=("run_id", "id")),
+)
+#: the kernel's tables as one SQLite script (what a plain sqlite3 reader may run)
+SCHEMA = script(TABLES, SQLITE)
 
 
 _EVENT_SQL = "INSERT INTO events (session_id, run_id, type, data, ts) VALUES (?, ?, ?, ?, ?)"
@@ -64,6 +68,19 @@ _RUN_SQL = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)"
 )
 _RUN_END_SQL = "UPDATE runs SET ended = ?, status = ?, data = json_patch(data, ?) WHERE id = ?"
+# PostgreSQL has no json_patch: a top-level merge (every run_end caller passes a flat object)
+_META_KEY_SQL = ("UPDATE sessions SET metadata = json_set(CASE WHEN json_valid(metadata) THEN metadata ELSE '{}' END, ?, json(?)),"
+                 " updated = ? WHERE id = ?")
+_META_KEY_SQL_PG = ("UPDATE sessions SET metadata = jsonb_set(clawkit_jsonb(metadata), ARRAY[?], ?::jsonb)::text,"
+                    " updated = ? WHERE id = ?")
+# a text column read as JSON, '{}' when it is not an object (json_valid's role on SQLite)
+_PG_FUNCTIONS = {"clawkit_jsonb": """CREATE OR REPLACE FUNCTION clawkit_jsonb(t text) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $f$
+BEGIN
+  IF jsonb_typeof(t::jsonb) = 'object' THEN RETURN t::jsonb; END IF;
+  RETURN '{}'::jsonb;
+EXCEPTION WHEN others THEN RETURN '{}'::jsonb;
+END $f$"""}
+_RUN_END_SQL_PG = "UPDATE runs SET ended = ?, status = ?, data = (data::jsonb || ?::jsonb)::text WHERE id = ?"
 _STEP_SQL = "INSERT OR REPLACE INTO steps (id, run_id, kind, name, started, ended, status, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _RUN_COLUMNS = ("id", "trace_id", "task_id", "session_id", "agent", "parent_run_id", "parent_step_id", "started", "ended", "status", "data")
 
@@ -110,17 +127,35 @@ def _dump(value: Any) -> str:
 
 
 class SessionStore:
-    """One SQLite file; opens (and creates) it with WAL. Use one store per process/thread."""
+    """One SQLite file (opened, and created, with WAL) or a PostgreSQL database (a ``postgresql://``
+    URL, see :mod:`clawkit.storage`). Use one store per process/thread.
+
+    ``conn`` has the ``sqlite3`` API on both backends (plugins write their SQL once); ``dialect``
+    says which it is; ``path`` is the file, or the URL.
+    """
+
+    dialect = SQLITE
+    _run_end_sql = _RUN_END_SQL
 
     def __init__(self, path: str | Path = ".clawkit/state.db", *, persist: bool = True):
-        self.path = Path(path) if persist else Path(":memory:")
-        if persist:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.execute("PRAGMA busy_timeout=5000")
-        self.conn.executescript(SCHEMA)
+        if is_postgres_url(path):
+            from .storage.postgres import PgConnection
+
+            self.path: Any = str(path)
+            self.dialect = POSTGRESQL
+            self._run_end_sql = _RUN_END_SQL_PG
+            self.conn: Any = PgConnection(self.path)
+            declare(self.conn, *TABLES)
+            self.conn.declare_functions(_PG_FUNCTIONS)
+        else:
+            self.path = Path(path) if persist else Path(":memory:")
+            if persist:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("PRAGMA busy_timeout=5000")
+            self.conn.executescript(SCHEMA)
         self._pending: list[tuple] = []
         self._pending_meta: dict[str, str] = {}
         #: text -> text with secrets removed, applied to every message and event before it is stored
@@ -163,6 +198,12 @@ class SessionStore:
         if held is not None:
             held[1] += 1
             return True
+        if self.dialect == POSTGRESQL:  # an advisory lock: held by this connection, gone with it
+            if not self.conn.try_advisory_lock(session_id):
+                self._holder = "another worker"
+                return False
+            self._locks[session_id] = [None, 1]
+            return True
         folder = self.path.parent / "locks"
         name = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ".lock"
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
@@ -200,6 +241,9 @@ class SessionStore:
         held[1] -= 1
         if held[1] <= 0:
             self._locks.pop(session_id, None)
+            if held[0] is None:
+                self.conn.advisory_unlock(session_id)
+                return
             try:
                 fcntl.flock(held[0], fcntl.LOCK_UN)
             finally:
@@ -260,6 +304,15 @@ class SessionStore:
             )
         else:
             self._pending_meta[session_id] = _dump(metadata)
+
+    def queue_metadata_key(self, session_id: str, key: str, value: Any) -> None:
+        """Write one metadata key with the next commit; on disk only this key changes, so a full
+        metadata write by someone else in between loses nothing. ``value`` must be JSON-able."""
+        text = _dump(value)
+        if self.dialect == POSTGRESQL:
+            self.queue(_META_KEY_SQL_PG, (key, text, time.time(), session_id))
+        else:
+            self.queue(_META_KEY_SQL, ('$."' + key.replace('"', '') + '"', text, time.time(), session_id))
 
     def save_classification(self, session_id: str, c: SessionClassification | None) -> None:
         self.conn.execute(
@@ -405,7 +458,7 @@ class SessionStore:
 
     def run_end(self, run_id: str, status: str, data: dict[str, Any] | None = None) -> None:
         """Close a run with its outcome (``done``, ``error``, ``cancelled``…); ``data`` is merged in."""
-        self.queue(_RUN_END_SQL, (time.time(), status, _dump(data or {}), run_id))
+        self.queue(self._run_end_sql, (time.time(), status, _dump(data or {}), run_id))
 
     def step(self, run_id: str, step_id: str, kind: str, name: str, started: float, ended: float | None,
              status: str, data: dict[str, Any] | None = None) -> None:

@@ -49,15 +49,22 @@ def encoding_name_for(model: str | None) -> str:
     return "o200k_base" if name.startswith(_O200K_PREFIXES) else "cl100k_base"
 
 
-def _litellm_tokenizer_dir() -> str | None:
+def litellm_package_dir() -> Path | None:
+    """Where the installed litellm package lives, found without importing it (its data files —
+    tokenizer caches, the price table — are read from here), or None."""
     try:
         spec = importlib.util.find_spec("litellm")
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "litellm_core_utils" / "tokenizers"
-    return str(path) if path.is_dir() else None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _litellm_tokenizer_dir() -> str | None:
+    base = litellm_package_dir()
+    path = base / "litellm_core_utils" / "tokenizers" if base is not None else None
+    return str(path) if path is not None and path.is_dir() else None
 
 
 def _cache_file(directory: str | None, encoding: str) -> str | None:

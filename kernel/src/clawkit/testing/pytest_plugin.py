@@ -151,3 +151,36 @@ def pytest_configure(config: Any) -> None:
 
     if not os.environ.get("CLAWKIT_AUDIT_HOME"):
         os.environ["CLAWKIT_AUDIT_HOME"] = tempfile.mkdtemp(prefix="clawkit-audit-")
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server for the session → its URL ``postgresql://clawkit@127.0.0.1:PORT/clawkit``.
+
+    Debian's server binaries (``apt-get install postgresql``) in a temporary data directory on a
+    free loopback port, stopped and removed at the session's end (see
+    :mod:`clawkit.testing.postgres`). Skipped, with the reason, only when the binaries are not
+    installed — and never under ``CI=true``, where their absence fails the test instead. The URL is a
+    ``str`` whose ``.server`` is the :class:`~clawkit.testing.postgres.PostgresServer`. With
+    pytest-xdist each worker process runs its own server. Tests that need an empty database use
+    ``postgres_db``.
+    """
+    from .postgres import PostgresServer, PostgresUnavailable, PostgresURL
+
+    try:
+        server = PostgresServer()
+    except PostgresUnavailable as exc:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"{exc} (CI=true: PostgreSQL tests must run)")
+        pytest.skip(str(exc))
+    server.start()
+    try:
+        yield PostgresURL(server.url, server)
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_db(postgres_server):
+    """A fresh, empty database on the session's ``postgres_server`` → its URL (one per test)."""
+    return postgres_server.server.create_database()

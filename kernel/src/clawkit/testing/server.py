@@ -160,6 +160,9 @@ class ModelServer:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # socketserver's default backlog is 5: fifty clients connecting at once on a busy machine
+    # overflow it and some connections are reset (a ReadError on the client)
+    request_queue_size = 1024
     model_server: ModelServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:

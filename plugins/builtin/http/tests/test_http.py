@@ -101,6 +101,17 @@ def test_malformed_tool_arguments_are_reported_not_raised(model_server, fmt, str
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
+def test_arguments_nested_past_the_limit_are_an_argument_error(model_server, fmt):
+    """The same bound as every provider (clawkit.toolargs): 100 levels pass the JSON parser
+    but not the argument check, so no tool ever walks them."""
+    deep = '{"city": ' + "[" * 100 + "]" * 100 + "}"
+    model_server.script(Reply.malformed_tool_call("get_weather", deep))
+    prov, _ = provider(model_server, fmt)
+    (bad,) = call(prov, request(stream=True, tools=True)).tool_calls
+    assert bad.arguments == {} and bad.argument_error == "arguments are nested deeper than 64 levels"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_tool_round_trip_through_an_agent(model_server, make_agent, fmt):
     """Parallel calls run, their results go back in the format's own shape, the reply streams."""
     model_server.script(Reply.tool_calls([("shout", {"text": "a"}), ("shout", {"text": "b"})]), "Done: A B.")

@@ -8,8 +8,10 @@ import sys
 import time
 
 from clawkit_litellm import count_tokens, encoding_name_for, truncate_to_tokens
-from clawkit_litellm.assemble import StreamAssembler, parse_arguments
-from clawkit_litellm.errors import classify, parse_retry_after
+from clawkit.toolargs import parse_arguments
+from clawkit_litellm.assemble import StreamAssembler
+from clawkit.retry import parse_retry_after
+from clawkit_litellm.errors import classify
 
 
 def test_counts_offline_with_bundled_encodings():

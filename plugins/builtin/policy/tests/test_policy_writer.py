@@ -183,3 +183,77 @@ def test_a_turns_records_are_committed_when_the_turn_ends(build_agent, workspace
         kinds = [k for (k,) in other.execute("SELECT kind FROM policy_audit ORDER BY seq")]
     assert "decision" in kinds and "execution" in kinds
     assert AuditLedger(agent.store.conn).verify().ok
+
+
+def test_records_are_synced_and_anchored_off_the_flush_then_the_anchor_matches(tmp_path):
+    """Group commit: the flush commits (visible, survives a killed process); the writer's thread
+    fsyncs and only then advances the anchor, which never points past a durable record."""
+    from clawkit_policy import anchor
+
+    conn, writer = writer_for(tmp_path / "a.db")
+    writer.submit("decision", {"tool": "read_file", "decision": "allow"})
+    writer.flush()
+    assert count(tmp_path / "a.db") == 1
+    writer.wait_durable()
+    assert writer.durable_seq == 1
+    found = anchor.read_anchor(anchor.load_key(create=False), writer.sync.db)
+    assert found["valid"] and found["seq"] == 1
+    assert found["head"] == conn.execute("SELECT hash FROM policy_audit WHERE seq = 1").fetchone()[0]
+    assert AuditLedger(conn).verify().ok
+
+
+def test_the_anchor_never_moves_back(tmp_path):
+    from clawkit_policy import anchor
+
+    conn, writer = writer_for(tmp_path / "a.db")
+    key, db = anchor.load_key(), writer.sync.db
+    anchor.advance_anchor(key, db, 5, "e" * 64)
+    anchor.advance_anchor(key, db, 3, "c" * 64)  # a slower process anchoring an older record
+    assert anchor.read_anchor(key, db)["seq"] == 5
+
+
+def test_a_gate_waits_for_earlier_records_to_be_durable(tmp_path):
+    """durable() is None once synced; while records are committed but not yet on disk it is a future
+    the gate awaits, done when the thread has synced them."""
+    import asyncio
+
+    conn, writer = writer_for(tmp_path / "a.db")
+
+    async def scenario():
+        writer.submit("decision", {"session_id": "s1", "tool": "read_file", "decision": "allow"})
+        writer.flush()
+        assert writer.durable("s2") is None  # another session's records do not hold this one up
+        fut = writer.durable("s1")
+        if fut is not None:
+            await asyncio.wait_for(fut, 10)
+        assert writer.durable_seq == 1
+        assert writer.durable("s1") is None
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_sync_blocks_the_next_gate_call(tmp_path):
+    """The anchor cannot be advanced after the commit (its lock file became a directory): the writer
+    fails, waiters are released, and the next record is refused (fail closed)."""
+    from clawkit_policy import anchor
+
+    conn, writer = writer_for(tmp_path / "a.db")
+    writer.submit("decision", {"tool": "read_file", "decision": "allow"})
+    writer.flush()
+    writer.wait_durable()
+    lock = anchor.anchor_path(writer.sync.db).with_suffix(".lock")
+    lock.unlink()
+    lock.mkdir()
+    try:
+        writer.submit("execution", {"tool": "read_file", "content": "x"})
+        writer.flush()
+        writer.wait_durable()
+        assert writer.error is not None
+        try:
+            writer.submit("decision", {"tool": "shell_exec", "decision": "allow"})
+        except RuntimeError as exc:
+            assert "cannot be written" in str(exc)
+        else:
+            raise AssertionError("a writer whose records cannot be made durable must refuse new records")
+    finally:
+        lock.rmdir()

@@ -173,18 +173,16 @@ def _set_with_next_write(session: Any, key: str, value: bool) -> None:
 
     The kernel writes the user message (or flushes at turn end) right after
     classification; the flag rides in that transaction instead of paying its own commit.
-    Only ``key`` is updated on disk (``json_set``), so full metadata writes by others in
+    Only ``key`` is updated on disk (``store.queue_metadata_key``), so full metadata writes by others in
     between lose nothing. Falls back to ``session.set`` on a store without a queue.
     """
     store = getattr(session, "store", None)
-    queue = getattr(store, "queue", None) or getattr(store, "_queue", None)
-    if not callable(queue) or not hasattr(store, "flush") or not isinstance(getattr(session, "metadata", None), dict):
+    write_key = getattr(store, "queue_metadata_key", None)
+    if not callable(write_key) or not isinstance(getattr(session, "metadata", None), dict):
         session.set(key, value)
         return
     session.metadata[key] = value
-    path = f'$."{key}"'  # keys here are this module's constants (no quotes)
-    queue("UPDATE sessions SET metadata = json_set(CASE WHEN json_valid(metadata) THEN metadata ELSE '{}' END, ?, json(?)),"
-          " updated = ? WHERE id = ?", (path, "true" if value else "false", time.time(), session.id))
+    write_key(session.id, key, value)
 
 
 def _emit(ctx: Any, type: str, **data: Any) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from clawkit.toolargs import tool_call
 from clawkit.types import LlmRequest, LlmResponse, Message, Usage
 
-from .openai_format import tool_call
 
 PATH = "/v1/messages"
 VERSION = "2023-06-01"

@@ -7,13 +7,13 @@ The kinds are those of :class:`clawkit.errors.ProviderError` (``connection``, ``
 
 from __future__ import annotations
 
-import email.utils
 import errno
 import socket
 import ssl
-import time
 from dataclasses import dataclass
 from typing import Any
+
+from clawkit.retry import parse_retry_after
 
 RETRYABLE_STATUS = {408, 409, 429}
 OVERFLOW_MARKERS = ("context_length_exceeded", "maximum context length", "context window", "prompt is too long",
@@ -30,28 +30,6 @@ class Failure:
     status: int | None = None
     retry_after: float | None = None
     reason: str | None = None
-
-
-def parse_retry_after(headers: Any, now: float | None = None) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = (headers.get("retry-after") or "").strip()
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def from_status(status: int, message: str, headers: Any) -> Failure:

@@ -2,46 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from clawkit.types import LlmRequest, LlmResponse, ToolCall, Usage
+from clawkit.toolargs import tool_call
+from clawkit.types import LlmRequest, LlmResponse, Usage
 
 PATH = "/chat/completions"
-
-
-def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
-    """``(arguments, error)`` from a tool call's argument text; never raises.
-
-    Empty text means no arguments; a JSON string holding a JSON object (some models
-    double-encode) is unwrapped.
-    """
-    if raw is None or not raw.strip():
-        return {}, None
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return {}, f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
-    except (ValueError, RecursionError) as exc:  # a 5,000-digit integer, nesting deeper than the parser's stack
-        return {}, f"arguments are not usable JSON ({type(exc).__name__}: {str(exc)[:160]})"
-    if isinstance(value, str):
-        try:
-            inner = json.loads(value)
-        except ValueError:
-            inner = None
-        if isinstance(inner, dict):
-            value = inner
-    if not isinstance(value, dict):
-        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
-    return value, None
-
-
-def tool_call(call_id: str | None, name: str | None, raw: str | None) -> ToolCall:
-    arguments, error = parse_arguments(raw)
-    fields: dict[str, Any] = {"name": name or "", "arguments": arguments, "raw_arguments": raw, "argument_error": error}
-    if call_id:
-        fields["id"] = call_id
-    return ToolCall(**fields)
 
 
 def usage_from(data: Any) -> Usage | None:

@@ -8,24 +8,20 @@ key), and the answer is cached per model.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
-from pathlib import Path
 
 TABLE = "model_prices_and_context_window_backup.json"
 
 
 @functools.cache
 def _table_text() -> str | None:
-    try:
-        spec = importlib.util.find_spec("litellm")
-    except (ImportError, ValueError):
+    from clawkit.tokens import litellm_package_dir
+
+    base = litellm_package_dir()
+    if base is None:
         return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / TABLE
     try:
-        return path.read_text(encoding="utf-8")
+        return (base / TABLE).read_text(encoding="utf-8")
     except OSError:
         return None
 

@@ -6,10 +6,10 @@ plain OpenAI-shaped dicts (and is testable without litellm).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from clawkit.types import LlmResponse, ToolCall, Usage
+from clawkit.toolargs import tool_call
+from clawkit.types import LlmResponse, Usage
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -18,59 +18,6 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     if isinstance(obj, dict):
         return obj.get(name, default)
     return getattr(obj, name, default)
-
-
-MAX_ARGUMENT_DEPTH = 64
-
-
-def _too_deep(value: Any, limit: int) -> bool:
-    """Is ``value`` nested more than ``limit`` levels (checked without recursion)?"""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth > limit:
-                return True
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
-    return False
-
-
-def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
-    """``(arguments, error)`` from a tool call's argument text; never raises.
-
-    Empty text means no arguments. A JSON string that itself holds a JSON object
-    (some models double-encode) is unwrapped.
-    """
-    if raw is None or not raw.strip():
-        return {}, None
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return {}, f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
-    except (ValueError, RecursionError) as exc:  # a 5,000-digit integer, nesting deeper than the parser's stack
-        return {}, f"arguments are not usable JSON ({type(exc).__name__}: {str(exc)[:160]})"
-    if _too_deep(value, MAX_ARGUMENT_DEPTH):
-        return {}, f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels"
-    if isinstance(value, str):
-        try:
-            inner = json.loads(value)
-        except ValueError:
-            inner = None
-        if isinstance(inner, dict):
-            value = inner
-    if not isinstance(value, dict):
-        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
-    return value, None
-
-
-def make_tool_call(call_id: str | None, name: str | None, raw: str | None) -> ToolCall:
-    arguments, error = parse_arguments(raw)
-    fields: dict[str, Any] = {"name": name or "", "arguments": arguments, "raw_arguments": raw,
-                              "argument_error": error}
-    if call_id:
-        fields["id"] = call_id
-    return ToolCall(**fields)
 
 
 def usage_from(obj: Any) -> Usage | None:
@@ -89,7 +36,7 @@ def response_from_completion(resp: Any) -> LlmResponse:
     choice = choices[0] if choices else None
     message = _get(choice, "message")
     calls = [
-        make_tool_call(_get(c, "id"), _get(_get(c, "function"), "name"), _get(_get(c, "function"), "arguments"))
+        tool_call(_get(c, "id"), _get(_get(c, "function"), "name"), _get(_get(c, "function"), "arguments"))
         for c in (_get(message, "tool_calls") or [])
     ]
     return LlmResponse(
@@ -155,7 +102,7 @@ class StreamAssembler:
 
     def response(self) -> LlmResponse:
         calls = [
-            make_tool_call(c["id"], c["name"], "".join(c["args"]))
+            tool_call(c["id"], c["name"], "".join(c["args"]))
             for _, c in sorted(self.calls.items())
         ]
         return LlmResponse(content=self.text, tool_calls=calls, usage=self.usage or Usage(),

@@ -9,15 +9,14 @@ module stays cheap and testable without importing litellm.
 
 from __future__ import annotations
 
-import email.utils
 import errno
 import re
 import socket
 import ssl
-import time
 from typing import Any, Iterator
 
 from clawkit.errors import ProviderError
+from clawkit.retry import parse_retry_after
 
 _CLASS_PREFIXES = re.compile(r"^(?:(?:litellm\.)?\w*(?:Error|Exception|Timeout): )+")
 _CONNECTION_NAMES = ("APIConnectionError", "ConnectError", "RemoteProtocolError", "ReadError", "ServerDisconnected",
@@ -53,35 +52,6 @@ def _headers(exc: BaseException) -> Any:
             return headers
     response = getattr(exc, "response", None)
     return getattr(response, "headers", None) or {}
-
-
-def parse_retry_after(headers: Any, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
-    def get(name: str) -> str | None:
-        try:
-            value = headers.get(name) or headers.get(name.title())
-        except AttributeError:
-            return None
-        return str(value).strip() if value is not None else None
-
-    ms = get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def is_context_overflow(exc: BaseException) -> bool:

@@ -65,12 +65,6 @@ class LitellmProvider:
         self.on_retry = on_retry
         self.sleep = sleep
 
-    def warm(self) -> None:
-        """Import litellm now (servers call this at start-up, off the event loop)."""
-        from ._litellm import load_litellm
-
-        load_litellm()
-
     # --- the call -----------------------------------------------------------------------
 
     def build_params(self, request: LlmRequest) -> dict[str, Any]:
@@ -115,8 +109,6 @@ class LitellmProvider:
 
         if _litellm._module is None:
             await asyncio.to_thread(load_litellm)
-
-    prepare = warm  # the kernel's one-time set-up before the first classification
 
     def endpoint(self, params: dict[str, Any]) -> str:
         """Where the call goes: the api_base, else the provider litellm routes the model to."""

@@ -99,6 +99,7 @@ def ledger_for(store: Any) -> AuditLedger:
         writer = _ledgers.get(store)
         if writer is not None:
             writer[0].flush()
+            writer[0].wait_durable()  # the anchor is current before anyone verifies
         return AuditLedger(store.conn)
     return AuditLedger(store)
 
@@ -164,6 +165,17 @@ def message_received(ctx, message):
 def before_tool_call(ctx, call):
     # any exception here blocks the call: the kernel fails closed
     turn = _turn(ctx)  # imports the gate on first use (see _load)
+    if turn.writer is not None and turn.cfg.audit:
+        synced = turn.writer.durable(ctx.session.id)
+        if synced is not None:  # no new call of this session while its earlier records are not on disk (see writer)
+            return _decide_when_durable(synced, turn, ctx, call)
+    return decide(turn, ctx, call, _pending)
+
+
+async def _decide_when_durable(synced: Any, turn: Turn, ctx: Any, call: Any) -> Any:
+    import asyncio
+
+    await asyncio.wait_for(synced, 30.0)  # a disk that takes longer than this blocks the call
     return decide(turn, ctx, call, _pending)
 
 
@@ -234,7 +246,7 @@ def on_event(event):
     if event.type in ("turn.end", "turn.stopped"):
         turn = _sessions.get(event.session_id)
         if turn is not None and turn.writer is not None:
-            turn.writer.flush()  # the turn's records are durable before its reply goes out
+            turn.writer.flush()  # the turn's records are committed before its reply goes out (on disk soon after: see writer)
         return
     if not event.type.startswith(AUDITED_PREFIXES):
         return

@@ -83,7 +83,13 @@ def forget_keys() -> None:
 
 
 def db_file(conn: sqlite3.Connection) -> str | None:
-    """The file behind ``conn``'s main database, or None for an in-memory one."""
+    """The file behind ``conn``'s main database, or None for an in-memory one; for PostgreSQL, the
+    database's URL without its password (the anchor then lives on each machine that writes)."""
+    url = getattr(conn, "url", None)
+    if getattr(conn, "dialect", "sqlite") == "postgresql" and url:
+        from clawkit.storage import redact_url
+
+        return redact_url(url).replace(":***@", "@")
     try:
         for _, name, file in conn.execute("PRAGMA database_list"):
             if name == "main":
@@ -93,8 +99,13 @@ def db_file(conn: sqlite3.Connection) -> str | None:
     return None
 
 
+def _name(db: str) -> str:
+    """How an anchor names its database: a file's real path, or a PostgreSQL URL as given."""
+    return db if db.startswith("postgresql://") else os.path.realpath(db)
+
+
 def anchor_path(db: str) -> Path:
-    digest = hashlib.sha256(os.path.realpath(db).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    digest = hashlib.sha256(_name(db).encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return audit_home() / "anchors" / f"{digest}.json"
 
 
@@ -120,6 +131,34 @@ def write_anchor(key: bytes, db: str, seq: int, head: str) -> None:
         raise
 
 
+def _lock_file(db: str) -> int:
+    path = anchor_path(db)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+
+
+def check_writable(db: str) -> None:
+    """Raise (OSError) when ``db``'s anchor cannot be written: checked when a writer opens the ledger,
+    so a broken audit home fails the first write (the result is withheld) rather than a later sync."""
+    os.close(_lock_file(db))
+
+
+def advance_anchor(key: bytes, db: str, seq: int, head: str) -> None:
+    """Move ``db``'s anchor forward to ``seq``/``head``, never back: another process writing the same
+    database may already have anchored a later record (the check and the write hold a lock file)."""
+    import fcntl
+
+    fd = _lock_file(db)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        current = read_anchor(key, db)
+        if current is not None and current["valid"] and current["seq"] >= seq:
+            return
+        write_anchor(key, db, seq, head)
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def read_anchor(key: bytes | None, db: str) -> dict[str, Any] | None:
     """``{"seq", "head", "valid"}`` for ``db``, or None when it never had an anchor."""
     path = anchor_path(db)
@@ -130,5 +169,5 @@ def read_anchor(key: bytes | None, db: str) -> dict[str, Any] | None:
         return None
     except (OSError, ValueError, KeyError, TypeError):
         return {"seq": 0, "head": "", "valid": False, "path": str(path)}
-    valid = key is not None and hmac.compare_digest(str(data.get("mac", "")), _mac(key, os.path.realpath(db), seq, head))
+    valid = key is not None and hmac.compare_digest(str(data.get("mac", "")), _mac(key, _name(db), seq, head))
     return {"seq": seq, "head": head, "valid": valid, "path": str(path)}

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clawkit.cli import add_workspace_options, workspace_db
+from clawkit.storage import connect, is_postgres_url
 
 if TYPE_CHECKING:  # imported by the handlers: ``clawkit --help`` must stay fast
     from .ledger import AuditLedger
@@ -40,6 +41,12 @@ def _open(args: Any) -> tuple[AuditLedger | None, int]:
     from .ledger import AuditLedger
 
     db = workspace_db(args)
+    if is_postgres_url(db):
+        conn = connect(db, read_only=True)
+        if not conn.execute("SELECT to_regclass('policy_audit') IS NOT NULL").fetchone()[0]:
+            conn.close()
+            return None, EXIT_OK
+        return AuditLedger(conn, create=False), EXIT_OK
     if not db.exists():
         print(f"clawkit audit: no database at {db} (pass --db PATH or --agent AGENT.yaml)", file=sys.stderr)
         return None, EXIT_USAGE
@@ -50,16 +57,24 @@ def _open(args: Any) -> tuple[AuditLedger | None, int]:
     return AuditLedger(conn, create=False), EXIT_OK
 
 
-def _missing(db: Path) -> tuple[str, int] | None:
+def _missing(db: Any) -> tuple[str, int] | None:
     """Why a database without an audit table fails verification (its anchor says it had records), or None."""
     import sqlite3
 
-    from .anchor import load_key, read_anchor
+    from .anchor import db_file, load_key, read_anchor
 
-    anchor = read_anchor(load_key(create=False), str(db))
+    if is_postgres_url(db):
+        conn = connect(db, read_only=True)
+        name = db_file(conn)
+        conn.close()
+        anchor = read_anchor(load_key(create=False), name)
+    else:
+        anchor = read_anchor(load_key(create=False), str(db))
     if anchor is None or (anchor["valid"] and anchor["seq"] == 0):
         return None
     had = f"the anchor outside the database records {anchor['seq']} audit records (head {anchor['head'][:16]}…)"
+    if is_postgres_url(db):
+        return f"the audit table was dropped from {name}: {had}", EXIT_RUNTIME
     if not db.exists():
         return f"the database {db} was deleted: {had}", EXIT_RUNTIME
     try:
@@ -85,10 +100,10 @@ def _fail(problems: list[str], count: int, as_json: bool) -> int:
 
 
 def cmd_verify(args: Any) -> int:
-    db = Path(getattr(args, "db", None) or ".clawkit/state.db")
+    db = workspace_db(args)
     as_json = getattr(args, "json", False)
     try:
-        gone = _missing(db) if not db.exists() else None
+        gone = _missing(db) if not is_postgres_url(db) and not db.exists() else None
         if gone is not None:
             return _fail([gone[0]], 0, as_json)
         ledger, code = _open(args)

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from json.encoder import c_encode_basestring, c_make_encoder  # type: ignore[attr-defined]
 from typing import Any
 
+from clawkit.storage import POSTGRESQL, Column, Index, Table, declare, dialect
+
 GENESIS = "0" * 64
 
 #: Hashed columns, in hash order. JSON-valued ones are stored (and hashed) as canonical text.
@@ -50,21 +52,23 @@ class Canonical(str):
 
     __slots__ = ()
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS policy_audit (
-    seq INTEGER PRIMARY KEY, ts REAL NOT NULL, kind TEXT NOT NULL,
-    session_id TEXT, trace_id TEXT, task_id TEXT, run_id TEXT, step_id TEXT,
-    tool TEXT, call_hash TEXT, arguments TEXT, requested TEXT, granted TEXT,
-    decision TEXT, reason TEXT, approval_required INTEGER, approval_result TEXT, approval_by TEXT,
-    started REAL, ended REAL, status TEXT, error TEXT, data TEXT,
-    prev_hash TEXT NOT NULL, hash TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS policy_audit_session ON policy_audit(session_id, seq);
-CREATE INDEX IF NOT EXISTS policy_audit_tool ON policy_audit(tool, seq);
-CREATE TABLE IF NOT EXISTS policy_audit_head (
-    id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL
-);
-"""
+_TEXT = ("session_id", "trace_id", "task_id", "run_id", "step_id", "tool", "call_hash", "arguments", "requested",
+         "granted", "decision", "reason")
+TABLES = (
+    Table("policy_audit", (
+        Column("seq", "integer", nullable=False), Column("ts", "real", nullable=False), Column("kind", nullable=False),
+        *(Column(c) for c in _TEXT), Column("approval_required", "integer"), Column("approval_result"),
+        Column("approval_by"), Column("started", "real"), Column("ended", "real"), Column("status"), Column("error"),
+        Column("data"), Column("prev_hash", nullable=False), Column("hash", nullable=False),
+    ), primary_key=("seq",), indexes=(Index("policy_audit_session", ("session_id", "seq")),
+                                      Index("policy_audit_tool", ("tool", "seq")))),
+    Table("policy_audit_head", (
+        Column("id", "integer", nullable=False), Column("seq", "integer", nullable=False), Column("hash", nullable=False),
+    ), primary_key=("id",), checks=("id = 1",)),
+)
+#: every appender takes this PostgreSQL advisory lock first (SQLite's BEGIN IMMEDIATE): appends are serialised
+#: across workers, so sequence numbers and anchors follow the commit order
+_PG_APPEND_LOCK = "SELECT pg_advisory_xact_lock(7363412)"
 
 
 def _encoder(sort_keys: bool, default: Any) -> Any:
@@ -121,7 +125,8 @@ class Verification:
 
 
 class AuditLedger:
-    """The MAC-chained audit table on an open sqlite3 connection (tables created idempotently).
+    """The MAC-chained audit table on an open connection — sqlite3, or PostgreSQL from
+    :func:`clawkit.storage.connect` — (tables created idempotently).
 
     ``key``: the audit key (default: the user's, created on first use; see :mod:`.anchor`).
     A database file gets an anchor outside it, updated by every append.
@@ -132,10 +137,16 @@ class AuditLedger:
 
         self.conn = conn
         self._lock = threading.Lock()
+        #: write the anchor inside each append (under the write lock); the policy's writer turns this
+        #: off and advances the anchor itself once the records are on disk (see :mod:`.writer`)
+        self.anchor = True
+        #: ``(seq, hash)`` of the last record this object appended
+        self.last: tuple[int, str] | None = None
         self.db = anchor.db_file(conn)
         self.key = key if key is not None else anchor.load_key(create=create)
+        self._serialise = _PG_APPEND_LOCK if dialect(conn) == POSTGRESQL else None
         if create:
-            conn.executescript(SCHEMA)
+            declare(conn, *TABLES)
 
     def append(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Add one record (``kind``: decision, approval, execution, event, grant…); returns it with its hash.
@@ -151,6 +162,8 @@ class AuditLedger:
             nested = self.conn.in_transaction
             self.conn.execute("SAVEPOINT policy_audit" if nested else "BEGIN IMMEDIATE")
             try:
+                if self._serialise:
+                    self.conn.execute(self._serialise)
                 row = self.conn.execute("SELECT seq, hash FROM policy_audit_head WHERE id = 1").fetchone()
                 seq, prev = (row[0], row[1]) if row else (0, GENESIS)
                 params = []
@@ -166,7 +179,7 @@ class AuditLedger:
                         "ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
                         (seq, prev),
                     )
-                    if self.db is not None and self.key is not None and not nested:
+                    if self.anchor and self.db is not None and self.key is not None and not nested:
                         # under the database's write lock, so anchors follow the commit order
                         from .anchor import write_anchor
 
@@ -177,6 +190,8 @@ class AuditLedger:
                     self.conn.execute("RELEASE policy_audit")
                 raise
             self.conn.execute("RELEASE policy_audit" if nested else "COMMIT")
+            if rows:
+                self.last = (seq, prev)
         return rows
 
     @staticmethod

@@ -7,19 +7,20 @@ import sqlite3
 import time
 from typing import Any
 
+from clawkit.storage import Column, Index, Table, declare
+
 from .config import Grant
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS policy_approvals (
-    session_id TEXT NOT NULL, approval_key TEXT NOT NULL, tool TEXT NOT NULL,
-    approved_by TEXT, created REAL NOT NULL, expires REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS policy_approvals_key ON policy_approvals(session_id, approval_key);
-CREATE TABLE IF NOT EXISTS policy_grants (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, agent TEXT NOT NULL, spec TEXT NOT NULL, created REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS policy_grants_agent ON policy_grants(agent);
-"""
+TABLES = (
+    Table("policy_approvals", (
+        Column("session_id", nullable=False), Column("approval_key", nullable=False), Column("tool", nullable=False),
+        Column("approved_by"), Column("created", "real", nullable=False), Column("expires", "real", nullable=False),
+    ), indexes=(Index("policy_approvals_key", ("session_id", "approval_key")),)),
+    Table("policy_grants", (
+        Column("id", "integer", autoincrement=True), Column("agent", nullable=False), Column("spec", nullable=False),
+        Column("created", "real", nullable=False),
+    ), indexes=(Index("policy_grants_agent", ("agent",)),)),
+)
 
 
 class PolicyState:
@@ -27,7 +28,7 @@ class PolicyState:
 
     def __init__(self, conn: sqlite3.Connection):
         self.conn = conn
-        conn.executescript(SCHEMA)
+        declare(conn, *TABLES)
 
     def add_approval(self, session_id: str, key: str, tool: str, by: str | None, ttl: float) -> None:
         now = time.time()

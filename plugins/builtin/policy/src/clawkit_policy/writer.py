@@ -20,22 +20,40 @@ are committed in the order they were submitted, whichever thread writes them.
 The thread gives the GIL back every few records, so a gate that runs meanwhile
 is not held up for a switch interval.
 
+Durability (group commit). A commit is made with ``synchronous=NORMAL``: once
+:meth:`flush` returns, the records are in the WAL and survive the process being
+killed (SIGKILL, OOM, a crash), but not yet a power loss. The thread then makes
+them durable off the reply path — ``fdatasync`` of the WAL (and the database file),
+one for every record committed so far, by this or any other session — and only
+then advances the anchor outside the database (:func:`.anchor.advance_anchor`):
+the anchor never claims a record a power loss could take. A gate does not decide
+a session's next call while that session's earlier records are not yet durable
+(:meth:`durable`, awaited by ``before_tool_call``); the fsync takes far less than the model call between two
+tool calls, so that wait is almost always nil. Because SQLite replays a WAL only
+up to its first missing frame, what a power loss can take is always a suffix of
+the commits: never an audit record while a later tool-result message survives.
+
 A write that fails (the database cannot be opened, the disk is full, a lock is
-held too long) is kept as ``error``; the next :meth:`submit` — the next gate
-call — raises it, so the policy fails closed instead of running calls it cannot
-record. In-memory databases (no file to open twice) are written synchronously.
+held too long, the anchor or an fsync fails) is kept as ``error``; the next
+:meth:`submit` — the next gate call — raises it, so the policy fails closed
+instead of running calls it cannot record. In-memory databases (no file to open
+twice) are written synchronously.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
+import os
 import sqlite3
 import threading
 import time
 import weakref
 from collections import deque
 from typing import Any, Callable
+
+from clawkit.storage import connect, is_postgres_url
 
 from .ledger import AuditLedger
 
@@ -66,6 +84,12 @@ class LedgerWriter:
         self._thread: threading.Thread | None = None
         self._urgent = False  # a flush is waiting for the thread: it stops yielding
         self._stopping = False  # close(): the thread ends as soon as the queue is empty
+        self._synced = threading.Condition()  # guards the three below; notified when ``durable_seq`` moves
+        self._head: tuple[int, str] | None = None  # (seq, hash) of the last record committed here
+        self.durable_seq = 0  # every record up to here is on disk and anchored
+        self._session_seq: dict[str, int] = {}  # session -> its last committed record not yet durable
+        self._due = 0.0  # monotonic time by which the thread writes queued records nobody flushed
+        self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future]] = []
         _live.add(self)
 
     def submit(self, kind: str, fields: dict[str, Any]) -> None:
@@ -76,15 +100,18 @@ class LedgerWriter:
             self.sync.append(kind, **self.prepare(fields))
             return
         items = self._items
+        if not items:
+            self._due = time.monotonic() + MAX_DELAY  # the thread writes it then if no flush has
         items.append((kind, fields))
         if self._thread is None:  # read after the append: a writer that has just ended is seen as None
             self._start()
         elif len(items) >= BATCH:
-            self._wake.set()
+            self.kick()
 
     def kick(self) -> None:
         """Let the thread write what is queued now (without waiting for it)."""
         if self._items:
+            self._due = 0.0
             self._wake.set()
 
     @property
@@ -110,10 +137,93 @@ class LedgerWriter:
         finally:
             self._io.release()
 
+    # durability ------------------------------------------------------------------------
+
+    def _behind(self) -> bool:
+        head = self._head
+        return head is not None and head[0] > self.durable_seq and self.error is None
+
+    def durable(self, session_id: str) -> "asyncio.Future | None":
+        """None when every record of ``session_id`` committed so far is on disk and anchored (or the
+        writer failed: the caller's next :meth:`submit` raises); else a future of the running loop,
+        done once they are (the gate awaits it before deciding that session's next call)."""
+        target = self._session_seq.get(session_id)
+        if target is None or target <= self.durable_seq or self.error is not None:
+            return None
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        with self._synced:
+            if target <= self.durable_seq or self.error is not None:
+                return None
+            self._waiters.append((target, loop, fut))
+        self._ask_sync()
+        return fut
+
+    def wait_durable(self, timeout: float = 10.0) -> None:
+        """Block until every record committed so far is on disk and anchored (or the writer failed)."""
+        if not self._behind():
+            return
+        self._ask_sync()
+        with self._synced:
+            target = self._head[0] if self._head else 0
+            if not self._synced.wait_for(lambda: self.durable_seq >= target or self.error is not None, timeout):
+                log.warning("audit: records were not synced to disk within %.0f s", timeout)
+
+    def _ask_sync(self) -> None:
+        if self._thread is None:  # read after the commit: a writer that has just ended is seen as None
+            self._start()
+        else:
+            self._wake.set()
+
+    def _sync(self) -> None:
+        """fdatasync the WAL and the database file, then advance the anchor (on the writer's thread)."""
+        with self._synced:
+            head = self._head
+        if head is None or head[0] <= self.durable_seq or self.error is not None:
+            return
+        ledger = self._ledger or self.sync
+        try:
+            base = ledger.db or self.path
+            for name in (f"{base}-wal", base):
+                try:
+                    fd = os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                except FileNotFoundError:  # no WAL: the last connection checkpointed it into the (synced) file
+                    continue
+                try:
+                    os.fdatasync(fd)
+                finally:
+                    os.close(fd)
+            if ledger.db is not None and ledger.key is not None:
+                from .anchor import advance_anchor
+
+                advance_anchor(ledger.key, ledger.db, head[0], head[1])
+        except BaseException as exc:
+            self._fail(exc, 0)
+            return
+        with self._synced:
+            self.durable_seq = done = max(self.durable_seq, head[0])
+            self._session_seq = {sid: seq for sid, seq in self._session_seq.items() if seq > done}
+            self._release(lambda target: target <= done)
+
+    def _release(self, ready: Callable[[int], bool]) -> None:
+        """Wake waiters whose target is ``ready`` (hold ``_synced``)."""
+        self._synced.notify_all()
+        keep = []
+        for target, loop, fut in self._waiters:
+            if not ready(target):
+                keep.append((target, loop, fut))
+                continue
+            try:
+                loop.call_soon_threadsafe(_settle, fut)
+            except RuntimeError:  # that loop is closed: nobody waits any more
+                pass
+        self._waiters = keep
+
     def close(self, timeout: float = 5.0) -> None:
-        """Commit what is queued and end the writer thread, joined (it starts again on the
-        next record). Called when an agent closes and at interpreter exit."""
+        """Commit what is queued, make it durable and end the writer thread, joined (it starts
+        again on the next record). Called when an agent closes and at interpreter exit."""
         self.flush(timeout)
+        self.wait_durable(timeout)
         with self._lock:
             thread = self._thread
             self._stopping = True
@@ -137,20 +247,31 @@ class LedgerWriter:
         idle = 0.0
         try:
             while True:
-                woken = wake.wait(MAX_DELAY)
-                wake.clear()
-                if not items:
+                woken = True
+                if not self._behind():
+                    delay = max(0.0, min(MAX_DELAY, self._due - time.monotonic())) if items else MAX_DELAY
+                    woken = wake.wait(delay)
+                    wake.clear()
+                # queued records are the flushes' to write, unless they wait too long (a slow tool): a
+                # drain here, while the turn writes, would make its commits wait for SQLite's lock
+                due = bool(items) and (self._stopping or time.monotonic() >= self._due)
+                if not due and not self._behind():
+                    if items:
+                        continue
                     idle = 0.0 if woken else idle + MAX_DELAY
                     if idle < IDLE_EXIT and not self._stopping:
                         continue
                     with self._lock:
                         self._thread = None
-                        if not items:
+                        if not items and not self._behind():
                             return
                         self._thread = threading.current_thread()  # a record slipped in: keep going
+                    continue
                 idle = 0.0
-                with self._io:
-                    self._drain(nice=True)
+                if due:
+                    with self._io:
+                        self._drain(nice=True)
+                self._sync()  # outside ``_io``: flushes on other threads commit meanwhile
         finally:
             with self._lock:
                 if self._thread is threading.current_thread():  # ended by an error: restart on demand
@@ -162,14 +283,25 @@ class LedgerWriter:
 
     def _open(self) -> AuditLedger:
         if self._ledger is None:
+            if is_postgres_url(self.path):
+                conn = connect(self.path)  # commits are durable on the server when COMMIT returns
+                self._ledger = AuditLedger(conn, create=False)
+                return self._ledger
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)  # type: ignore[arg-type]
             try:
                 conn.execute("PRAGMA busy_timeout=5000")
-                conn.execute("PRAGMA synchronous=FULL")  # a commit is on disk (WAL fsynced) when flush returns
+                # committed = in the WAL (survives a killed process); the thread fsyncs it (see the module doc)
+                conn.execute("PRAGMA synchronous=NORMAL")
+                ledger = AuditLedger(conn, create=False)
+                if ledger.db is not None and ledger.key is not None:
+                    from .anchor import check_writable
+
+                    check_writable(ledger.db)  # a broken audit home fails this write, not a later sync
             except BaseException:
                 conn.close()
                 raise
-            self._ledger = AuditLedger(conn, create=False)
+            ledger.anchor = False  # advanced by _sync once the records are durable
+            self._ledger = ledger
         return self._ledger
 
     def _drain(self, nice: bool) -> None:
@@ -197,17 +329,32 @@ class LedgerWriter:
                     prepared.append((kind, prepare(fields)))
                     if nice and i % YIELD_EVERY == 0 and not self._urgent:
                         time.sleep(0)
-                ledger.append_many(prepared)
+                rows = ledger.append_many(prepared)
+                if rows and ledger.last is not None:
+                    with self._synced:
+                        self._head = ledger.last
+                        for row in rows:
+                            if row["session_id"] is not None:
+                                self._session_seq[row["session_id"]] = row["seq"]
             except BaseException as exc:  # disk full, locked too long: the next gate call fails closed
                 self._fail(exc, len(chunk))
             if nice and not self._urgent:
                 time.sleep(0)
+        if not nice:
+            self._ask_sync()
 
     def _fail(self, exc: BaseException, lost: int) -> None:
         if self.error is None:
             log.warning("audit ledger %s: %d record(s) could not be written (%s); further tool calls are blocked",
                         self.path, lost, exc)
         self.error = exc
+        with self._synced:
+            self._release(lambda target: True)  # waiters go on to fail closed on ``error``
+
+
+def _settle(fut: "asyncio.Future") -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 @atexit.register

@@ -7,7 +7,8 @@
   recorded as a ``tool.sandbox`` event, which the policy's audit ledger keeps.
 * WebAssembly tools (:mod:`clawkit_sandbox.wasm`): WASI modules declared in
   ``plugins.sandbox.wasm_tools`` (or registered by a plugin with :func:`wasm_tool`),
-  run with wasmtime: fuel, memory and wall-clock limits, only granted directories
+  run with wasmtime: a fresh instance per call or one per task (an agent run, destroyed
+  when it ends); fuel, memory and wall-clock limits per call, only granted directories
   preopened, no network, and host tools reachable only through the kernel's gates.
 * ``clawkit doctor``: does the sandbox work here?
 """
@@ -74,6 +75,15 @@ def register_tools(register, agent):
 
     for t in tools_for(agent):
         register(t)
+
+
+@hookimpl
+def agent_closing(agent, runtime):
+    import sys
+
+    wasm = sys.modules.get(__name__ + ".wasm")
+    if wasm is not None:  # no Wasm tool ever registered: nothing to release, nothing to import
+        wasm.release(runtime)
 
 
 @hookimpl

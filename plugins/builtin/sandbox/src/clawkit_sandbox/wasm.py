@@ -1,28 +1,26 @@
-"""WebAssembly tools: WASI preview 1 modules run with wasmtime, one fresh instance per call.
+"""WebAssembly tools: WASI preview 1 modules run with wasmtime (:mod:`clawkit_sandbox.runtime`).
 
-A call gets a new Store: a linear-memory limit, a fuel budget (instructions), and an
-epoch deadline (wall clock: a shared ticker advances the engine's epoch every
-``TICK`` seconds while calls run). Arguments arrive as JSON on stdin; stdout is the
-result. No network (WASI preview 1 has no sockets), no environment, and only the
-directories the tool declares *and* that lie in the workspace or in a policy grant
-for the tool are preopened. The module's only other way out is the import
-``clawkit.call_tool(name, name_len, args, args_len, out, out_cap) -> i32``: it runs a
-host tool through the kernel's executor — the ``before_tool_call`` gates (policy,
-shield), approval, ``after_tool_call`` and the audit ledger — and only tools the
-declaration lists in ``host_tools`` (and the agent allows).
+``instance: call`` (the default) gives every call a fresh store and instance: a WASI
+*command* reads its JSON arguments on stdin and writes the result on stdout (a *reactor*
+gets one ``clawkit_handle`` call). ``instance: task`` keeps one reactor instance per task —
+an agent run: created on the run's first call with the directories granted then, reused by
+the run's later calls (its memory, its static state), destroyed when the run ends, however
+it ends (``ctx.at_end``; ``agent_closing`` for a process that exits mid-run). Fuel, memory
+and the deadline apply to every call; a call that trips one discards the instance.
+
+Only the directories the tool declares *and* that lie in the workspace or in a policy grant
+for the tool are preopened. The import ``clawkit.call_tool`` runs a host tool through the
+kernel's executor — the ``before_tool_call`` gates (policy, shield), approval,
+``after_tool_call`` and the audit ledger — and only tools the declaration lists in
+``host_tools`` (and the agent allows).
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import itertools
 import json
 import os
-import tempfile
-import threading
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -31,10 +29,8 @@ from clawkit.tools import Tool, ToolError
 from clawkit.types import Risk, ToolCall, ToolDef
 
 from .config import SandboxConfig, WasmToolConfig
+from .runtime import MODULES, Outcome, Reactor, _ticker, engine, run_module  # noqa: F401 - re-exported
 
-TICK = 0.01
-MODULES = Path(__file__).parent / "modules"
-OUTPUT_CAP = 1 << 20
 EXAMPLE = WasmToolConfig(
     name="text_stats", module=str(MODULES / "text_stats.wasm"), risk="safe", dirs=["."], host_tools=["read_file"],
     description="Count bytes, lines and words of a text (and find its longest word). Runs as a sandboxed "
@@ -45,222 +41,10 @@ EXAMPLE = WasmToolConfig(
         "path": {"type": "string", "description": "a file in the workspace, relative to it"},
         "host_file": {"type": "string", "description": "a file read through the host's read_file tool"}}},
 )
-
-_lock = threading.Lock()
-_engine: Any = None
-_modules: dict[tuple[str, float], Any] = {}
-
-
-def engine() -> Any:
-    """The process's wasmtime engine: fuel metering and epoch interruption on."""
-    global _engine
-    if _engine is None:
-        import wasmtime
-
-        with _lock:
-            if _engine is None:
-                cfg = wasmtime.Config()
-                cfg.consume_fuel = True
-                cfg.epoch_interruption = True
-                _engine = wasmtime.Engine(cfg)
-                atexit.register(_release)
-    return _engine
-
-
-def _release() -> None:
-    """Free wasmtime objects before interpreter teardown (their finalisers need its modules)."""
-    global _engine
-    for module in _modules.values():
-        module.close()
-    _modules.clear()
-    if _engine is not None:
-        _engine.close()
-        _engine = None
-
-
-def compiled(path: str) -> Any:
-    """The compiled module at ``path`` (.wasm, or .wat text), cached until the file changes."""
-    import wasmtime
-
-    try:
-        key = (path, os.stat(path).st_mtime)
-    except OSError as exc:
-        raise ToolError(f"WebAssembly module {path!r} cannot be read: {exc.strerror}") from None
-    found = _modules.get(key)
-    if found is None:
-        try:
-            found = wasmtime.Module.from_file(engine(), path)
-        except wasmtime.WasmtimeError as exc:
-            raise ToolError(f"WebAssembly module {path!r} is not valid: {str(exc).splitlines()[0]}") from None
-        _modules[key] = found
-    return found
-
-
-class _Ticker:
-    """Advances the engine epoch every TICK seconds, only while calls are running."""
-
-    def __init__(self) -> None:
-        self.active = 0
-        self.cond = threading.Condition()
-        self.thread: threading.Thread | None = None
-
-    def __enter__(self) -> "_Ticker":
-        with self.cond:
-            self.active += 1
-            if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._run, name="clawkit-wasm-epoch", daemon=True)
-                self.thread.start()
-            self.cond.notify()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        with self.cond:
-            self.active -= 1
-
-    def _run(self) -> None:
-        while True:
-            with self.cond:
-                if not self.cond.wait_for(lambda: self.active > 0, timeout=5.0):
-                    self.thread = None
-                    return
-            engine().increment_epoch()
-            threading.Event().wait(TICK)
-
-
-_ticker = _Ticker()
-
-
-@dataclass
-class Outcome:
-    stdout: str
-    exit_code: int | None
-    failure: str | None = None
-
-
-def run_module(path: str, stdin: bytes, *, memory_mb: int, fuel: int, timeout: float,
-               preopens: list[tuple[str, str, bool]] = (), host_call: Any = None) -> Outcome:
-    """Run a WASI command module once: fresh store and instance, limits applied. Blocking."""
-    import wasmtime
-
-    module = compiled(path)
-    store = wasmtime.Store(engine())
-    store.set_limits(memory_size=memory_mb << 20)
-    store.set_fuel(fuel)
-    store.set_epoch_deadline(max(1, int(timeout / TICK) + 1))
-    with tempfile.TemporaryDirectory(prefix="clawkit-wasm-") as tmp:
-        stdin_path, stdout_path = os.path.join(tmp, "stdin.json"), os.path.join(tmp, "stdout")
-        with open(stdin_path, "wb") as fh:
-            fh.write(stdin)
-        # stdout goes through a FIFO drained by a thread: capped in memory, never on disk (a
-        # Python stdout_custom callback makes wasmtime's runtime abort at interpreter exit)
-        os.mkfifo(stdout_path, 0o600)
-        drain = _Drain(stdout_path)
-        wasi = wasmtime.WasiConfig()
-        wasi.argv = [Path(path).stem]
-        wasi.stdin_file = stdin_path
-        wasi.stdout_file = stdout_path
-        for host, guest, writable in preopens:
-            wasi.preopen_dir(host, guest, writable)
-        store.set_wasi(wasi)
-        linker = wasmtime.Linker(engine())
-        linker.define_wasi()
-        i32 = wasmtime.ValType.i32()
-        linker.define_func("clawkit", "call_tool", wasmtime.FuncType([i32] * 6, [i32]),
-                           _host_import(host_call), access_caller=True)
-        code: int | None = 0
-        failure = None
-        memory = None
-        try:
-            instance = linker.instantiate(store, module)
-            memory = instance.exports(store).get("memory")
-            instance.exports(store)["_start"](store)
-        except wasmtime.ExitTrap as exc:
-            code = exc.code
-        except wasmtime.Trap as exc:
-            code, failure = None, _why(exc, store, memory, memory_mb, fuel, timeout)
-        except wasmtime.WasmtimeError as exc:
-            code, failure = None, f"could not start: {str(exc).splitlines()[0]}"
-        limit_hit = _at_limit(store, memory, memory_mb)
-        store.close()  # closes the WASI context and so the module's end of the stdout FIFO
-        out = drain.finish()
-    if code not in (0, None) and failure is None and limit_hit:
-        failure = f"exited with code {code} at the memory limit ({memory_mb} MiB)"
-    return Outcome(out.decode("utf-8", "replace"), code, failure)
-
-
-class _Drain:
-    """Reads the module's stdout FIFO in a thread: keeps OUTPUT_CAP bytes, discards the rest."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.data = bytearray()
-        self.thread = threading.Thread(target=self._read, name="clawkit-wasm-stdout", daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        with open(self.path, "rb", buffering=0) as fh:
-            while chunk := fh.read(65536):
-                room = OUTPUT_CAP - len(self.data)
-                if room > 0:
-                    self.data.extend(chunk[:room])
-
-    def finish(self) -> bytes:
-        if self.thread.is_alive():
-            try:  # the module never opened stdout: unblock the reader's open()
-                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
-                os.close(fd)
-            except OSError:
-                pass
-        self.thread.join(5.0)
-        return bytes(self.data)
-
-
-def _at_limit(store: Any, memory: Any, memory_mb: int) -> bool:
-    """Was the module near its memory limit when it failed? (wasmtime refuses ``memory.grow``
-    past the limit without saying so; a grow of any size from over half the limit may be it.)"""
-    try:
-        return memory is not None and memory.data_len(store) * 2 >= (memory_mb << 20)
-    except Exception:
-        return False
-
-
-def _used(store: Any, memory: Any) -> str:
-    try:
-        return f"; {memory.data_len(store) / (1 << 20):.1f} MiB in use, more was refused"
-    except Exception:
-        return ""
-
-
-def _why(exc: Any, store: Any, memory: Any, memory_mb: int, fuel: int, timeout: float) -> str:
-    import wasmtime
-
-    code = exc.trap_code
-    if code == wasmtime.TrapCode.OUT_OF_FUEL:
-        return f"stopped: it used up its fuel ({fuel:,} instructions)"
-    if code == wasmtime.TrapCode.INTERRUPT:
-        return f"stopped: it ran past its deadline ({timeout:g} s)"
-    lines = [ln.strip() for ln in str(exc.message).splitlines() if ln.strip()]
-    first = code.name.lower().replace("_", " ") if code is not None else (lines[-1] if lines else "trap")
-    if _at_limit(store, memory, memory_mb):
-        return f"stopped at the memory limit ({memory_mb} MiB{_used(store, memory)}): {first}"
-    return f"trapped: {first}"
-
-
-def _host_import(host_call: Any):
-    def call_tool(caller: Any, name_ptr: int, name_len: int, args_ptr: int, args_len: int, out_ptr: int,
-                  out_cap: int) -> int:
-        memory = caller["memory"]
-        name = bytes(memory.read(caller, name_ptr, name_ptr + name_len)).decode("utf-8", "replace")
-        args = bytes(memory.read(caller, args_ptr, args_ptr + args_len)).decode("utf-8", "replace")
-        text = host_call(name, args) if host_call is not None else "Error: host tools are not available here"
-        data = text.encode("utf-8")[: max(0, out_cap)]
-        memory.write(caller, data, out_ptr)
-        return len(data)
-
-    return call_tool
-
-
-# --- the tool ----------------------------------------------------------------------------
+EXAMPLE_TASK = EXAMPLE.model_copy(update={
+    "name": "text_stats_task", "module": str(MODULES / "text_stats_task.wasm"), "instance": "task",
+    "description": EXAMPLE.description + " One instance serves the whole run: calls and total_words count "
+    "the calls of this run so far."})
 
 
 class _Args(BaseModel):
@@ -270,8 +54,49 @@ class _Args(BaseModel):
 class WasmTool(Tool):
     """A :class:`clawkit.tools.Tool` whose arguments go to the module as JSON (schema: the declaration's)."""
 
+    tasks: "TaskInstances | None" = None
+
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         return {"arguments": dict(arguments)}
+
+
+class TaskInstances:
+    """The live reactor instances of one ``instance: task`` tool, one per run."""
+
+    def __init__(self, decl: WasmToolConfig, module: str, memory_mb: int, timeout: float) -> None:
+        self.decl, self.module, self.memory_mb, self.timeout = decl, module, memory_mb, timeout
+        self.live: dict[str, Reactor] = {}
+
+    def for_run(self, ctx: Any) -> Reactor:
+        run_id, at_end = getattr(ctx, "run_id", None), getattr(ctx, "at_end", None)
+        if run_id is None or at_end is None:
+            raise ToolError(f"{self.decl.name} keeps an instance per task (instance: task) and needs an agent run")
+        reactor = self.live.get(run_id)
+        if reactor is None:
+            # the mounts are fixed here: a grant made later in the run does not widen this instance
+            reactor = self.live[run_id] = Reactor(self.module, memory_mb=self.memory_mb, preopens=_preopens(ctx, self.decl))
+            at_end(lambda: self.release(ctx, run_id))
+        return reactor
+
+    def release(self, ctx: Any, run_id: str) -> None:
+        """The run ended: destroy its instance (at once, or when its running call stops)."""
+        reactor = self.live.pop(run_id, None)
+        if reactor is None:
+            return
+        now = reactor.close()
+        _emit(ctx, "destroyed" if now else "destroy_pending", self.decl.name, calls=reactor.calls,
+              instances=reactor.created)
+
+    def release_all(self) -> None:
+        """Agent shutdown: destroy every live instance, waiting (bounded) for running calls."""
+        for run_id in list(self.live):
+            self.live.pop(run_id).close(wait=self.timeout + 1.0)
+
+
+def _emit(ctx: Any, action: str, tool: str, **data: Any) -> None:
+    emit = getattr(ctx, "emit", None)
+    if emit is not None:  # a ``tool.*`` event: the policy writes it to the audit ledger
+        emit("tool.wasm_instance", action=action, tool=tool, **data)
 
 
 def _preopens(ctx: Any, decl: WasmToolConfig) -> list[tuple[str, str, bool]]:
@@ -293,12 +118,25 @@ def _preopens(ctx: Any, decl: WasmToolConfig) -> list[tuple[str, str, bool]]:
     return out
 
 
+def _once(module: str, payload: bytes, *, memory_mb: int, fuel: int, timeout: float, preopens: list, host_call: Any) -> Outcome:
+    """A fresh instance for one call: a command module runs ``_start``; a reactor one ``clawkit_handle``."""
+    if not Reactor.is_reactor(module):
+        return run_module(module, payload, memory_mb=memory_mb, fuel=fuel, timeout=timeout, preopens=preopens,
+                          host_call=host_call)
+    reactor = Reactor(module, memory_mb=memory_mb, preopens=preopens)
+    try:
+        return reactor.call(payload, fuel=fuel, timeout=timeout, host_call=host_call)
+    finally:
+        reactor.close()
+
+
 def wasm_tool(decl: WasmToolConfig, cfg: SandboxConfig | None = None, base: str | None = None) -> WasmTool:
     """Build the tool for one declaration (plugins may register the result in ``register_tools``)."""
     cfg = cfg or SandboxConfig()
     module = decl.module if os.path.isabs(decl.module) or base is None else os.path.join(base, decl.module)
     memory_mb, fuel, timeout = decl.memory_mb or cfg.wasm_memory_mb, decl.fuel or cfg.wasm_fuel, decl.timeout or cfg.wasm_timeout
     counter = itertools.count(1)
+    tasks = TaskInstances(decl, module, memory_mb, timeout) if decl.instance == "task" else None
 
     async def run(ctx: Any, arguments: dict[str, Any]) -> str:
         loop = asyncio.get_running_loop()
@@ -321,10 +159,21 @@ def wasm_tool(decl: WasmToolConfig, cfg: SandboxConfig | None = None, base: str 
 
         payload = json.dumps(arguments).encode("utf-8")
         with _ticker:
-            outcome = await asyncio.to_thread(run_module, module, payload, memory_mb=memory_mb, fuel=fuel,
-                                              timeout=timeout, preopens=_preopens(ctx, decl), host_call=host_call)
+            if tasks is not None:
+                reactor = tasks.for_run(ctx)
+                outcome = await asyncio.to_thread(reactor.call, payload, fuel=fuel, timeout=timeout, host_call=host_call)
+            else:
+                outcome = await asyncio.to_thread(_once, module, payload, memory_mb=memory_mb, fuel=fuel,
+                                                  timeout=timeout, preopens=_preopens(ctx, decl), host_call=host_call)
+        if tasks is not None:
+            if outcome.created:
+                _emit(ctx, "created", decl.name, call_id=parent, memory_mb=memory_mb,
+                      preopens=[{"path": h, "guest": g, "access": "rw" if w else "ro"} for h, g, w in reactor.preopens])
+            if outcome.discarded:
+                _emit(ctx, "discarded", decl.name, call_id=parent, reason=outcome.failure)
         if outcome.failure:
-            raise ToolError(f"{decl.name} (WebAssembly) {outcome.failure}. Output so far: {outcome.stdout[:2000]!r}")
+            kept = " The task's instance was discarded; its next call starts a fresh one." if outcome.discarded else ""
+            raise ToolError(f"{decl.name} (WebAssembly) {outcome.failure}.{kept} Output so far: {outcome.stdout[:2000]!r}")
         if outcome.exit_code not in (0, None):
             raise ToolError(f"{decl.name} (WebAssembly) exited with code {outcome.exit_code}: {outcome.stdout[:2000]}")
         text = outcome.stdout.strip()
@@ -338,13 +187,23 @@ def wasm_tool(decl: WasmToolConfig, cfg: SandboxConfig | None = None, base: str 
 
     definition = ToolDef(name=decl.name, description=decl.description or f"WebAssembly tool {decl.name}",
                          parameters=decl.parameters, risk=Risk(decl.risk))
-    return WasmTool(definition, run, _Args, True, True)
+    tool = WasmTool(definition, run, _Args, True, True)
+    tool.tasks = tasks
+    return tool
 
 
 def tools_for(agent: Any) -> list[WasmTool]:
-    """The Wasm tools of an agent: its ``wasm_tools`` declarations and the shipped example."""
+    """The Wasm tools of an agent: its ``wasm_tools`` declarations and the shipped examples."""
     cfg = agent.plugin("sandbox") if hasattr(agent, "plugin") else None
     cfg = cfg if isinstance(cfg, SandboxConfig) else SandboxConfig()
-    decls = list(cfg.wasm_tools) + ([EXAMPLE] if cfg.example_tools else [])
+    decls = list(cfg.wasm_tools) + ([EXAMPLE, EXAMPLE_TASK] if cfg.example_tools else [])
     base = str(getattr(agent, "workspace", ".") or ".")
     return [wasm_tool(d, cfg, base) for d in decls]
+
+
+def release(runtime: Any) -> None:
+    """``agent_closing``: destroy the live per-task instances of the agent's Wasm tools."""
+    registry = getattr(runtime, "tools", None)
+    for tool in list(getattr(registry, "tools", {}).values()):
+        if isinstance(tool, WasmTool) and tool.tasks is not None:
+            tool.tasks.release_all()

@@ -168,12 +168,10 @@ def flush_counters(ctx: Any, reg: SkillRegistry) -> None:
 
 def bump(conn: Any, metric: str, by: float = 1.0) -> None:
     try:
-        conn.execute("CREATE TABLE IF NOT EXISTS skills_metrics (metric TEXT PRIMARY KEY, value REAL NOT NULL, updated REAL NOT NULL)")
-        conn.execute(
-            "INSERT INTO skills_metrics (metric, value, updated) VALUES (?, ?, ?) "
-            "ON CONFLICT(metric) DO UPDATE SET value = value + excluded.value, updated = excluded.updated",
-            (metric, by, time.time()),
-        )
+        from clawkit.storage import declare, metrics_table, metrics_upsert
+
+        declare(conn, metrics_table("skills_metrics"))
+        conn.execute(metrics_upsert("skills_metrics"), (metric, by, time.time()))
     except Exception as exc:  # metrics never break a turn
         log.debug("skills metrics: %r", exc)
 

@@ -206,22 +206,18 @@ def plan_dispatch(text: str, cfg: TranslationConfig, route: dict[str, Any]) -> l
     return []
 
 
-_ROUTE_SQL = ("UPDATE sessions SET metadata = json_set(CASE WHEN json_valid(metadata) THEN metadata ELSE '{}' END, "
-              "'$.\"" + ROUTE_META_KEY + "\"', json(?)), updated = ? WHERE id = ?")
-
-
 def _save_route(session: Any, route: dict[str, Any]) -> None:
     """``session.set(ROUTE_META_KEY, route)``, committed with the user message that follows.
 
-    The metadata in memory changes now; on disk only this key is updated (``json_set``,
+    The metadata in memory changes now; on disk only this key is updated (``store.queue_metadata_key``,
     so a full metadata write by another plugin in between loses nothing), queued on the
     store: it lands in the same transaction as the message it routes, not a commit of
     its own. Unchanged routes (a chat repeating itself) are not written again.
     """
     if session.get(ROUTE_META_KEY) == route:
         return
-    queue = metrics.store_queue(session.store)
-    if queue is None or not isinstance(getattr(session, "metadata", None), dict):
+    write_key = getattr(session.store, "queue_metadata_key", None)
+    if not callable(write_key) or not isinstance(getattr(session, "metadata", None), dict):
         session.set(ROUTE_META_KEY, route)
         return
     try:
@@ -230,7 +226,7 @@ def _save_route(session: Any, route: dict[str, Any]) -> None:
         session.set(ROUTE_META_KEY, route)
         return
     session.metadata[ROUTE_META_KEY] = route
-    queue(_ROUTE_SQL, (data, time.time(), session.id))
+    write_key(session.id, ROUTE_META_KEY, json.loads(data))
 
 
 def _restricting_profile(ctx: Any, cfg: TranslationConfig) -> ProfileConfig | None:

@@ -18,11 +18,12 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable
 
+from clawkit.storage import declare, metrics_table, metrics_upsert
+
 log = logging.getLogger("clawkit.translation")
 TABLE = "translation_metrics"
-CREATE = f"CREATE TABLE IF NOT EXISTS {TABLE} (metric TEXT PRIMARY KEY, value REAL NOT NULL, updated REAL NOT NULL)"
-UPSERT = (f"INSERT INTO {TABLE} (metric, value, updated) VALUES (?, ?, ?) "
-          "ON CONFLICT(metric) DO UPDATE SET value = value + excluded.value, updated = excluded.updated")
+METRICS = metrics_table(TABLE)
+UPSERT = metrics_upsert(TABLE)
 
 _created: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()  # store -> its conn, table ensured
 
@@ -34,9 +35,9 @@ def bump(conn: Any, metric: str, by: float = 1.0) -> None:
         try:
             conn.execute(UPSERT, row)
         except sqlite3.OperationalError as exc:
-            if "no such table" not in str(exc):
+            if "no such table" not in str(exc) and "does not exist" not in str(exc):
                 raise
-            conn.execute(CREATE)
+            declare(conn, METRICS)
             conn.execute(UPSERT, row)
     except Exception as exc:
         log.debug("translation metrics: %r", exc)
@@ -58,7 +59,7 @@ def ensure_table(store: Any) -> bool:
     if _created.get(store) is conn:
         return True
     try:
-        conn.execute(CREATE)
+        declare(conn, METRICS)
         _created[store] = conn
         return True
     except Exception as exc:

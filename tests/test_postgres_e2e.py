@@ -1,0 +1,65 @@
+"""The full install on PostgreSQL: a CLI run with every builtin plugin loaded against the loopback
+model server, sessions/events/usage/runs/steps and the audit ledger in PostgreSQL, and
+``clawkit audit verify --db postgresql://…`` detecting an edited row (issue 19's acceptance)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from clawkit.testing.server import Reply
+
+pytestmark = pytest.mark.e2e
+
+
+def _clawkit(*args: str, cwd, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("CLAWKIT_LOAD_PLUGINS", None)  # every installed plugin
+    return subprocess.run([sys.executable, "-m", "clawkit", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_cli_run_on_postgres_with_every_plugin_and_audit_verify(tmp_path, model_server, postgres_db):
+    (tmp_path / "agent.yaml").write_text(textwrap.dedent(f"""
+        name: pg-agent
+        model: {{name: openai/test, api_base: "{model_server.url}", api_key: x, max_retries: 0}}
+        tools: [read_file, shell_exec]
+        """))
+    (tmp_path / "notes.txt").write_text("the answer is 42\n")
+    model_server.script(
+        Reply.tool_calls([("read_file", {"path": "notes.txt"})]),
+        Reply.tool_calls([("shell_exec", {"command": "rm -rf /"})]),
+        "It is 42.",
+    )
+    out = _clawkit("run", "agent.yaml", "hi", "--json", "--db", postgres_db, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["reply"] == "It is 42." if "reply" in result else True
+    assert not (tmp_path / ".clawkit" / "state.db").exists()  # nothing went to SQLite
+
+    from clawkit.sessions import SessionStore
+
+    store = SessionStore(postgres_db)
+    try:
+        sid = result["session_id"]
+        roles = [m.role for m in store.messages(sid)]
+        assert roles[0] == "user" and roles[-1] == "assistant" and "tool" in roles
+        assert store.usage_totals(sid)["calls"] == 3
+        runs = store.runs(sid)
+        assert runs and runs[0]["status"] == "done"
+        assert {s["kind"] for s in store.steps(runs[0]["id"])} >= {"llm", "tool"}
+        assert store.events(sid)
+    finally:
+        store.close()
+
+    verify = _clawkit("audit", "verify", "--db", postgres_db, cwd=tmp_path)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    listed = _clawkit("audit", "list", "--json", "--db", postgres_db, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    records = [json.loads(line) for line in listed.stdout.splitlines() if line.strip()]
+    assert any(r.get("tool") == "shell_exec" for r in records)
