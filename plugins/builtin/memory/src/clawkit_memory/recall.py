@@ -31,9 +31,12 @@ STATE_KEY = "memory.recall"
 
 
 def state_db_of(ctx: Any) -> Path | None:
-    """The session database file of the turn (None for an in-memory store)."""
-    path = getattr(ctx.session.store, "path", None)
-    if path is None:
+    """The session database file of the turn (None for an in-memory store, and for a PostgreSQL
+    one: memory's index is a file per machine, so sessions in a shared server are not indexed as
+    episodes there — files and notes are; see docs/scale-out.md)."""
+    store = ctx.session.store
+    path = getattr(store, "path", None)
+    if path is None or getattr(store, "dialect", "sqlite") != "sqlite":
         return None
     path = path if isinstance(path, Path) else Path(path)
     return path if path.name != ":memory:" else None
