@@ -382,6 +382,9 @@ def test_one_shot_recall_loads_the_model_in_time_and_keeps_a_distinct_fact(tmp_p
     embedding model during the turn, recalls in time, and the fact is not crowded out."""
     (tmp_path / "MEMORY.md").write_text("# Deploys\n\nThe production deploy window is Thursday 14:00 UTC; "
                                         "never deploy on Fridays.\n")
+    # load_wait_ms: the default (4 s, bench_first_turn.py) is twice the worst load measured; a test run
+    # sharing two cores with other suites can take longer, and what is tested here is the mechanism
+    extra = extra or "plugins: {memory: {recall: {load_wait_ms: 30000}}}\n"
     agent = write_agent(tmp_path, model, "instructions: You help.\ntools: [read_file]\n" + extra)
     asked = "When is the production deploy window? I keep forgetting the production deploy window."
     for reply in ("I am not sure, sorry.", "Sorry, I am not sure.", "I'm not sure, sorry!"):
