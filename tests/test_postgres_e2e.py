@@ -63,3 +63,58 @@ def test_cli_run_on_postgres_with_every_plugin_and_audit_verify(tmp_path, model_
     assert listed.returncode == 0, listed.stderr
     records = [json.loads(line) for line in listed.stdout.splitlines() if line.strip()]
     assert any(r.get("tool") == "shell_exec" for r in records)
+
+
+def test_plugin_tables_and_workspace_commands_on_postgres(tmp_path, model_server, postgres_db):
+    """Sequence rules (a glob prerequisite), the truncator's stored outputs, serve's keys, skills and
+    translation stats, sessions and logs — each plugin's tables in PostgreSQL, declared once."""
+    (tmp_path / "agent.yaml").write_text(textwrap.dedent(f"""
+        name: pg-plugins
+        model: {{name: openai/test, api_base: "{model_server.url}", api_key: x, max_retries: 0}}
+        tools: [read_file, list_dir]
+        plugins:
+          sequence:
+            rules:
+              - {{tool: read_file, requires: ["list_*"], message: "list the folder first"}}
+          truncator: {{max_tokens: 200}}
+        """))
+    (tmp_path / "big.txt").write_text("".join(f"line {i} of a long file\n" for i in range(2000)))
+    model_server.script(
+        Reply.tool_calls([("read_file", {"path": "big.txt"})]),  # blocked: no list_* ran yet
+        Reply.tool_calls([("list_dir", {"path": "."})]),
+        Reply.tool_calls([("read_file", {"path": "big.txt"})]),  # allowed now; cut by the truncator
+        "Read it.",
+    )
+    out = _clawkit("run", "agent.yaml", "read big.txt", "--json", "--db", postgres_db, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    first, _, last = result["tool_calls"]
+    assert first["blocked"] and not last["is_error"]
+    assert "list the folder first" in [m for m in model_server.requests[1].messages if m["role"] == "tool"][0]["content"]
+
+    from clawkit.storage import connect
+    from clawkit_truncator import store as outputs
+
+    conn = connect(postgres_db)
+    try:
+        assert conn.execute("SELECT COUNT(*) FROM sequence_calls WHERE tool = 'list_dir'").fetchone()[0] >= 1
+        (output_id,) = conn.execute("SELECT id FROM truncator_outputs").fetchone()
+        rng = outputs.read_range(conn, result["session_id"], output_id, 0, 30)
+        assert rng.text.startswith("line 0 of a long file") and rng.chars > 40_000
+    finally:
+        conn.close()
+
+    listed = _clawkit("sessions", "list", "--db", postgres_db, cwd=tmp_path)
+    assert listed.returncode == 0 and result["session_id"] in listed.stdout, listed.stderr
+    created = _clawkit("--db", postgres_db, "keys", "create", "--name", "ci", "--json", cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    keys = _clawkit("--db", postgres_db, "keys", "list", "--json", cwd=tmp_path)
+    assert keys.returncode == 0 and '"ci"' in keys.stdout, keys.stderr
+    stats = _clawkit("skills", "stats", "--json", "--db", postgres_db, cwd=tmp_path)
+    assert stats.returncode == 0, stats.stderr
+    tr = _clawkit("translation", "stats", "--json", "--db", postgres_db, cwd=tmp_path)
+    assert tr.returncode == 0, tr.stderr
+    logs = _clawkit("logs", "--json", cwd=tmp_path)
+    assert logs.returncode == 0 and result["session_id"] in logs.stdout, logs.stdout + logs.stderr
+    mem = _clawkit("memory", "index", "--sessions", "--agent", "agent.yaml", "--db", postgres_db, cwd=tmp_path)
+    assert mem.returncode == 2 and "SQLite session database only" in mem.stderr  # explicit, not a crash

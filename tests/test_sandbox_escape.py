@@ -171,3 +171,83 @@ def test_escape_suite_with_and_without_the_sandbox(tmp_path, model_server):
     for name in ("home file", "another workspace", "write outside", "symlink to outside", "loopback port",
                  "many processes", "memory (600 MiB)"):
         assert escaped_off[name], (name, results_off[name])
+
+
+@pytest.mark.skipif(JAIL_PROBLEM is not None, reason=f"bubblewrap cannot run here: {JAIL_PROBLEM}")
+@pytest.mark.parametrize("mode", ["bwrap", "off"])
+def test_network_grant_reaches_only_the_granted_host(tmp_path, model_server, mode):
+    """A grant naming one loopback host:port: `clawkit run` (every builtin) whose model makes granted
+    shell_exec calls — curl to the granted port succeeds through the proxy; urllib to another port
+    is refused with the reason in the tool result and an audit record; a direct socket gets nowhere.
+    With the sandbox off, the other port and the direct socket get through (docs: the escape table)."""
+    import http.server
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        disable_nagle_algorithm = True
+
+        def do_GET(self):
+            body = b"GRANTED-HOST-BODY"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    granted = server.server_address[1]
+    other = Listener()
+    ws = tmp_path / "ws"
+    (ws / "probe").mkdir(parents=True)
+    probes = {
+        "granted": f"curl -sS http://127.0.0.1:{granted}/",
+        "other port": f"python3 -c \"import urllib.request as u; u.urlopen('http://127.0.0.1:{other.port}/', timeout=5)\"",
+        "other host": "curl -sS -p https://example.com/",
+        "direct": f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {granted}), 2); print('DIRECT')\"",
+    }
+    for i, command in enumerate(probes.values()):
+        (ws / "probe" / f"p{i}.sh").write_text(command + "\n")
+    model_server.script(*[Reply.tool_calls([("shell_exec", {"command": f"sh probe/p{i}.sh", "timeout": 20})])
+                          for i in range(len(probes))], "done")
+    (tmp_path / "agent.yaml").write_text(textwrap.dedent(f"""
+        name: network-grant
+        model: {{name: openai/test, api_base: "{model_server.url}", api_key: x, max_retries: 0}}
+        workspace: ws
+        tools: [shell_exec]
+        plugins:
+          policy:
+            grants:
+              - tools: [shell_exec]
+                commands: ["sh probe/*"]
+                hosts: ["127.0.0.1:{granted}"]
+          sandbox: {{mode: {mode}, memory_mb: 256, processes: 32, cpu_seconds: 10}}
+        """))
+    env = dict(os.environ)
+    env.pop("CLAWKIT_LOAD_PLUGINS", None)
+    try:
+        out = subprocess.run([sys.executable, "-m", "clawkit", "run", "agent.yaml", "fetch", "--json"], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, timeout=240)
+        assert out.returncode == 0, out.stderr
+        results = dict(zip(probes, (m["content"] for m in model_server.requests[-1].messages if m["role"] == "tool")))
+        audit = subprocess.run([sys.executable, "-m", "clawkit", "audit", "list", "--agent", "agent.yaml",
+                                "--decision", "tool.network", "--json"],
+                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+        server.server_close()
+        other.sock.close()
+    assert "exit code 0\nGRANTED-HOST-BODY" in results["granted"]  # (the shield wraps shell output as untrusted)
+    assert audit.returncode == 0, audit.stderr
+    records = [json.loads(line) for line in audit.stdout.splitlines() if line.strip()]
+    if mode == "off":
+        assert other.accepted > 0 and "DIRECT" in results["direct"] and not records
+        return
+    assert "HTTP Error 403" in results["other port"] and other.accepted == 0
+    assert f"the network proxy refused 127.0.0.1:{other.port}: not granted to shell_exec" in results["other port"]
+    assert "response 403" in results["other host"] and "refused example.com:443" in results["other host"]
+    assert "DIRECT" not in results["direct"] and "Connection refused" in results["direct"]
+    decisions = sorted((r["data"]["host"], r["data"]["port"], r["data"]["decision"]) for r in records)
+    assert decisions == sorted([("127.0.0.1", granted, "allowed"), ("127.0.0.1", other.port, "refused"),
+                                ("example.com", 443, "refused")])

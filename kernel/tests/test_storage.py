@@ -163,3 +163,15 @@ def test_postgres_url_is_kept_in_config_and_cli(tmp_path):
     assert cfg.state_db == "postgresql://u@127.0.0.1:5/db"
     assert str(AgentConfig(name="a", model="x", state_db="s.db").state_db) == "s.db"
     assert storage.redact_url("postgresql://u:secret@h:5/db") == "postgresql://u:***@h:5/db"
+
+
+def test_one_metadata_key_is_written_without_losing_the_others(store, db):
+    sid = store.create("a")
+    store.save_metadata(sid, {"kept": 1})
+    store.queue_metadata_key(sid, "route", {"profile": "code", "n": [1, 2]})
+    store.flush()
+    assert store.load_metadata(sid) == {"kept": 1, "route": {"profile": "code", "n": [1, 2]}}
+    store.conn.execute("UPDATE sessions SET metadata = 'not json' WHERE id = ?", (sid,))
+    store.queue_metadata_key(sid, "flag", True)
+    store.flush()
+    assert store.load_metadata(sid) == {"flag": True}  # a damaged document restarts from {}

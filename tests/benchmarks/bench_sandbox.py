@@ -7,6 +7,9 @@ Run: .venv/bin/python tests/benchmarks/bench_sandbox.py [--n 40]
 * wasm: one call of the shipped ``text_stats`` WebAssembly tool (fresh store and instance,
   fuel, deadline, workspace preopened) through ``Tool.run``, against a plain Python tool doing
   the same count through the same path — goal <= 5 ms added.
+* jail with a host grant: the same call when a grant names a host, so the jail starts with the
+  per-host network proxy (host-side unix-socket proxy + the forwarder inside) — against the
+  jail without network.
 * wasm per task: the reactor build ``text_stats_task`` kept as one instance for the whole run
   (``instance: task``) against the same module with a fresh instance per call
   (``instance: call``): what creating the instance costs each call.
@@ -82,12 +85,19 @@ def main() -> int:
         bare, jailed = ctx_for(ws, False), ctx_for(ws, True)
         cause = problem(SandboxConfig())
         if cause is None:
+            netted = ctx_for(ws, True)
+            netted.state["granted"] = {"shell_exec": {"hosts": ["127.0.0.1:9"]}}
             got = interleaved_ms({"bare": lambda: asyncio.run(shell_exec(bare, "echo hi")),
-                                  "jail": lambda: asyncio.run(shell_exec(jailed, "echo hi"))}, args.n)
+                                  "jail": lambda: asyncio.run(shell_exec(jailed, "echo hi")),
+                                  "net": lambda: asyncio.run(shell_exec(netted, "echo hi"))}, args.n)
+            assert asyncio.run(shell_exec(netted, "echo $HTTP_PROXY")) == "exit code 0\nhttp://127.0.0.1:3128\n"
             assert asyncio.run(shell_exec(jailed, "echo hi")) == "exit code 0\nhi\n"
             (base, base_min), (jail, jail_min) = got["bare"], got["jail"]
             print(f"shell_exec echo hi   unsandboxed {base:7.2f} ms   jailed {jail:7.2f} ms   "
                   f"added {jail - base:6.2f} ms median, {jail_min - base_min:6.2f} ms min  (goal <= 20 ms)")
+            net, net_min = got["net"]
+            print(f"  with a host grant  jailed     {jail:7.2f} ms   proxied {net:6.2f} ms   "
+                  f"added {net - jail:6.2f} ms median, {net_min - jail_min:6.2f} ms min  (proxy + forwarder)")
         else:
             print(f"jail: skipped ({cause})")
         wasm = wasm_tool(EXAMPLE, SandboxConfig(), ws)

@@ -33,7 +33,7 @@ class TurnContext:
 
     __slots__ = (
         "agent", "session", "hooks", "tools", "trace_id", "task_id", "run_id", "parent_run_id", "parent_step_id",
-        "state", "channel", "_agent_obj", "usage", "model_calls", "tool_calls", "started", "deliver", "_at_end",
+        "state", "channel", "_agent_obj", "usage", "model_calls", "tool_calls", "started", "deliver", "_at_end", "steps",
     )
 
     def __init__(
@@ -70,12 +70,21 @@ class TurnContext:
         self.started = time.monotonic()
         self.deliver: Any = None  # the turn's delivery callback (None: nobody is listening)
         self._at_end: list[Any] = []
+        self.steps: Any = None  # a clawkit.steps.StepRunner when an engine checkpoints this turn (durable_steps)
 
     @property
     def step_id(self) -> str | None:
         """The current tool call's id (the step), inside gates, tools and ``after_tool_call``."""
         call = current_call.get()
         return call.id if call is not None else None
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """Inside a durable tool step: a key that stays the same when an interrupted step runs
+        again after a crash (a tool with side effects uses it to act at most once); else None."""
+        from .steps import idempotency_key
+
+        return idempotency_key.get()
 
     @property
     def call(self) -> Any:

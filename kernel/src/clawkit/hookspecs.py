@@ -240,6 +240,38 @@ def request_approval(ctx, call, reason):
 
 
 @hookspec(firstresult=True)
+def durable_steps(ctx):
+    """Run this turn's model calls and tool executions as checkpointed steps.
+
+    Called once at the start of every turn (and of a resumed one). Return a
+    :class:`clawkit.steps.StepRunner` — ``await model(ctx, request, call)``,
+    ``reserve(ctx, calls)`` with each model response's tool calls in order, and
+    ``await tool(ctx, call, run)`` — or None to let the kernel call the model and the
+    tools directly (the default, and the answer outside an execution engine). An
+    engine (``clawkit-workers``: DBOS workflows) records each step's result and, when
+    a crashed turn is recovered, returns the recorded result instead of calling again;
+    while a durable tool step runs, ``ctx.idempotency_key`` is the step's stable key.
+    Only gates and approvals run outside the steps. The first non-None result wins.
+    Failure: isolated (the turn runs without durable steps; a ``hook.error`` event says so).
+    """
+
+
+@hookspec(firstresult=True)
+def open_turn_queue(url):
+    """Open the durable turn queue whose state lives at ``url`` (``postgresql://…``).
+
+    Return an object with ``submit(agent, text, session_id=None, turn_id=None) -> turn id``,
+    ``result(turn_id, timeout=None) -> dict`` (the turn's ``TurnResult.as_json()``),
+    ``approvals(status="pending")``, ``answer(approval_id, approve, by=…)`` and
+    ``close()``, or None when this plugin does not handle the URL's scheme. Front-ends
+    (``clawkit serve --db postgresql://…``, :func:`clawkit.runtime.open_turn_queue`)
+    enqueue turns through it instead of running them; ``clawkit worker`` processes run
+    them. The first non-None result wins. Failure: isolated; with no plugin answering,
+    the caller reports that no installed plugin runs turns on that URL.
+    """
+
+
+@hookspec(firstresult=True)
 def confine_process(ctx, spec):
     """Confine a process a tool is about to start (the kernel's process-execution hook).
 

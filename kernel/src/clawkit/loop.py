@@ -294,6 +294,7 @@ class Agent:
                           parent_run_id=parent_run_id, parent_step_id=parent_step_id)
         ctx.state["_started"] = started
         ctx.deliver = deliver
+        await self._durable(ctx)
         result = TurnResult(session_id=session.id, reply="", run_id=ctx.run_id)
         session.store.run_start({"id": ctx.run_id, "trace_id": ctx.trace_id, "task_id": ctx.task_id, "session_id": session.id,
                                  "agent": self.config.name, "parent_run_id": parent_run_id, "parent_step_id": parent_step_id,
@@ -315,6 +316,11 @@ class Agent:
             session.store.run_end(ctx.run_id, status, {"usage": result.usage.model_dump(exclude_defaults=True)})
             session.store.flush()
         return result
+
+    async def _durable(self, ctx: TurnContext) -> None:
+        """An execution engine's step runner for this turn (``durable_steps``), if one runs it."""
+        if self.hooks.has("durable_steps"):
+            ctx.steps = await self.hooks.call_first("durable_steps", ctx=ctx)
 
     async def _turn(self, ctx: TurnContext, text: str, result: TurnResult, deliver: Deliver | None) -> None:
         await self._receive(ctx, text)
@@ -397,6 +403,7 @@ class Agent:
         self.store.run_start({"id": ctx.run_id, "trace_id": ctx.trace_id, "task_id": ctx.task_id, "session_id": session_id,
                               "agent": self.config.name, "parent_run_id": None, "parent_step_id": None,
                               "data": {"resumed_calls": [c.id for c in pending], "model": self.config.model.name}})
+        await self._durable(ctx)
         ctx.emit("turn.resumed", calls=[c.id for c in pending])
         status = "error"
         try:
@@ -645,20 +652,23 @@ class Agent:
                     heard.append(delta)
                 await self._send(ctx, Outbound(kind="stream_chunk", content=delta), deliver)
 
-        retried = False
         started = time.time()
-        while True:
-            try:
-                response = await self._complete_within_deadline(request, on_text, heard)
-                break
-            except ProviderError as exc:
-                if retried or not self.hooks.has("llm_call_failed"):
-                    raise
-                retried = True
-                again = await self.hooks.call_first("llm_call_failed", ctx=ctx, request=request, error=exc)
-                if again is not True:
-                    raise
-                ctx.emit("llm.retry", reason=str(exc))
+
+        async def call() -> LlmResponse:
+            retried = False
+            while True:
+                try:
+                    return await self._complete_within_deadline(request, on_text, heard)
+                except ProviderError as exc:
+                    if retried or not self.hooks.has("llm_call_failed"):
+                        raise
+                    retried = True
+                    again = await self.hooks.call_first("llm_call_failed", ctx=ctx, request=request, error=exc)
+                    if again is not True:
+                        raise
+                    ctx.emit("llm.retry", reason=str(exc))
+
+        response = await (call() if ctx.steps is None else ctx.steps.model(ctx, request, call))
         if on_text is not None:
             await self._send(ctx, Outbound(kind="stream_chunk", content="", metadata={"final": True}), deliver)
         store = ctx.session.store

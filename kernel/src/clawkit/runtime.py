@@ -34,3 +34,17 @@ def open_agent(path: str | Path, overrides: dict[str, Any] | None = None, approv
     if off or extra_plugins:
         pm = get_plugin_manager(disabled=off, extra=extra_plugins)
     return Agent(cfg, pm=pm, approver=approver, **kwargs)
+
+
+def open_turn_queue(url: str, pm=None) -> Any:
+    """The durable turn queue at ``url`` (``postgresql://…``), from the plugin that runs one
+    (``open_turn_queue``; ``clawkit-workers`` installs it): ``submit`` turns, read their
+    ``result``, list and ``answer`` approvals. Raises :class:`clawkit.errors.ConfigError`
+    when no installed plugin handles the URL."""
+    from .errors import ConfigError
+
+    queue = (pm or get_plugin_manager()).hook.open_turn_queue(url=url)
+    if queue is None:
+        scheme = url.split(":", 1)[0]
+        raise ConfigError(f"{scheme}: no installed plugin runs turns on this URL (install clawkit-workers for postgresql://)")
+    return queue

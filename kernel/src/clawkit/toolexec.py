@@ -45,6 +45,8 @@ class ToolExecutor:
                 result.stop_reason = "repeated_call"
             runnable.append(call)
         in_thread = len(runnable) > 1
+        if ctx.steps is not None:
+            ctx.steps.reserve(ctx, runnable)
         if stop is not None:
             outcomes = [
                 _error(c, "not run: repeated identical call", repeated=True) if i == len(runnable) - 1 else None
@@ -111,11 +113,15 @@ class ToolExecutor:
             shown = Outbound(kind="tool_call_display", content=f"{call.name}({call.arguments})", cancelled=True, metadata={"call": call})
             await self.agent._send(ctx, shown, deliver)
         limit = float(getattr(self.agent.config.limits, "tool_timeout", 0) or 0)
-        try:
-            res = await asyncio.wait_for(tool.run(ctx, call, in_thread=in_thread), limit) if limit else await tool.run(ctx, call, in_thread=in_thread)
-        except asyncio.TimeoutError:
-            ctx.emit("tool.timeout", tool=call.name, call_id=call.id, seconds=limit)
-            res = _error(call, f"{call.name} did not finish within {limit:g} s (limits.tool_timeout); it was abandoned", timed_out=True)
+
+        async def execute() -> ToolResult:
+            try:
+                return await asyncio.wait_for(tool.run(ctx, call, in_thread=in_thread), limit) if limit else await tool.run(ctx, call, in_thread=in_thread)
+            except asyncio.TimeoutError:
+                ctx.emit("tool.timeout", tool=call.name, call_id=call.id, seconds=limit)
+                return _error(call, f"{call.name} did not finish within {limit:g} s (limits.tool_timeout); it was abandoned", timed_out=True)
+
+        res = await (execute() if ctx.steps is None else ctx.steps.tool(ctx, call, execute))
         if self.hooks.has("after_tool_call"):
             res = await self.hooks.call_chain("after_tool_call", "result", ToolResult, ctx=ctx, call=call, result=res)
         if deliver is not None and self.hooks.has("message_sending"):

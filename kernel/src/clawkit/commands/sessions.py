@@ -31,8 +31,10 @@ def register(cli) -> None:
 def _store(args):
     from ..sessions import SessionStore
 
+    from ..storage import is_postgres_url
+
     db = workspace_db(args)
-    if not db.is_file():
+    if not is_postgres_url(db) and not db.is_file():
         raise UsageError(f"{db}: no session database here (pass --db PATH or --agent AGENT.yaml)")
     return SessionStore(db)
 

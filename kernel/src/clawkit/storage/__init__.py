@@ -19,6 +19,7 @@ either backend with :func:`declare`. Write portable SQL: ``?`` placeholders, sta
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -82,7 +83,7 @@ class Index:
     unique: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity: a declaration is a module constant, hashed fast
 class Table:
     """A table declared once; :meth:`ddl` writes it for either backend (idempotent statements)."""
 
@@ -104,6 +105,7 @@ class Table:
         return out
 
 
+@functools.lru_cache(maxsize=None)
 def metrics_table(name: str) -> Table:
     """The ``<plugin>_metrics`` shape (``metric`` key, summed ``value``, ``updated``) ``clawkit skills
     stats`` shows; add to a metric with :func:`metrics_upsert`."""
@@ -111,6 +113,7 @@ def metrics_table(name: str) -> Table:
                         Column("updated", "real", nullable=False)), primary_key=("metric",))
 
 
+@functools.lru_cache(maxsize=None)
 def metrics_upsert(name: str) -> str:
     """``(metric, by, now)`` → add ``by`` to a metric of table ``name`` (portable upsert)."""
     return (f"INSERT INTO {name} (metric, value, updated) VALUES (?, ?, ?) ON CONFLICT (metric) DO UPDATE"
@@ -127,13 +130,36 @@ def dialect(conn: Any) -> str:
     return getattr(conn, "dialect", SQLITE)
 
 
+_statements: dict[Table, list[str]] = {}
+
+
 def declare(conn: Any, *tables: Table) -> None:
-    """Create ``tables`` (and their indexes) if missing, on either backend."""
-    d = dialect(conn)
-    if d == SQLITE:
-        conn.executescript(script(tables, d))
-    else:
+    """Create ``tables`` (and their indexes) if missing, on either backend. Cheap to call again
+    (SQLite: a few microseconds per statement; PostgreSQL: the connection remembers what it declared).
+    Statement by statement, never ``executescript``: that would commit a transaction in progress."""
+    if dialect(conn) != SQLITE:
         conn.declare(tables)
+        return
+    for t in tables:
+        stmts = _statements.get(t)
+        if stmts is None:
+            stmts = _statements[t] = t.ddl(SQLITE)
+        for stmt in stmts:
+            conn.execute(stmt)
+
+
+def table_names(conn: Any) -> list[str]:
+    """The tables of the database behind ``conn`` (either backend), sorted."""
+    if dialect(conn) == POSTGRESQL:
+        sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1"
+    else:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY 1"
+    return [r[0] for r in conn.execute(sql)]
+
+
+def exists(db: str | Path) -> bool:
+    """Whether the database is there to read: a SQLite file exists; a server is assumed to (connecting says)."""
+    return is_postgres_url(db) or Path(db).exists()
 
 
 def connect(db: str | Path, *, read_only: bool = False, timeout: float = 5.0) -> Any:
@@ -155,6 +181,6 @@ def connect(db: str | Path, *, read_only: bool = False, timeout: float = 5.0) ->
     return conn
 
 
-__all__ = ["Column", "Index", "Table", "connect", "declare", "dialect", "is_postgres_url", "metrics_table",
+__all__ = ["Column", "Index", "Table", "connect", "declare", "dialect", "exists", "is_postgres_url", "table_names", "metrics_table",
            "metrics_upsert", "redact_url",
            "script", "SQLITE", "POSTGRESQL"]

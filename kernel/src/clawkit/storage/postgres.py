@@ -99,6 +99,12 @@ def sqlite_ddl_to_postgres(script: str) -> list[str]:
     return out
 
 
+def _params(params: Sequence[Any]) -> tuple:
+    """The parameters as PostgreSQL takes them: its text cannot hold NUL, which SQLite stores (and
+    tools print): each becomes U+FFFD instead of failing the write."""
+    return tuple(p.replace("\x00", "\ufffd") if type(p) is str and "\x00" in p else p for p in params)
+
+
 class Cursor:
     """The result of one statement, fetched in full (the sqlite3 cursor's reading API)."""
 
@@ -168,7 +174,7 @@ class PgConnection:
         query, returning = self._translate(sql)
         with self._lock:
             try:
-                cur = self._conn.execute(query, tuple(params))
+                cur = self._conn.execute(query, _params(params))
             except psycopg.errors.IntegrityError as exc:
                 raise IntegrityError(str(exc)) from exc
             except psycopg.Error as exc:
@@ -184,7 +190,7 @@ class PgConnection:
         with self._lock:
             try:
                 with self._conn.cursor() as cur:
-                    cur.executemany(query, [tuple(p) for p in seq])
+                    cur.executemany(query, [_params(p) for p in seq])
                     return Cursor([], cur.rowcount)
             except psycopg.errors.IntegrityError as exc:
                 raise IntegrityError(str(exc)) from exc

@@ -1,4 +1,5 @@
-"""The hash-chained audit ledger and the ``clawkit audit`` commands."""
+"""The hash-chained audit ledger and the ``clawkit audit`` commands, on SQLite and on PostgreSQL
+(the same tests: a ``db`` is a file path or a ``postgresql://`` URL)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,25 @@ import pytest
 
 import clawkit_policy
 from clawkit.cli import build_parser
+from clawkit.storage import connect
 from clawkit.plugins import get_plugin_manager
 from clawkit_policy import AuditLedger
 from clawkit_policy.approvers import make_terminal_approver
 from clawkit.types import ToolCall
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_db(request, tmp_path):
+    """A new database of each backend: a SQLite file path, or an empty PostgreSQL database's URL."""
+    if request.param == "sqlite":
+        return tmp_path / "state.db"
+    return request.getfixturevalue("postgres_db")
+
+
 @pytest.fixture
-def db(tmp_path):
-    path = tmp_path / "state.db"
-    conn = sqlite3.connect(path, isolation_level=None)
+def db(empty_db):
+    path = empty_db
+    conn = connect(path)
     ledger = AuditLedger(conn)
     for i in range(5):
         ledger.append("decision", session_id="s1" if i < 3 else "s2", tool="shell_exec" if i % 2 else "read_file",
@@ -31,7 +41,7 @@ def db(tmp_path):
 
 
 def verify(path):
-    conn = sqlite3.connect(path, isolation_level=None)
+    conn = connect(path)
     try:
         return AuditLedger(conn).verify()
     finally:
@@ -39,7 +49,7 @@ def verify(path):
 
 
 def tamper(path, *sql):
-    conn = sqlite3.connect(path, isolation_level=None)
+    conn = connect(path)
     for stmt in sql:
         conn.execute(stmt)
     conn.close()
@@ -57,10 +67,10 @@ def test_edited_record_fails(db):
 
 
 def test_edit_with_recomputed_own_hash_still_breaks_the_chain(db):
-    conn = sqlite3.connect(db, isolation_level=None)
+    conn = connect(db)
     from clawkit_policy.ledger import COLUMNS, record_hash
 
-    row = dict(zip(COLUMNS + ("hash",), conn.execute("SELECT * FROM policy_audit WHERE seq = 3").fetchone()))
+    row = dict(zip(COLUMNS + ("hash",), conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM policy_audit WHERE seq = 3").fetchone()))
     row["reason"] = "forged"
     conn.execute("UPDATE policy_audit SET reason = 'forged', hash = ? WHERE seq = 3", (record_hash(row),))
     conn.close()
@@ -92,10 +102,8 @@ def test_inserted_record_fails(db):
     assert not verify(db).ok
 
 
-def test_concurrent_writers_keep_one_chain(tmp_path):
-    path = tmp_path / "c.db"
-    a = AuditLedger(sqlite3.connect(path, isolation_level=None, check_same_thread=False))
-    b = AuditLedger(sqlite3.connect(path, isolation_level=None, check_same_thread=False))
+def test_concurrent_writers_keep_one_chain(empty_db):
+    a, b = AuditLedger(connect(empty_db)), AuditLedger(connect(empty_db))
     import threading
 
     def write(ledger, n):
@@ -135,8 +143,9 @@ def test_cli_verify_and_list(db, capsys):
     tamper(db, "DELETE FROM policy_audit WHERE seq = 2")
     code, _, err = cli("--db", str(db), "audit", "verify", capsys=capsys)
     assert code == 1 and "FAILED" in err and "record 2 is missing" in err
-    code, _, err = cli("--db", str(db.parent / "missing.db"), "audit", "verify", capsys=capsys)
-    assert code == 2 and "no database" in err
+    if not str(db).startswith("postgresql://"):
+        code, _, err = cli("--db", str(db.parent / "missing.db"), "audit", "verify", capsys=capsys)
+        assert code == 2 and "no database" in err
 
 
 def test_cli_as_a_real_command(db):
@@ -173,3 +182,15 @@ def test_terminal_approver_answers_and_times_out():
     with pytest.raises(clawkit_policy.ApprovalTimeout, match="no answer within 0.05 s"):
         asyncio.run(silent(call, "unsafe", _Ctx()))
     os.close(w)
+
+
+def test_truncation_with_a_rewritten_head_is_caught_by_the_anchor(db, capsys):
+    """The anchor outside the database (a file per database path, or per PostgreSQL URL) still
+    knows the length: cutting the tail and fixing the head row does not pass, nor does dropping the table."""
+    tamper(db, "DELETE FROM policy_audit WHERE seq >= 4",
+           "UPDATE policy_audit_head SET seq = 3, hash = (SELECT hash FROM policy_audit WHERE seq = 3) WHERE id = 1")
+    result = verify(db)
+    assert not result.ok and any("truncated" in p for p in result.problems)
+    tamper(db, "DROP TABLE policy_audit")
+    code, _, err = cli("--db", str(db), "audit", "verify", capsys=capsys)
+    assert code == 1 and "dropped" in err

@@ -173,6 +173,7 @@ def test_doctor_reports_whether_the_sandbox_works(capsys):
     assert checks["bubblewrap"]["ok"] is works and (code == 0) is works
     if works:
         assert checks["jail runs"]["ok"] and checks["home hidden"]["ok"] and checks["system read-only"]["ok"]
+        assert checks["per-host network"]["ok"], checks["per-host network"]
     assert main(["doctor", "--bwrap", "/nonexistent/bwrap"]) == 1
     err = capsys.readouterr().err
     assert "plugins.sandbox.mode: off" in err

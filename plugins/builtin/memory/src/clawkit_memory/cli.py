@@ -144,6 +144,11 @@ def _dispatch(args: Any, mem: AgentMemory, state_db: Path | None) -> int:
         if missing:
             print(f"clawkit memory index: nothing to index at {', '.join(missing)}", file=sys.stderr)
             return 2
+        if args.sessions and str(state_db).startswith("postgres"):
+            print("clawkit memory index --sessions: sessions are indexed as episodes from a SQLite session database "
+                  "only; memory's index is per machine and does not read a PostgreSQL server (see docs/scale-out.md)",
+                  file=sys.stderr)
+            return 2
         report = mem.index.index_paths(args.paths, mem.partition, force=True) if args.paths else mem.refresh(force=True)
         if args.sessions and state_db is not None:
             report.add(mem.sync_sessions(state_db))

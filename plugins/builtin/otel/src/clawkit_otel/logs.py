@@ -36,8 +36,11 @@ def remember_workspace(ctx: Any) -> None:
     if db in _seen:
         return
     _seen.add(db)
+    from clawkit.storage import is_postgres_url, redact_url
+
     try:
-        db = os.path.abspath(db)
+        # a server is remembered by its URL without the password (libpq finds that in ~/.pgpass or PGPASSWORD)
+        db = redact_url(db).replace(":***@", "@") if is_postgres_url(db) else os.path.abspath(db)
         index = index_path()
         known = index.read_text(encoding="utf-8").splitlines() if index.exists() else []
         if db not in known:
@@ -49,11 +52,10 @@ def remember_workspace(ctx: Any) -> None:
 
 
 def _runs(db: str, limit: int, agent: str | None) -> list[dict[str, Any]]:
-    import sqlite3  # not at import: `clawkit --help` loads this module
+    from clawkit.storage import connect, is_postgres_url  # not at import: `clawkit --help` loads this module
 
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = connect(db, read_only=True, timeout=2.0)
     try:
-        conn.execute("PRAGMA busy_timeout=2000")
         rows = conn.execute(
             "SELECT e.run_id, e.session_id, e.type, e.data, e.ts, s.agent FROM events e JOIN sessions s ON s.id = e.session_id"
             " WHERE e.type IN ('turn.end', 'turn.failed') AND e.run_id IS NOT NULL"
@@ -71,7 +73,7 @@ def _runs(db: str, limit: int, agent: str | None) -> list[dict[str, Any]]:
             if duration is None and first and first[0]:
                 duration = ts - first[0]
             out.append({
-                "ts": ts, "workspace": str(Path(db).parent.parent), "db": db, "agent": agent_name, "session_id": sid,
+                "ts": ts, "workspace": db if is_postgres_url(db) else str(Path(db).parent.parent), "db": db, "agent": agent_name, "session_id": sid,
                 "run_id": run_id, "model": ", ".join(models) or None,
                 "prompt_tokens": usage.get("prompt_tokens", 0), "completion_tokens": usage.get("completion_tokens", 0),
                 "cost": usage.get("cost"), "duration": round(duration, 3) if duration is not None else None,
@@ -87,7 +89,9 @@ def recent_runs(limit: int = 20, agent: str | None = None) -> tuple[list[dict[st
     """(runs newest first, problems) across the indexed databases; missing databases are dropped from the index."""
     index = index_path()
     dbs = index.read_text(encoding="utf-8").splitlines() if index.exists() else []
-    alive = [d for d in dict.fromkeys(dbs) if d and os.path.exists(d)]
+    from clawkit.storage import exists
+
+    alive = [d for d in dict.fromkeys(dbs) if d and exists(d)]
     if len(alive) != len(dbs):
         try:
             index.write_text("".join(d + "\n" for d in alive), encoding="utf-8")

@@ -50,9 +50,10 @@ class SandboxConfig(BaseModel):
     extra_ro_paths: list[str] = Field(default_factory=list, description="more read-only mounts (toolchains, caches)")
     hidden_paths: list[str] = Field(default_factory=lambda: list(HIDDEN_PATHS),
                                     description="paths under the system directories masked in the jail")
-    network_grants: Literal["refuse", "all"] = Field(
-        "all", description="a shell_exec grant naming hosts: 'all' shares the host network with the jail (per-host "
-        "filtering is not possible for arbitrary programs; see docs), 'refuse' keeps the network off regardless")
+    network_grants: Literal["proxy", "all", "refuse"] = Field(
+        "proxy", description="a shell_exec grant naming hosts: 'proxy' lets the jail reach only those hosts, through a "
+        "proxy that checks each connection against the grant (HTTP_PROXY; other traffic has no route out); 'all' shares "
+        "the host network with the jail; 'refuse' keeps the network off regardless")
     cpu_seconds: int = Field(60, gt=0, description="CPU time limit per process (RLIMIT_CPU)")
     memory_mb: int = Field(2048, gt=0, description="address-space limit per process, MiB (RLIMIT_AS)")
     processes: int = Field(128, gt=0, description="processes in the jail (cgroup pids.max; RLIMIT_NPROC where not root)")

@@ -18,14 +18,21 @@ def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
     return {"check": name, "ok": ok, "detail": detail}
 
 
-async def _jailed(cfg: SandboxConfig, workspace: str, command: str) -> tuple[int | None, str]:
+# inside a jail granted one host: ask the proxy for another one; its 403 proves the whole path
+# (forwarder listening, unix socket mounted, host-side check) works
+NET_PROBE = ("python3 -c \"import socket; s = socket.create_connection(('127.0.0.1', 3128), 5); "
+             "s.sendall(b'CONNECT 192.0.2.1:80 HTTP/1.1\\r\\n\\r\\n'); print(s.recv(200).split(b'\\r\\n')[0].decode())\"")
+
+
+async def _jailed(cfg: SandboxConfig, workspace: str, command: str, hosts: tuple[str, ...] = ()) -> tuple[int | None, str]:
     from clawkit.process import ProcessSpec
 
     from .jail import build
 
     ctx = SimpleNamespace(workspace=workspace, state={}, agent=None)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-    launch = build(ctx, ProcessSpec("doctor", ["/bin/sh", "-c", command], workspace, env, 10.0), cfg, {})
+    launch = build(ctx, ProcessSpec("doctor", ["/bin/sh", "-c", command], workspace, env, 10.0), cfg,
+                   {"hosts": list(hosts)})
     try:
         proc = await asyncio.create_subprocess_exec(*launch.argv, cwd=launch.cwd, env=launch.env,
                                                     stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -58,6 +65,14 @@ def doctor_report(cfg: SandboxConfig | None = None) -> list[dict[str, Any]]:
             checks.append(_check("system read-only", "ETC-WRITABLE" not in lines, "/etc cannot be written inside"))
             checks.append(_check("workspace writable", os.path.exists(os.path.join(ws, "inside.txt")),
                                  "a file written inside appears in the workspace"))
+            if cfg.network_grants == "proxy":
+                try:
+                    code, out = asyncio.run(_jailed(cfg, ws, NET_PROBE, hosts=("127.0.0.1:1",)))
+                except Exception as exc:  # e.g. no python3 inside the jail: per-host grants are refused
+                    code, out = None, f"{type(exc).__name__}: {exc}"
+                checks.append(_check("per-host network", code == 0 and " 403 " in out,
+                                     "a grant's hosts are reachable only through the checked proxy (an ungranted host "
+                                     f"was refused: {out[:200]})" if code == 0 and " 403 " in out else f"exit {code}: {out[:300]}"))
     pids = pids_cgroup_available()
     root = os.geteuid() == 0
     checks.append(_check("process limit", pids or not root,

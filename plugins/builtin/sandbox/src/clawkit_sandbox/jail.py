@@ -4,7 +4,8 @@ Inside: the system directories read-only (secrets under them masked), the worksp
 read-write at its own path (its ``.clawkit`` state directory hidden), granted paths
 read-only or read-write as granted, a private size-limited ``/tmp``, a minimal
 ``/dev``, a ``/proc`` of its own; nothing else exists. New user, pid, ipc, uts,
-cgroup and (unless a grant names hosts) network namespaces; the jail's user is
+cgroup and network namespaces (a grant naming hosts reaches them through the checked proxy
+of :mod:`clawkit_sandbox.network`; ``network_grants: all`` shares the host's network instead); the jail's user is
 ``nobody`` without capabilities, ``no_new_privs`` is set (bwrap always does), and
 ``--die-with-parent`` ties the jail to the clawkit process. A shell in front of bwrap
 sets hard rlimits the whole jail inherits — CPU time, address space, file size, open
@@ -30,6 +31,7 @@ from typing import Any
 from clawkit.process import ProcessLaunch, ProcessRefused, ProcessSpec
 
 from .config import SandboxConfig
+from .network import FORWARDER, JAIL_DIR, PROXY_PORT, NetworkProxy, jail_python
 
 SETTING = "plugins.sandbox.mode: off"
 JAIL_UID = "65534"
@@ -201,6 +203,7 @@ def build(ctx: Any, spec: ProcessSpec, cfg: SandboxConfig, granted: dict[str, li
     workspace = os.path.realpath(str(getattr(ctx, "workspace", spec.cwd)))
     hosts = list(granted.get("hosts") or [])
     network = bool(hosts) and cfg.network_grants == "all"
+    proxied = bool(hosts) and cfg.network_grants == "proxy"
     args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--uid", JAIL_UID, "--gid", JAIL_UID, "--hostname", "sandbox"]
     if not network:
@@ -231,6 +234,17 @@ def build(ctx: Any, spec: ProcessSpec, cfg: SandboxConfig, granted: dict[str, li
             access = "ro" if pattern in readonly else "rw"
             args += ["--ro-bind" if access == "ro" else "--bind", real, real]
             mounts.append({"path": real, "access": access, "why": "grant"})
+    command = list(spec.argv)
+    proxy = None
+    if proxied:
+        python = jail_python(lambda p: _visible(p, system))
+        if python is None:
+            raise ProcessRefused("the grant names hosts, and per-host network needs python3 inside the jail (for its "
+                                 "proxy forwarder) but none is under the system paths; add it to "
+                                 "plugins.sandbox.extra_ro_paths, or set plugins.sandbox.network_grants")
+        proxy = NetworkProxy(ctx, spec.tool, hosts)
+        args += ["--ro-bind", proxy.dir, JAIL_DIR]
+        command = [python, "-I", "-S", "-c", FORWARDER, str(PROXY_PORT), f"{JAIL_DIR}/proxy.sock", "--", *command]
     args += ["--remount-ro", "/", "--chdir", spec.cwd, "--"]
     limits = {"cpu_seconds": cfg.cpu_seconds, "memory_mb": cfg.memory_mb, "processes": cfg.processes,
               "file_size_mb": cfg.file_size_mb, "open_files": cfg.open_files, "tmp_mb": cfg.tmp_size_mb}
@@ -247,14 +261,25 @@ def build(ctx: Any, spec: ProcessSpec, cfg: SandboxConfig, granted: dict[str, li
     script = ('[ -z "$1" ] || echo $$ > "$1" || exit 125; shift; '
               + " && ".join(f"ulimit -{flag} {value}" for flag, value in ulimits) + ' && exec "$@"')
     argv = ["/bin/sh", "-c", script, "sh", os.path.join(cgroup.path, "cgroup.procs") if cgroup else "",
-            *args, *spec.argv]
+            *args, *command]
     roots = system + [m["path"] for m in mounts if m["access"] in ("ro", "rw")] + ["/tmp"]
     env = _env(spec, roots)
+    if proxy is not None:
+        for name in ("NO_PROXY", "no_proxy"):
+            env.pop(name, None)  # the granted hosts are reachable only through the proxy, loopback ones included
+        env.update(proxy.env())
     sandbox = {"mode": "bwrap", "mounts": mounts, "limits": limits,
-               "network": f"host network (grant names {', '.join(hosts)})" if network else "none",
-               "user": f"uid {JAIL_UID}, no capabilities, no_new_privs"}
+               "network": proxy.describe() if proxy else f"host network (grant names {', '.join(hosts)})" if network
+               else "none", "user": f"uid {JAIL_UID}, no capabilities, no_new_privs"}
+
+    async def cleanup() -> None:
+        if cgroup is not None:
+            cgroup.close()
+        if proxy is not None:
+            await proxy.close()
+
     return ProcessLaunch(argv=argv, cwd=workspace if os.path.isdir(workspace) else "/", env=env, sandbox=sandbox,
-                         note=_explainer(cfg, sandbox, network, cgroup), cleanup=cgroup.close if cgroup else None)
+                         note=_explainer(cfg, sandbox, network, cgroup, proxy), cleanup=cleanup)
 
 
 def _state_dir(ctx: Any) -> str | None:
@@ -272,15 +297,20 @@ def _env(spec: ProcessSpec, roots: list[str]) -> dict[str, str]:
     return env
 
 
-def _explainer(cfg: SandboxConfig, sandbox: dict[str, Any], network: bool, cgroup: PidsCgroup | None):
+def _explainer(cfg: SandboxConfig, sandbox: dict[str, Any], network: bool, cgroup: PidsCgroup | None,
+               proxy: NetworkProxy | None = None):
     granted = [m["path"] for m in sandbox["mounts"] if m.get("why") == "grant"]
     seen = "the workspace (read-write), system directories (read-only)" + (
         f", granted {', '.join(granted)}" if granted else "")
-    net = "host network (granted)" if network else "no network (loopback included)"
+    net = ("host network (granted)" if network else f"network: {proxy.describe()}; no other route out" if proxy
+           else "no network (loopback included)")
 
     def note(returncode: int | None, timed_out: bool) -> str | None:
+        refused = _refused(proxy)
         if timed_out:
-            return "sandbox: the timeout killed the jail, and with it every process inside it"
+            return "sandbox: the timeout killed the jail, and with it every process inside it" + refused
+        if refused and not returncode:
+            return "sandbox:" + refused[1:]
         forks_refused = cgroup.refused() if cgroup is not None else 0
         if not returncode and not forks_refused:
             return None
@@ -292,6 +322,13 @@ def _explainer(cfg: SandboxConfig, sandbox: dict[str, Any], network: bool, cgrou
         why = f"the process hit {hit}; " if hit else ""
         return (f"sandboxed (bubblewrap): {why}only {seen} exist inside; {net}; no new privileges; limits: "
                 f"{cfg.cpu_seconds} s CPU, {cfg.memory_mb} MiB memory, {cfg.processes} processes, "
-                f"{cfg.file_size_mb} MiB per file — a failure above may be the sandbox refusing it")
+                f"{cfg.file_size_mb} MiB per file — a failure above may be the sandbox refusing it{refused}")
 
     return note
+
+
+def _refused(proxy: NetworkProxy | None) -> str:
+    if proxy is None or not proxy.refused:
+        return ""
+    return (f"; the network proxy refused {', '.join(dict.fromkeys(proxy.refused))}: not granted to {proxy.tool} "
+            f"(granted hosts: {', '.join(proxy.hosts)})")

@@ -16,18 +16,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from clawkit.storage import POSTGRESQL, Column, Index, Table, declare, dialect
 from clawkit.types import Decision, ToolCall, ToolResult
 
 NAME = "sequence"
 TABLE = "sequence_calls"
 PATH_ARGS = {"path", "file", "file_path", "filepath", "filename", "directory", "dir", "cwd", "target", "source", "dest", "destination"}
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS {TABLE} (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, call_key TEXT NOT NULL,
-    tool TEXT NOT NULL, arg TEXT NOT NULL, value TEXT NOT NULL, call_id TEXT, ts REAL NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS {TABLE}_lookup ON {TABLE}(session_id, tool, arg, value, call_key);
-"""
+TABLES = (Table(TABLE, (
+    Column("id", "integer", autoincrement=True), Column("session_id", nullable=False), Column("call_key", nullable=False),
+    Column("tool", nullable=False), Column("arg", nullable=False), Column("value", nullable=False), Column("call_id"),
+    Column("ts", "real", nullable=False),
+), indexes=(Index(f"{TABLE}_lookup", ("session_id", "tool", "arg", "value", "call_key"), unique=True),)),)
 
 
 class SequenceRule(BaseModel):
@@ -85,7 +84,7 @@ def _config(ctx: Any) -> SequenceConfig:
 def _conn(store: Any):
     """The session store's connection, with this plugin's table created (once per store)."""
     if store not in _ready:
-        store.conn.executescript(SCHEMA)
+        declare(store.conn, *TABLES)
         _ready.add(store)
     return store.conn
 
@@ -98,6 +97,26 @@ def normalise(arg: str, value: Any, workspace: str) -> str:
             return os.path.realpath(p if os.path.isabs(p) else os.path.join(workspace, p))
         return value
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def glob_regex(pattern: str) -> str:
+    """A GLOB pattern (``*``, ``?``, ``[...]``, case-sensitive) as an anchored POSIX regular expression."""
+    out, i = ["^"], 0
+    while i < len(pattern):
+        c = pattern[i]
+        close = pattern.find("]", i + 2) if c == "[" else -1
+        if c == "*":
+            out.append(".*")
+        elif c == "?":
+            out.append(".")
+        elif close > 0:
+            body = pattern[i + 1:close]
+            out.append("[" + ("^" + body[1:] if body.startswith("^") else body) + "]")
+            i = close
+        else:
+            out.append(c if c.isalnum() or c == "_" else "\\" + c)
+        i += 1
+    return "".join(out) + "$"
 
 
 class _Defaults(dict):
@@ -133,7 +152,11 @@ class SequenceHistory:
 
     def seen(self, session_id: str, tool: str, wanted: dict[str, str]) -> bool:
         """Has a call of ``tool`` (a name or glob) with all ``wanted`` argument values run in this session?"""
-        op = "GLOB" if any(c in tool for c in "*?[") else "="
+        op = "="
+        if any(c in tool for c in "*?["):
+            op = "GLOB"
+            if dialect(self.conn) == POSTGRESQL:  # no GLOB there: the same pattern as a POSIX regex
+                op, tool = "~", glob_regex(tool)
         if not wanted:
             row = self.conn.execute(
                 f"SELECT 1 FROM {TABLE} WHERE session_id = ? AND tool {op} ? AND arg = '' LIMIT 1", (session_id, tool)

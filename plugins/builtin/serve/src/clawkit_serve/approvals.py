@@ -20,18 +20,18 @@ import threading
 import time
 from typing import Any, Callable
 
+from clawkit.storage import Column, Index, Table, declare
 from clawkit.types import new_id
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS serve_approvals (
-    id TEXT PRIMARY KEY, agent TEXT NOT NULL, session_id TEXT NOT NULL, run_id TEXT, call_id TEXT NOT NULL,
-    tool TEXT NOT NULL, arguments TEXT NOT NULL, call_hash TEXT NOT NULL, reason TEXT NOT NULL, risk TEXT,
-    status TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL, answered REAL, answered_by TEXT,
-    note TEXT, consumed REAL
-);
-CREATE INDEX IF NOT EXISTS serve_approvals_call ON serve_approvals(session_id, call_id);
-CREATE INDEX IF NOT EXISTS serve_approvals_status ON serve_approvals(status, created);
-"""
+TABLE = Table("serve_approvals", (
+    Column("id", nullable=False), Column("agent", nullable=False), Column("session_id", nullable=False),
+    Column("run_id"), Column("call_id", nullable=False), Column("tool", nullable=False),
+    Column("arguments", nullable=False), Column("call_hash", nullable=False), Column("reason", nullable=False),
+    Column("risk"), Column("status", nullable=False), Column("created", "real", nullable=False),
+    Column("expires", "real", nullable=False), Column("answered", "real"), Column("answered_by"), Column("note"),
+    Column("consumed", "real"),
+), primary_key=("id",), indexes=(Index("serve_approvals_call", ("session_id", "call_id")),
+                                 Index("serve_approvals_status", ("status", "created"))))
 COLUMNS = ("id", "agent", "session_id", "run_id", "call_id", "tool", "arguments", "call_hash", "reason", "risk",
            "status", "created", "expires", "answered", "answered_by", "note", "consumed")
 
@@ -61,7 +61,7 @@ class ApprovalBroker:
     def __init__(self, conn: sqlite3.Connection, *, timeout: float = 3600.0,
                  publish: Callable[[str, dict[str, Any]], None] | None = None):
         self.conn = conn
-        self.conn.executescript(SCHEMA)
+        declare(conn, TABLE)
         self.timeout = timeout
         self.publish = publish or (lambda session_id, event: None)
         self.on_orphan_answer: Callable[[dict[str, Any]], None] = lambda row: None

@@ -25,14 +25,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clawkit.storage import Column, Table, declare, is_postgres_url
+from clawkit.storage import connect as storage_connect
+
 ROLES = ("full", "approver", "read")
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS serve_keys (
-    id TEXT PRIMARY KEY, name TEXT NOT NULL, hash TEXT NOT NULL, role TEXT NOT NULL,
-    agents TEXT NOT NULL, rate_per_minute INTEGER, created REAL NOT NULL, revoked REAL, last_used REAL
-);
-"""
+TABLE = Table("serve_keys", (
+    Column("id", nullable=False), Column("name", nullable=False), Column("hash", nullable=False),
+    Column("role", nullable=False), Column("agents", nullable=False), Column("rate_per_minute", "integer"),
+    Column("created", "real", nullable=False), Column("revoked", "real"), Column("last_used", "real"),
+), primary_key=("id",))
+_COLS = ", ".join(c.name for c in TABLE.columns)  # never SELECT *: a column added later must not shift the rows
 
 
 @dataclass
@@ -68,7 +71,10 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def connect(db: str | Path) -> sqlite3.Connection:
+def connect(db: str | Path) -> Any:
+    """The serve database: a SQLite file (created) or a ``postgresql://`` URL."""
+    if is_postgres_url(db):
+        return storage_connect(db)
     path = Path(db)
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
@@ -80,7 +86,7 @@ def connect(db: str | Path) -> sqlite3.Connection:
 class KeyStore:
     def __init__(self, conn: sqlite3.Connection):
         self.conn = conn
-        self.conn.executescript(SCHEMA)
+        declare(conn, TABLE)
         self._lock = threading.Lock()
         self._used: dict[str, float] = {}
 
@@ -105,7 +111,7 @@ class KeyStore:
                       revoked=r[7], last_used=r[8])
 
     def list(self, include_revoked: bool = True) -> list[ApiKey]:
-        rows = self.conn.execute("SELECT * FROM serve_keys ORDER BY created").fetchall()
+        rows = self.conn.execute(f"SELECT {_COLS} FROM serve_keys ORDER BY created").fetchall()
         keys = [self._row(r) for r in rows]
         return keys if include_revoked else [k for k in keys if k.revoked is None]
 
@@ -122,7 +128,7 @@ class KeyStore:
         if len(parts) != 3 or parts[0] != "ck" or not parts[1] or not parts[2]:
             return None
         with self._lock:
-            r = self.conn.execute("SELECT * FROM serve_keys WHERE id = ?", (parts[1],)).fetchone()
+            r = self.conn.execute(f"SELECT {_COLS} FROM serve_keys WHERE id = ?", (parts[1],)).fetchone()
         if r is None or not hmac.compare_digest(r[2], _digest(parts[2])) or r[7] is not None:
             return None
         key = self._row(r)

@@ -135,12 +135,14 @@ def cmd_check(reg: SkillRegistry, args: Any) -> int:
 def cmd_stats(args: Any) -> int:
     import sqlite3
 
+    from clawkit.storage import connect, exists, table_names
+
     db = workspace_db(args)
     tables: dict[str, dict[str, float]] = {}
-    if db.exists():
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    if exists(db):
+        conn = connect(db, read_only=True)
         try:
-            names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE '%\\_metrics' ESCAPE '\\' ORDER BY name")]
+            names = [n for n in table_names(conn) if n.endswith("_metrics")]
             for name in names:
                 try:
                     rows = conn.execute(f'SELECT metric, value FROM "{name}" ORDER BY metric').fetchall()

@@ -9,6 +9,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from clawkit.storage import declare, metrics_table, metrics_upsert
 from pydantic import BaseModel, ConfigDict, Field
 
 from .compiler import CompiledSkill
@@ -166,12 +167,14 @@ def flush_counters(ctx: Any, reg: SkillRegistry) -> None:
             done[key] = value
 
 
+_METRICS = metrics_table("skills_metrics")
+_UPSERT = metrics_upsert("skills_metrics")
+
+
 def bump(conn: Any, metric: str, by: float = 1.0) -> None:
     try:
-        from clawkit.storage import declare, metrics_table, metrics_upsert
-
-        declare(conn, metrics_table("skills_metrics"))
-        conn.execute(metrics_upsert("skills_metrics"), (metric, by, time.time()))
+        declare(conn, _METRICS)
+        conn.execute(_UPSERT, (metric, by, time.time()))
     except Exception as exc:  # metrics never break a turn
         log.debug("skills metrics: %r", exc)
 

@@ -149,6 +149,9 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
     refuse_protected_command(command, str(workdir), ctx)
     env = scrubbed_env(deny=cfg.env_deny, allow=cfg.env_allow)
     env["PWD"] = str(workdir)
+    key = getattr(ctx, "idempotency_key", None)
+    if key:  # a durable turn (clawkit worker): the same key if this step runs again after a crash
+        env["CLAWKIT_IDEMPOTENCY_KEY"] = key
     argv = list(command) if isinstance(command, list) else [cfg.shell, "-c", command]
     if isinstance(command, list) and not shutil.which(argv[0], path=env.get("PATH")) and not os.path.exists(os.path.join(str(workdir), argv[0])):
         raise ToolError(f"command not found: {argv[0]!r}")

@@ -78,10 +78,14 @@ def bump_with_turn(store: Any, metric: str, by: float = 1.0) -> None:
 
 def read(db: str | Path) -> dict[str, float]:
     """Every metric in ``db`` (empty when the db or the table does not exist)."""
-    path = Path(db)
-    if not path.exists():
+    from clawkit.storage import connect, exists
+
+    if not exists(db):
         return {}
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        conn = connect(db, read_only=True)
+    except sqlite3.Error:
+        return {}
     try:
         return {m: v for m, v in conn.execute(f"SELECT metric, value FROM {TABLE} ORDER BY metric")}
     except sqlite3.Error:

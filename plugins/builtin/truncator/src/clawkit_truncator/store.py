@@ -21,21 +21,22 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from clawkit.storage import Column, Index, Table, connect, declare
+
 log = logging.getLogger("clawkit.truncator")
 
 TABLE = "truncator_outputs"
 CHUNKS = "truncator_output_chunks"
 CHUNK_CHARS = 1_000_000
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS {TABLE} (
-    id TEXT PRIMARY KEY, session_id TEXT NOT NULL, call_id TEXT, tool TEXT,
-    chars INTEGER NOT NULL, stored_chars INTEGER NOT NULL, chunk_chars INTEGER NOT NULL, created REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS {TABLE}_session ON {TABLE}(session_id);
-CREATE TABLE IF NOT EXISTS {CHUNKS} (
-    output_id TEXT NOT NULL, seq INTEGER NOT NULL, content TEXT NOT NULL, PRIMARY KEY (output_id, seq)
-) WITHOUT ROWID;
-"""
+TABLES = (
+    Table(TABLE, (
+        Column("id", nullable=False), Column("session_id", nullable=False), Column("call_id"), Column("tool"),
+        Column("chars", "integer", nullable=False), Column("stored_chars", "integer", nullable=False),
+        Column("chunk_chars", "integer", nullable=False), Column("created", "real", nullable=False),
+    ), primary_key=("id",), indexes=(Index(f"{TABLE}_session", ("session_id",)),)),
+    Table(CHUNKS, (Column("output_id", nullable=False), Column("seq", "integer", nullable=False),
+                   Column("content", nullable=False)), primary_key=("output_id", "seq")),
+)
 _pending: dict[str, threading.Thread] = {}
 _errors: dict[str, str] = {}
 _lock = threading.Lock()
@@ -46,8 +47,8 @@ def _db_path(store: Any) -> str | None:
     return None if path == ":memory:" else path
 
 
-def ensure_table(conn: sqlite3.Connection) -> None:
-    conn.executescript(SCHEMA)
+def ensure_table(conn: Any) -> None:
+    declare(conn, *TABLES)
 
 
 def save(store: Any, session_id: str, call_id: str, tool: str, content: str, max_chars: int) -> str:
@@ -63,7 +64,7 @@ def save(store: Any, session_id: str, call_id: str, tool: str, content: str, max
 
     def write() -> None:
         try:
-            conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+            conn = connect(path, timeout=30)
             try:
                 _insert(conn, row, content)
             finally:

@@ -1,0 +1,161 @@
+"""Turns on a real PostgreSQL queue, run by real ``clawkit worker`` processes (DBOS workflows)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import time
+
+import pytest
+
+from clawkit_workers.testing import Workers, agent_yaml
+
+pytestmark = pytest.mark.e2e
+
+SESSIONS = int(os.environ.get("CLAWKIT_E2E_SESSIONS", "200"))
+
+
+def _lines(path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _first_calls(model, sessions: dict[str, str]) -> int:
+    """Model calls that opened one of these sessions' turns (no tool result yet)."""
+    tokens = set(sessions.values())
+    return sum(1 for r in list(model.server.requests)
+               if r.messages and r.messages[-1]["role"] == "user" and r.messages[-1]["content"].split()[-1] in tokens)
+
+
+def _check_transcripts(store_path, sessions: dict[str, str]) -> None:
+    from clawkit.sessions import SessionStore
+
+    store = SessionStore(store_path)
+    try:
+        for sid, token in sessions.items():
+            roles = [m.role for m in store.messages(sid)]
+            assert roles == ["user", "assistant", "tool", "assistant"], (sid, roles)
+            msgs = store.messages(sid)
+            assert token in msgs[0].content and msgs[-1].content == f"appended {token}"
+            assert msgs[2].tool_result is not None and f"ok {token}" in msgs[2].content
+    finally:
+        store.close()
+
+
+def test_two_hundred_sessions_on_three_workers_each_effect_once(pg_url, append_model, tmp_path):
+    from clawkit.runtime import open_turn_queue
+
+    yaml = agent_yaml(tmp_path, append_model.server.url)
+    workers = Workers(pg_url, [yaml])
+    try:
+        workers.start(3)
+        with open_turn_queue(pg_url) as q:
+            sessions = {f"ses_many{i:03d}": f"t{i:03d}" for i in range(SESSIONS)}
+            turns = {sid: q.submit("appender", f"please append token {tok}", session_id=sid) for sid, tok in sessions.items()}
+            results = {sid: q.result(t, timeout=240) for sid, t in turns.items()}
+            ran_on = {q.status(t)["executor"] for t in turns.values()}
+    finally:
+        workers.stop_all()
+    assert all(r["reply"] == f"appended {sessions[sid]}" for sid, r in results.items())
+    assert len(ran_on) == 3, ran_on  # the queue spread the turns over every worker
+    effects = _lines(tmp_path / "ws" / "effects.log")
+    attempts = _lines(tmp_path / "ws" / "attempts.log")
+    assert sorted(line.split()[1] for line in effects) == sorted(sessions.values())  # each effect exactly once
+    assert len(attempts) == SESSIONS  # and each tool step ran once
+    _check_transcripts(pg_url, sessions)
+    _audit_verifies_then_detects_an_edit(pg_url)
+
+
+def _audit_verifies_then_detects_an_edit(url: str) -> None:
+    """Three workers extended one audit chain in PostgreSQL: it verifies; an edited row is found."""
+    import subprocess
+    import sys
+
+    import psycopg
+
+    def verify():
+        return subprocess.run([sys.executable, "-m", "clawkit", "audit", "verify", "--db", url], capture_output=True, text=True,
+                              timeout=120)
+
+    ok = verify()
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    with psycopg.connect(url, autocommit=True) as conn:
+        n = conn.execute("SELECT count(*) FROM policy_audit WHERE tool = 'shell_exec'").fetchone()[0]
+        assert n >= SESSIONS  # every worker's tool executions are in the one chain
+        conn.execute("UPDATE policy_audit SET reason = 'edited' WHERE seq = (SELECT min(seq) + 7 FROM policy_audit)")
+    bad = verify()
+    assert bad.returncode != 0 and "record 8" in bad.stderr and "edited" in bad.stderr, bad.stdout + bad.stderr
+
+
+def test_kill_9_mid_turn_another_worker_finishes_without_rerunning_steps(pg_url, append_model, tmp_path):
+    from clawkit.runtime import open_turn_queue
+
+    yaml = agent_yaml(tmp_path, append_model.server.url)
+    workers = Workers(pg_url, [yaml])
+    n = 12
+    try:
+        victim, = workers.start(1)
+        with open_turn_queue(pg_url) as q:
+            append_model.hold, append_model.hold_first = 3.0, __import__("threading").Event()
+            sessions = {f"ses_kill{i:02d}": f"k{i:02d}" for i in range(n)}
+            turns = {sid: q.submit("appender", f"please append token {tok}", session_id=sid) for sid, tok in sessions.items()}
+            assert append_model.hold_first.wait(60)
+            deadline = time.monotonic() + 30
+            while _first_calls(append_model, sessions) < n and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)  # every turn has run its tool step and waits on its second model call
+            before = [q.status(t) for t in turns.values()]
+            assert {s["status"] for s in before} == {"PENDING"}, before
+            victim_id = before[0]["executor"]
+            os.kill(victim.pid, signal.SIGKILL)
+            victim.wait()
+            append_model.hold = 0.0
+            survivors = workers.start(2)
+            results = {sid: q.result(t, timeout=120) for sid, t in turns.items()}
+            executors = {q.status(t)["executor"] for t in turns.values()}
+    finally:
+        append_model.hold = 0.0
+        workers.stop_all()
+    assert all(r["reply"] == f"appended {sessions[sid]}" for sid, r in results.items())
+    assert victim_id not in executors and len(survivors) == 2  # every interrupted turn finished elsewhere
+    assert _first_calls(append_model, sessions) == n  # the first model call of each turn was replayed, not repeated
+    attempts = _lines(tmp_path / "ws" / "attempts.log")
+    effects = _lines(tmp_path / "ws" / "effects.log")
+    assert len(attempts) == n, collections.Counter(attempts)  # no finished tool step ran again
+    assert sorted(line.split()[1] for line in effects) == sorted(sessions.values())
+    _check_transcripts(pg_url, sessions)
+
+
+def test_an_approval_waits_while_every_worker_restarts_then_the_turn_finishes(pg_url, append_model, tmp_path):
+    import subprocess
+    import sys
+
+    from clawkit.runtime import open_turn_queue
+
+    yaml = agent_yaml(tmp_path, append_model.server.url, approve_shell=True)  # shell_exec is unsafe: asks a person
+    workers = Workers(pg_url, [yaml])
+    try:
+        first = workers.start(2, "--shutdown-timeout", "1")
+        with open_turn_queue(pg_url) as q:
+            turn = q.submit("appender", "please append token ap1", session_id="ses_approve")
+            deadline = time.monotonic() + 60
+            while not (pending := q.approvals()) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert len(pending) == 1 and pending[0]["tool"] == "shell_exec" and pending[0]["session_id"] == "ses_approve"
+            for p in first:  # every worker goes away while the turn waits
+                assert workers.stop(p) == 0
+            assert q.status(turn)["status"] == "PENDING"
+            workers.start(1, "--shutdown-timeout", "1")
+            answered = subprocess.run([sys.executable, "-m", "clawkit", "approvals", "approve", pending[0]["id"], "--db", pg_url,
+                                       "--by", "ops"], capture_output=True, text=True, timeout=60)
+            assert answered.returncode == 0, answered.stderr
+            assert "approved" in answered.stdout
+            result = q.result(turn, timeout=90)
+            again = subprocess.run([sys.executable, "-m", "clawkit", "approvals", "deny", pending[0]["id"], "--db", pg_url],
+                                   capture_output=True, text=True, timeout=60)
+            assert again.returncode == 1 and "already approved" in again.stderr
+    finally:
+        workers.stop_all()
+    assert result["reply"] == "appended ap1"
+    assert [line.split()[1] for line in _lines(tmp_path / "ws" / "effects.log")] == ["ap1"]
+    assert len(_lines(tmp_path / "ws" / "attempts.log")) == 1
