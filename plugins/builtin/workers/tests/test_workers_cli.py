@@ -39,3 +39,9 @@ def test_durable_steps_is_none_outside_a_worker(make_agent):
 
     agent = make_agent(["hi"], plugins=(clawkit_workers,))
     assert agent.run("hello").reply == "hi"  # the hook answered None: the kernel ran the turn itself
+
+
+def test_an_unreachable_database_is_a_clear_error_without_the_password(capsys):
+    assert main(["submit", "a", "hi", "--db", "postgresql://bob:s3cret@127.0.0.1:1/none"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot reach the queue at postgresql://bob:***@127.0.0.1:1/none" in err and "s3cret" not in err
