@@ -63,6 +63,28 @@ def test_two_hundred_sessions_on_three_workers_each_effect_once(pg_url, append_m
     assert sorted(line.split()[1] for line in effects) == sorted(sessions.values())  # each effect exactly once
     assert len(attempts) == SESSIONS  # and each tool step ran once
     _check_transcripts(pg_url, sessions)
+    _audit_verifies_then_detects_an_edit(pg_url)
+
+
+def _audit_verifies_then_detects_an_edit(url: str) -> None:
+    """Three workers extended one audit chain in PostgreSQL: it verifies; an edited row is found."""
+    import subprocess
+    import sys
+
+    import psycopg
+
+    def verify():
+        return subprocess.run([sys.executable, "-m", "clawkit", "audit", "verify", "--db", url], capture_output=True, text=True,
+                              timeout=120)
+
+    ok = verify()
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    with psycopg.connect(url, autocommit=True) as conn:
+        n = conn.execute("SELECT count(*) FROM policy_audit WHERE tool = 'shell_exec'").fetchone()[0]
+        assert n >= SESSIONS  # every worker's tool executions are in the one chain
+        conn.execute("UPDATE policy_audit SET reason = 'edited' WHERE seq = (SELECT min(seq) + 7 FROM policy_audit)")
+    bad = verify()
+    assert bad.returncode != 0 and "record 8" in bad.stderr and "edited" in bad.stderr, bad.stdout + bad.stderr
 
 
 def test_kill_9_mid_turn_another_worker_finishes_without_rerunning_steps(pg_url, append_model, tmp_path):
@@ -102,3 +124,38 @@ def test_kill_9_mid_turn_another_worker_finishes_without_rerunning_steps(pg_url,
     assert len(attempts) == n, collections.Counter(attempts)  # no finished tool step ran again
     assert sorted(line.split()[1] for line in effects) == sorted(sessions.values())
     _check_transcripts(pg_url, sessions)
+
+
+def test_an_approval_waits_while_every_worker_restarts_then_the_turn_finishes(pg_url, append_model, tmp_path):
+    import subprocess
+    import sys
+
+    from clawkit.runtime import open_turn_queue
+
+    yaml = agent_yaml(tmp_path, append_model.server.url, approve_shell=True)  # shell_exec is unsafe: asks a person
+    workers = Workers(pg_url, [yaml])
+    try:
+        first = workers.start(2, "--shutdown-timeout", "1")
+        with open_turn_queue(pg_url) as q:
+            turn = q.submit("appender", "please append token ap1", session_id="ses_approve")
+            deadline = time.monotonic() + 60
+            while not (pending := q.approvals()) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert len(pending) == 1 and pending[0]["tool"] == "shell_exec" and pending[0]["session_id"] == "ses_approve"
+            for p in first:  # every worker goes away while the turn waits
+                assert workers.stop(p) == 0
+            assert q.status(turn)["status"] == "PENDING"
+            workers.start(1, "--shutdown-timeout", "1")
+            answered = subprocess.run([sys.executable, "-m", "clawkit", "approvals", "approve", pending[0]["id"], "--db", pg_url,
+                                       "--by", "ops"], capture_output=True, text=True, timeout=60)
+            assert answered.returncode == 0, answered.stderr
+            assert "approved" in answered.stdout
+            result = q.result(turn, timeout=90)
+            again = subprocess.run([sys.executable, "-m", "clawkit", "approvals", "deny", pending[0]["id"], "--db", pg_url],
+                                   capture_output=True, text=True, timeout=60)
+            assert again.returncode == 1 and "already approved" in again.stderr
+    finally:
+        workers.stop_all()
+    assert result["reply"] == "appended ap1"
+    assert [line.split()[1] for line in _lines(tmp_path / "ws" / "effects.log")] == ["ap1"]
+    assert len(_lines(tmp_path / "ws" / "attempts.log")) == 1

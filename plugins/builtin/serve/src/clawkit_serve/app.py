@@ -199,7 +199,31 @@ def build(paths: list[str | Path], db: str | Path, options: ServeOptions, overri
 
     conn = connect(db)
     keys = KeyStore(conn)
+    queued = _queue_backend(db, paths, overrides)
+    if queued is not None:
+        runner, broker = queued
+        return create_app(Server(runner, keys, broker, options))
     broker = ApprovalBroker(conn, timeout=approval_timeout)
     runner = InProcessRunner(paths, broker.approver, overrides=overrides)
     broker.publish = runner.hub.publish
     return create_app(Server(runner, keys, broker, options))
+
+
+def _queue_backend(db: str | Path, paths: list[str | Path], overrides: dict | None) -> tuple[Any, Any] | None:
+    """With a ``postgresql://`` database and a plugin that runs a turn queue there
+    (``open_turn_queue``; clawkit-workers), turns are enqueued for ``clawkit worker`` processes
+    instead of run here: that plugin provides the runner and the approval broker."""
+    if not str(db).startswith(("postgresql://", "postgres://")):
+        return None
+    from clawkit.plugins import get_plugin_manager
+
+    queue = get_plugin_manager().hook.open_turn_queue(url=str(db))
+    if queue is None or not hasattr(queue, "serve_backend"):
+        return None
+    from .approvals import ApprovalError
+    from .runner import Checkpointed, EventHub, SessionBusy, UnknownSession
+
+    errors = {"ApprovalError": ApprovalError, "Checkpointed": Checkpointed, "SessionBusy": SessionBusy,
+              "UnknownSession": UnknownSession}
+    overrides = {**(overrides or {}), "state_db": str(db)}  # the sessions the workers write
+    return queue.serve_backend(list(paths), overrides=overrides, hub=EventHub(), errors=errors)

@@ -29,6 +29,8 @@ def register(cli: Any) -> None:
     w.add_argument("--dead-after", type=float, default=15.0,
                    help="seconds without a heartbeat after which a worker's turns are recovered by the others (default 15)")
     w.add_argument("--poll", type=float, default=0.1, help="seconds between looks at the queue (default 0.1)")
+    w.add_argument("--shutdown-timeout", type=float, default=10.0,
+                   help="on SIGTERM, seconds running turns get to finish before the others take them over (default 10)")
     add_agent_options(w)  # --model, --set…, and --db (the PostgreSQL URL the workers share)
     w.set_defaults(handler=cmd_worker)
 
@@ -92,7 +94,7 @@ def cmd_worker(args: Any) -> int:
         print(f"clawkit worker {worker.executor_id}: ready (agents: {', '.join(worker.configs)}; "
               f"concurrency {args.concurrency})", file=sys.stderr, flush=True)
 
-    serve_forever(worker, ready)
+    serve_forever(worker, ready, args.shutdown_timeout)
     return EXIT_OK
 
 

@@ -74,6 +74,24 @@ class TurnQueue:
     async def result_async(self, turn_id: str, timeout: float | None = None, poll: float = 0.1) -> dict[str, Any]:
         return await asyncio.to_thread(self.result, turn_id, timeout, poll)
 
+    def finished(self, turn_ids: list[str]) -> dict[str, tuple[bool, Any]]:
+        """Of ``turn_ids``, those that ended: ``{id: (True, result) or (False, TurnFailed)}`` (one query)."""
+        out: dict[str, tuple[bool, Any]] = {}
+        for s in self.client.list_workflows(workflow_ids=turn_ids, load_input=False):
+            if s.status == "SUCCESS":
+                out[s.workflow_id] = (True, s.output)
+            elif s.status in DONE:
+                out[s.workflow_id] = (False, TurnFailed(f"turn {s.workflow_id} {s.status.lower()}: {s.error}"))
+        return out
+
+    def serve_backend(self, paths: list[Any], *, overrides: dict | None, hub: Any, errors: dict[str, type]) -> tuple[Any, Any]:
+        """For ``clawkit serve --db postgresql://…``: a runner that enqueues turns and a broker
+        over the workers' approvals (serve passes its event hub and its error classes)."""
+        from .serve_backend import QueueBroker, QueueRunner
+
+        runner = QueueRunner(self, paths, overrides=overrides, hub=hub, errors=errors)
+        return runner, QueueBroker(self.url, errors=errors, publish=hub.publish)
+
     def approvals(self, status: str | None = "pending", session_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         return approvals_mod.list_approvals(self.url, status, session_id, limit)
 

@@ -52,7 +52,7 @@ async def run_turn(agent: str, session_id: str, text: str) -> dict[str, Any]:
     _rewind(a, session_id, base)
     result = await a.turn(text, session_id=session_id)
     await a.drain(timeout=5)
-    return result.as_json()
+    return {**result.as_json(), "run_id": result.run_id}
 
 
 async def _begin(a: Any, agent: str, session_id: str) -> int:
@@ -214,7 +214,7 @@ class Worker:
             _worker = None
 
 
-def serve_forever(worker: Worker, ready: Any = None) -> None:
+def serve_forever(worker: Worker, ready: Any = None, shutdown_timeout: float = 10.0) -> None:
     """Run until SIGTERM/SIGINT; print a ready line (tests and supervisors wait for it)."""
     import signal
 
@@ -226,4 +226,4 @@ def serve_forever(worker: Worker, ready: Any = None) -> None:
         ready()
     while not stop.wait(0.5):
         pass
-    worker.stop()
+    worker.stop(shutdown_timeout)
