@@ -6,7 +6,6 @@ import threading
 import time
 
 import httpx
-import pytest
 
 from clawkit_serve.testing import make_key, serve, write_agent
 
@@ -21,17 +20,9 @@ def _wait(fn, timeout=30):
     raise AssertionError("timed out waiting")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def server_db(request, tmp_path):
-    """The server's database: a SQLite file, or a fresh PostgreSQL database (keys, approvals,
-    sessions and the audit ledger all in it)."""
-    return tmp_path / "server.db" if request.param == "sqlite" else request.getfixturevalue("postgres_db")
-
-
-def test_an_approval_answered_after_a_server_restart_resumes_the_turn(model, tmp_path, server_db):
-    db = server_db
-    pg = str(db).startswith("postgresql://")
-    agent = write_agent(tmp_path, model, "helper", **({"state_db": db} if pg else {}))
+def test_an_approval_answered_after_a_server_restart_resumes_the_turn(model, tmp_path):
+    agent = write_agent(tmp_path, model, "helper")
+    db = tmp_path / "server.db"
     key = make_key(db, "ops")
     auth = {"Authorization": f"Bearer {key}"}
     first = serve([agent], db)
@@ -74,17 +65,6 @@ def test_an_approval_answered_after_a_server_restart_resumes_the_turn(model, tmp
         audit = httpx.get(second.url + "/api/audit", params={"tool": "shell_exec"}, headers=auth).json()["records"]
         assert any(r.get("approval_result") == "approved" for r in audit)
         assert any(r.get("decision") == "executed" for r in audit)
-        if pg:  # it all happened in PostgreSQL, and the chain verifies there
-            from clawkit.sessions import SessionStore
-            from clawkit_policy import ledger_for
-
-            store = SessionStore(db)
-            try:
-                assert [m.role for m in store.messages(sid)] == roles
-                assert store.conn.execute("SELECT status FROM serve_approvals WHERE id = ?", (row["id"],)).fetchone()
-                assert ledger_for(store).verify().ok
-            finally:
-                store.close()
     finally:
         second.stop()
 
