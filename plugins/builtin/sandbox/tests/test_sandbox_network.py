@@ -91,3 +91,51 @@ def test_grant_matching_and_request_targets():
     assert _target("GET", "http://[::1]:8080/a?b") == ("::1", 8080, "/a?b")
     assert _target("GET", "http://user@host") == ("host", 80, "/")
     assert _target("GET", "ftp://host/") is None and _target("CONNECT", "host:0") is None
+
+
+def test_a_granted_name_resolving_to_a_non_public_address_is_refused():
+    """A granted name that resolves to the host's loopback (or the LAN) does not open it: the address
+    is checked once, on the host, and the connection goes to that address."""
+    import asyncio
+    import ipaddress
+    import socket
+
+    from clawkit_sandbox.network import NetworkProxy
+
+    name = socket.gethostname()
+    try:
+        addresses = {ipaddress.ip_address(i[4][0]) for i in socket.getaddrinfo(name, 80, type=socket.SOCK_STREAM)}
+    except OSError:
+        pytest.skip(f"this machine's name {name!r} does not resolve")
+    if any(a.is_global for a in addresses):
+        pytest.skip(f"this machine's name {name!r} resolves to a public address")
+
+    async def resolve(grant, host):
+        proxy = NetworkProxy(None, "shell_exec", grant)
+        try:
+            return await proxy._resolve(host, 80)
+        finally:
+            await proxy.close()
+
+    address, why = asyncio.run(resolve([name], name))  # granted by name only
+    assert address is None and "a non-public address the grant does not name" in why
+    granted_too = [name] + [str(a) for a in addresses]
+    assert asyncio.run(resolve(granted_too, name))[0] in {str(a) for a in addresses}  # the address granted too
+    assert asyncio.run(resolve(["localhost"], "localhost"))[0] is not None  # a loopback name is loopback by definition
+    assert asyncio.run(resolve(["127.0.0.2"], "127.0.0.2")) == ("127.0.0.2", "")
+
+
+@needs_bwrap
+@pytest.mark.parametrize("setting", ["all", "refuse"])
+def test_network_grants_all_shares_the_host_network_and_refuse_keeps_it_off(make_agent, servers, setting):
+    granted = servers[0]
+    policy = {"grants": [{"tools": ["shell_exec"], "commands": ["*"], "hosts": [f"127.0.0.1:{granted}"]}]}
+    agent = make_agent([], plugins=(clawkit_tools, clawkit_sandbox, clawkit_policy), tools=["shell_exec"],
+                       plugin_config={"policy": policy, "sandbox": {"network_grants": setting}}, approver=lambda *a: True)
+    (direct,), run = shell(agent, f"echo proxy=$HTTP_PROXY; python3 -c \"import socket; "
+                                  f"socket.create_connection(('127.0.0.1', {granted}), 2); print('DIRECT')\"")
+    assert "proxy=\n" in direct  # no proxy in either: all or nothing
+    assert ("DIRECT" in direct) is (setting == "all")
+    rows = [r for r in clawkit_policy.ledger_for(agent.store).records(session=run.session_id)
+            if r["decision"] == "tool.sandbox"]
+    assert rows[0]["data"]["network"] == (f"host network (grant names 127.0.0.1:{granted})" if setting == "all" else "none")

@@ -2,8 +2,10 @@
 
 * ``confine_process`` (the kernel's process-execution hook): every process a tool
   starts (``shell_exec``…) runs inside a bubblewrap jail (:mod:`clawkit_sandbox.jail`);
-  where bwrap cannot run the process is refused with the cause and the setting
-  (``plugins.sandbox.mode: off``) that allows unsandboxed execution. Each jail is
+  a grant naming hosts lets it reach only those, through a proxy that checks and audits
+  each connection (:mod:`clawkit_sandbox.network`); where bwrap cannot run the process is
+  refused with the cause and the setting (``plugins.sandbox.mode: off``) that allows
+  unsandboxed execution. Each jail is
   recorded as a ``tool.sandbox`` event, which the policy's audit ledger keeps.
 * WebAssembly tools (:mod:`clawkit_sandbox.wasm`): WASI modules declared in
   ``plugins.sandbox.wasm_tools`` (or registered by a plugin with :func:`wasm_tool`),

@@ -4,7 +4,8 @@ Inside: the system directories read-only (secrets under them masked), the worksp
 read-write at its own path (its ``.clawkit`` state directory hidden), granted paths
 read-only or read-write as granted, a private size-limited ``/tmp``, a minimal
 ``/dev``, a ``/proc`` of its own; nothing else exists. New user, pid, ipc, uts,
-cgroup and (unless a grant names hosts) network namespaces; the jail's user is
+cgroup and network namespaces (a grant naming hosts reaches them through the checked proxy
+of :mod:`clawkit_sandbox.network`; ``network_grants: all`` shares the host's network instead); the jail's user is
 ``nobody`` without capabilities, ``no_new_privs`` is set (bwrap always does), and
 ``--die-with-parent`` ties the jail to the clawkit process. A shell in front of bwrap
 sets hard rlimits the whole jail inherits — CPU time, address space, file size, open

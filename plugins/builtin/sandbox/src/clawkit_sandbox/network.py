@@ -217,13 +217,21 @@ class NetworkProxy:
             return
         host, port, path = target
         ok, reason = self._decide(host, port)
+        address = None
+        if ok:
+            try:
+                address, why = await asyncio.wait_for(self._resolve(host, port), CONNECT_TIMEOUT)
+            except (OSError, asyncio.TimeoutError) as exc:
+                address, why = None, f"{host} could not be resolved: {getattr(exc, 'strerror', None) or 'timed out'}"
+            if address is None:  # a granted name that does not resolve, or resolves where the grant does not reach
+                ok, reason = False, why
         self._audit(host, port, ok, reason)
         if not ok:
             self.refused.append(f"{host}:{port}")
             await _reply(writer, 403, "Forbidden", f"clawkit sandbox: refused: {reason}")
             return
         try:
-            up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT)
+            up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(address, port), CONNECT_TIMEOUT)
         except (OSError, asyncio.TimeoutError) as exc:
             await _reply(writer, 502, "Bad Gateway", f"clawkit sandbox: {host}:{port} is granted but could not be "
                          f"reached: {exc.strerror if isinstance(exc, OSError) else 'timed out'}")
@@ -240,6 +248,24 @@ class NetworkProxy:
         finally:
             self._writers.discard(up_writer)
             up_writer.close()
+
+    async def _resolve(self, host: str, port: int) -> tuple[str | None, str]:
+        """The address to connect to — resolved once, here, so the check and the connection agree. A
+        name granted by pattern that resolves to a non-public address (DNS pointing a public-looking
+        name at the host's loopback or the LAN) is refused unless that address is granted too or
+        the name is a loopback name (``localhost``)."""
+        try:
+            return str(ipaddress.ip_address(host)), ""
+        except ValueError:
+            pass
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        local_name = host.rstrip(".").lower() == "localhost" or host.rstrip(".").lower().endswith(".localhost")
+        for *_, sockaddr in infos:
+            ip = ipaddress.ip_address(sockaddr[0])
+            if ip.is_global or (local_name and ip.is_loopback) or host_allowed(str(ip), port, self.hosts):
+                return str(ip), ""
+        found = ", ".join(dict.fromkeys(str(i[4][0]) for i in infos))
+        return None, f"{host} resolves to {found}, a non-public address the grant does not name"
 
     def _audit(self, host: str, port: int, ok: bool, reason: str) -> None:
         (self.allowed if ok else []).append(f"{host}:{port}")
