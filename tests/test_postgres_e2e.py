@@ -118,3 +118,24 @@ def test_plugin_tables_and_workspace_commands_on_postgres(tmp_path, model_server
     assert logs.returncode == 0 and result["session_id"] in logs.stdout, logs.stdout + logs.stderr
     mem = _clawkit("memory", "index", "--sessions", "--agent", "agent.yaml", "--db", postgres_db, cwd=tmp_path)
     assert mem.returncode == 2 and "SQLite session database only" in mem.stderr  # explicit, not a crash
+
+
+def test_a_sqlite_cli_run_with_every_plugin_imports_no_postgres_driver(tmp_path, model_server):
+    """The zero-set-up path stays light: a full-install run on SQLite never imports psycopg,
+    SQLAlchemy or DBOS (``-X importtime`` lists every module the process imported)."""
+    (tmp_path / "agent.yaml").write_text(textwrap.dedent(f"""
+        name: light
+        model: {{name: openai/test, api_base: "{model_server.url}", api_key: x, max_retries: 0}}
+        tools: [read_file]
+        """))
+    (tmp_path / "a.txt").write_text("x\n")
+    model_server.script(Reply.tool_calls([("read_file", {"path": "a.txt"})]), "done")
+    env = dict(os.environ)
+    env.pop("CLAWKIT_LOAD_PLUGINS", None)
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "clawkit", "run", "agent.yaml", "hi"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (tmp_path / ".clawkit" / "state.db").exists()
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in out.stderr.splitlines() if line.startswith("import time:")}
+    assert "sqlite3" in imported and "clawkit_policy" in imported
+    assert not imported & {"psycopg", "psycopg_binary", "psycopg_pool", "sqlalchemy", "dbos"}, imported & {"psycopg", "sqlalchemy", "dbos"}
