@@ -78,6 +78,7 @@ def cmd_worker(args: Any) -> int:
     url = _url(args, "worker")
     if url is None:
         return EXIT_USAGE
+    args.db = url  # from CLAWKIT_DB too: the sessions go where the queue is (overrides_from → state_db)
     for path in args.agents:
         if not Path(path).is_file():
             print(f"clawkit worker: {path}: no such agent file", file=sys.stderr)
