@@ -240,6 +240,94 @@ def test_big_log_reaches_the_model_with_head_and_tail(tmp_path, model, shield):
         assert tool_msg.rstrip().endswith("]") or "untrusted" in tool_msg.lower()
 
 
+# --- 6. hot reload refreshes everything derived from skills -----------------------------------------------
+
+SKILL = """# MANIFEST
+id: {id}
+version: "1"
+---
+# VIBE
+**Purpose:** {purpose}
+---
+# CLAW-IDL
+interface {iface} {{
+  {field}: string;
+}}
+---
+# ENGINE
+1. Answer from the {field}.
+"""
+
+
+def _readline(proc: subprocess.Popen, timeout: float = 120) -> str:
+    line = proc.stdout.readline()  # chat answers one line per message; a dead chat gives ""
+    assert line, f"chat gave no reply: {proc.stderr.read() if proc.poll() is not None else ''}"
+    return line.rstrip("\n")
+
+
+def _summary_lines(system: str) -> list[str]:
+    """The tools summary section's lines ("- name: description")."""
+    part = system.split("You can call these tools:\n", 1)[1]
+    return [ln for ln in part.split("\n\n", 1)[0].splitlines() if ln.startswith("- ")]
+
+
+def _index_lines(system: str) -> list[str]:
+    part = system.split("## Skills", 1)[1]
+    return [ln for ln in part.split("\n\n#", 1)[0].splitlines() if ln.startswith("- ")]
+
+
+def test_hot_reload_refreshes_schemas_summary_and_index_in_the_next_request(tmp_path, model):
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "tides.claws").write_text(SKILL.format(id="tides", purpose="TIDES-V1 tide tables for a port.",
+                                                     iface="TideQuery", field="port"))
+    (skills / "currents.claws").write_text(SKILL.format(id="currents", purpose="CURRENTS sea currents.",
+                                                        iface="CurrentQuery", field="strait"))
+    model.script(lambda req: "Noted.")
+    agent = write_agent(tmp_path, model, "tools: [read_file, skills]\nplugins: {skills: {always: [tides, currents]}}\n")
+    full = {k: v for k, v in os.environ.items() if k != "CLAWKIT_LOAD_PLUGINS"}  # every builtin
+    full.update({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HOME": str(tmp_path), "NO_COLOR": "1"})
+    proc = subprocess.Popen([sys.executable, "-m", "clawkit", "chat", str(agent)], cwd=tmp_path, env=full,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    try:
+        proc.stdin.write("Hello there\n")
+        proc.stdin.flush()
+        assert _readline(proc) == "Noted."
+        (first,) = main_requests(model)
+        assert {"skill_tides", "skill_currents", "load_skill"} <= tool_names(first)
+        summary = _summary_lines(system_of(first))
+        assert any(ln.startswith("- skill_tides:") for ln in summary)
+        assert {ln.split(":")[0][2:] for ln in summary} == tool_names(first)  # the summary lists what is sent
+        assert not any(ln.startswith("- moon:") for ln in _index_lines(system_of(first)))
+
+        # while the chat runs: tides changes its description and its schema, currents goes, moon arrives
+        (skills / "tides.claws").write_text(SKILL.format(id="tides", purpose="TIDES-V2 tide tables and moon phases.",
+                                                         iface="TideQuery", field="harbour"))
+        (skills / "currents.claws").unlink()
+        (skills / "moon.claws").write_text(SKILL.format(id="moon", purpose="MOON-NEW phases of the moon.",
+                                                        iface="MoonQuery", field="date"))
+        model.requests.clear()
+        proc.stdin.write("And now?\n")
+        proc.stdin.flush()
+        assert _readline(proc) == "Noted."
+        (second,) = main_requests(model)
+    finally:
+        proc.stdin.close()
+        assert proc.wait(60) == 0, proc.stderr.read()
+
+    sent = {t["function"]["name"]: t["function"] for t in second.tools}
+    assert "skill_currents" not in sent and "skill_moon" not in sent  # moon is listed, not active
+    assert set(sent["skill_tides"]["parameters"]["properties"]) == {"harbour"}
+    assert "TIDES-V2" in sent["skill_tides"]["description"]
+    system = system_of(second)
+    summary = _summary_lines(system)
+    assert {ln.split(":")[0][2:] for ln in summary} == set(sent)  # no stale skill tool, none missing
+    (tides_line,) = [ln for ln in summary if ln.startswith("- skill_tides:")]
+    assert "TIDES-V2" in tides_line and "TIDES-V1" not in system
+    assert "CURRENTS" not in system and "skill_currents" not in system
+    assert any(ln.startswith("- moon:") and "MOON-NEW" in ln for ln in _index_lines(system))
+
+
 # --- 7. directives persist -----------------------------------------------------------------------------------
 
 
@@ -253,7 +341,136 @@ def test_directive_typed_inside_a_message_persists(tmp_path, model):
     assert first.messages[-1]["content"] == "analyze this plan"  # the directive itself is stripped
 
 
+# --- 8. classification and recall serve the first turn of a one-shot run ----------------------------------------
+
+
+def test_one_shot_first_prompt_is_classified_with_the_default_wait(tmp_path, model):
+    """A fresh `clawkit run`: the classifier (a second model on the loopback server, answering after
+    200 ms) shapes the first prompt; the default wait counts from its request, not its provider's set-up."""
+    import time
+
+    verdict = json.dumps({"label": "login form review", "topic": "coding", "complexity": "moderate",
+                          "domain": ["security"], "flags": []})
+
+    def answer(req):
+        if "You classify a conversation" in system_of(req):
+            time.sleep(0.2)
+            return verdict
+        return "Looks fine."
+
+    model.script(answer)
+    agent = write_agent(tmp_path, model, f"""\
+        instructions: You help.
+        tools: [read_file]
+        plugins: {{classifier: {{model: {{name: openai/classify, api_base: "{model.url}", api_key: x}}}}}}
+        contributors:
+          - id: sec
+            content: SECURITY-REVIEW-CHECKLIST
+            tags: [domain:security]
+        """)
+    r = clawkit(tmp_path, "run", str(agent), "Please check my login form code.")
+    assert r.returncode == 0, r.stderr
+    (sent,) = main_requests(model)
+    assert "SECURITY-REVIEW-CHECKLIST" in system_of(sent)  # shaped by the classification, first turn
+    db = sqlite3.connect(tmp_path / ".clawkit" / "state.db")
+    (timing,) = [json.loads(d) for (d,) in db.execute("SELECT data FROM events WHERE type = 'classifier.timing'")]
+    assert timing["ok"] is True and 200 <= timing["request_ms"] < 1000
+
+
+def test_one_shot_recall_loads_the_model_in_time_and_keeps_a_distinct_fact(tmp_path, model, extra=""):
+    """Three near-identical past conversations and a MEMORY.md fact: a fresh process loads its
+    embedding model during the turn, recalls in time, and the fact is not crowded out."""
+    (tmp_path / "MEMORY.md").write_text("# Deploys\n\nThe production deploy window is Thursday 14:00 UTC; "
+                                        "never deploy on Fridays.\n")
+    # load_wait_ms: the default (4 s, bench_first_turn.py) is twice the worst load measured; a test run
+    # sharing two cores with other suites can take longer, and what is tested here is the mechanism
+    extra = extra or "plugins: {memory: {recall: {load_wait_ms: 30000}}}\n"
+    agent = write_agent(tmp_path, model, "instructions: You help.\ntools: [read_file]\n" + extra)
+    asked = "When is the production deploy window? I keep forgetting the production deploy window."
+    for reply in ("I am not sure, sorry.", "Sorry, I am not sure.", "I'm not sure, sorry!"):
+        model.script(lambda req, reply=reply: reply)  # near-identical, not identical
+        r = clawkit(tmp_path, "run", str(agent), asked)  # a one-shot process each; the next one indexes it
+        assert r.returncode == 0, r.stderr
+    model.reset()
+    model.script(lambda req: "Thursday 14:00 UTC.")
+    r = clawkit(tmp_path, "run", str(agent), "When is the production deploy window?")
+    assert r.returncode == 0, r.stderr
+    (sent,) = main_requests(model)
+    system = system_of(sent)
+    assert "## Relevant memory" in system, system
+    memory = system.split("## Relevant memory", 1)[1]
+    assert "[MEMORY.md#" in memory and "Thursday 14:00 UTC" in memory  # the distinct fact made it
+    assert memory.count("I keep forgetting the production deploy window") == 1  # near-duplicates collapsed
+
+
+# --- 9. plugins meet through hooks, not imports ------------------------------------------------------------
+# (tests/test_plugin_seams.py: no builtin imports another, and each one can be uninstalled; here the three
+# seams the issue names, through the CLI with every other builtin loaded)
+
+BUILTINS = sorted(p.name for p in (REPO / "plugins" / "builtin").iterdir() if (p / "pyproject.toml").exists())
+
+
+@pytest.mark.parametrize("removed", ["policy", "litellm", "skills"])
+def test_everything_but_one_named_seam_still_works(tmp_path, model, removed):
+    (tmp_path / "notes.txt").write_text("the answer is 42\n")
+    (tmp_path / "MEMORY.md").write_text("# Facts\n\nThe answer to everything is 42.\n")
+    model.script(Reply.tool_calls([("read_file", {"path": "notes.txt"})]), "It is 42.")
+    tools = "[read_file]" if removed == "skills" else "[read_file, skills]"  # `skills` is the plugin's own group
+    agent = write_agent(tmp_path, model, f"instructions: Answer from the notes.\ntools: {tools}\n"
+                        "plugins: {memory: {recall: {load_wait_ms: 30000}}}\n")
+    only = ",".join(f"clawkit-{b}" for b in BUILTINS if b != removed)
+    r = clawkit(tmp_path, "run", str(agent), "What is the answer to everything?", "--json",
+                env={"CLAWKIT_LOAD_PLUGINS": only})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["reply"] == "It is 42." and not out["tool_calls"][0]["is_error"]
+    first = main_requests(model)[0]
+    system = system_of(first)
+    assert "Answer from the notes." in system
+    assert "[MEMORY.md#" in system  # memory embeds locally, whoever else is missing (litellm too)
+    assert ("load_skill" in tool_names(first)) is (removed != "skills")
+
+
 # --- 10. real skills, no silent loss --------------------------------------------------------------------------
+
+
+def test_workspace_skill_wins_and_skills_needing_absent_tools_are_not_offered(tmp_path, model):
+    """OpenClaw's precedence (workspace over user over bundled): the user's own weather.claws is the one
+    routed; a SKILL.md needing shell_exec is not offered to an agent without it."""
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    mine = (REPO / "skills" / "weather.claws").read_text().replace(
+        "Current weather and short forecasts for any place, from the free Open-Meteo API (no key needed).",
+        "MY-OWN-WEATHER forecasts from my station.")
+    assert "MY-OWN-WEATHER" in mine
+    (skills / "weather.claws").write_text(mine)
+    import shutil
+
+    shutil.copytree(FIXTURES / "openclaw" / "tmux-session", skills / "tmux-session")
+    shutil.copytree(FIXTURES / "openclaw" / "summarize-url", skills / "summarize-url")
+    model.script(lambda req: "Sunny.")
+    agent = write_agent(tmp_path, model, "tools: [read_file, skills]\n")
+    r = clawkit(tmp_path, "run", str(agent), "What's the weather in Paris today?")
+    assert r.returncode == 0, r.stderr
+    (sent,) = main_requests(model)
+    system = system_of(sent)
+    assert "### Skill: weather" in system and "MY-OWN-WEATHER" in system
+    assert "Open-Meteo API (no key needed)" not in system  # the bundled one is shadowed
+    assert "- summarize-url:" in system and "tmux-session" not in system  # requires.tools: shell_exec
+
+
+# --- 11. the plugin author's path ----------------------------------------------------------------------------------
+
+
+def test_a_tagged_contributor_alone_keeps_the_instructions(tmp_path, model):
+    """Only a plugin's contributor that does not match (contrib hello's Manners, about a tool this agent
+    lacks) and no clawkit-contributors: the request still carries the agent's instructions."""
+    model.script(lambda req: "Hi.")
+    agent = write_agent(tmp_path, model, "instructions: You are terse.\ntools: []\n")
+    r = clawkit(tmp_path, "run", str(agent), "hello", env={"CLAWKIT_LOAD_PLUGINS": "clawkit-http,clawkit-hello"})
+    assert r.returncode == 0, r.stderr
+    (sent,) = model.requests
+    assert sent.messages[0] == {"role": "system", "content": "You are terse."}
 
 
 def test_skills_check_warns_for_every_construct_it_drops(tmp_path):

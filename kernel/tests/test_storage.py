@@ -175,3 +175,13 @@ def test_one_metadata_key_is_written_without_losing_the_others(store, db):
     store.queue_metadata_key(sid, "flag", True)
     store.flush()
     assert store.load_metadata(sid) == {"flag": True}  # a damaged document restarts from {}
+
+
+def test_a_nul_character_is_stored_never_a_crash(store):
+    """SQLite keeps a NUL; PostgreSQL's text cannot hold one, so it becomes U+FFFD there."""
+    sid = store.create("a")
+    store.append(sid, Message(role="tool", content="bin\x00ary"))
+    store.event(sid, None, "note", {"raw": "a\x00b"}, time.time())
+    got = store.messages(sid)[0].content
+    assert got == ("bin\x00ary" if store.dialect == "sqlite" else "bin\ufffdary")
+    assert store.events(sid)[0]["data"]["raw"] == "a\x00b"  # JSON text escapes it: exact on both

@@ -24,13 +24,16 @@ def _clawkit_home(tmp_path_factory) -> None:
 
     if not os.environ.get("CLAWKIT_HOME"):
         os.environ["CLAWKIT_HOME"] = str(tmp_path_factory.mktemp("clawkit-home"))
+
+
 def pytest_addoption(parser) -> None:
     parser.addoption("--record-cassettes", action="store_true", default=False,
                      help="clawkit: record model traffic into cassettes (default: replay them; or CLAWKIT_RECORD=1)")
 
 
 def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", "cassette(path): this test's cassette file (default: cassettes/<test name>.json beside the test)")
+    config.addinivalue_line("markers", "cassette(path): the cassette file the `cassette` fixture records to "
+                                       "or replays from (default: cassettes/<test name>.json beside the test)")
 
 
 def recording(config) -> bool:
@@ -143,9 +146,13 @@ def http_agent(make_agent, model_server):
 
 
 def pytest_configure(config: Any) -> None:
-    """Keep the audit key and anchors of test runs out of the user's config directory."""
+    """Register the ``cassette`` marker; keep the audit key and anchors of test runs out of the
+    user's config directory. (One function: a second ``pytest_configure`` in this module would
+    replace the first.)"""
     import os
     import tempfile
+
+    config.addinivalue_line("markers", "cassette(path): this test's cassette file (default: cassettes/<test name>.json beside the test)")
 
     if not os.environ.get("CLAWKIT_AUDIT_HOME"):
         os.environ["CLAWKIT_AUDIT_HOME"] = tempfile.mkdtemp(prefix="clawkit-audit-")

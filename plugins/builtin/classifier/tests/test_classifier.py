@@ -195,6 +195,36 @@ def test_wait_is_configurable_and_set_by_the_plugin(make):
     assert agent.session(r.session_id).classification is not None
 
 
+def test_provider_set_up_counts_neither_against_timeout_nor_wait(workspace):
+    """A classifier provider whose set-up (``warm``: a cold import on a busy machine) takes 0.6 s,
+    with a 0.3 s timeout and a 0.2 s wait: the 50 ms answer still shapes the first prompt."""
+    inner = ScriptedProvider([SECURITY])
+
+    class SlowStart:
+        async def warm(self):
+            await asyncio.sleep(0.6)
+
+        async def complete(self, request, on_text=None):
+            await asyncio.sleep(0.05)
+            return await inner.complete(request, on_text)
+
+    class Model:
+        @hookimpl
+        def register_providers(self, register):
+            register("cls", lambda cfg: SlowStart())
+
+    agent = build_agent(workspace, ["ok"], (clawkit_classifier, Model(), Sections()),
+                        {"classifier": {"model": CLS_MODEL, "timeout": 0.3, "wait_ms": 200}})
+    try:
+        r = agent.run("review my login code")
+        assert "SECURITY" in agent.provider.requests[0].system
+        (timing,) = [e["data"] for e in events(agent, r.session_id, "classifier.timing")]
+        assert timing["warm_ms"] >= 550 and timing["request_ms"] < 300 and timing["ok"] is True
+        assert not events(agent, r.session_id, "classifier.failed")
+    finally:
+        agent.store.close()
+
+
 def test_reclassifies_every_n_turns(make):
     agent, cm = make(["1", "2", "3", "4"], [SECURITY, FRONTEND], reclassify_every=2)
     sid = agent.run("login code review").session_id

@@ -279,3 +279,25 @@ def test_auto_selection(name, api_base, extra, expected):
     if expected == "litellm":
         with pytest.raises(ProviderError, match="no installed model provider serves"):
             lone.create("auto", cfg)
+
+
+def test_warm_builds_the_pool_off_the_loop_and_the_call_reuses_it(model_server):
+    """``warm()`` (awaited by the kernel and the classifier before a budgeted call) leaves the call
+    nothing to import or build: the pool it made is the one the request uses."""
+    import sys
+
+    model_server.script("warm and ready")
+    prov, _ = provider(model_server, "openai")
+
+    async def go():
+        await prov.warm()
+        pool = prov._client
+        assert pool is not None and "anyio._backends._asyncio" in sys.modules
+        await prov.warm()  # idempotent on the same loop
+        assert prov._client is pool
+        out = await prov.complete(request(stream=False))
+        assert prov._client is pool
+        await prov.aclose()
+        return out
+
+    assert asyncio.run(go()).content == "warm and ready"

@@ -106,14 +106,38 @@ class HttpProvider:
         """One connection pool per event loop (``Agent.run`` starts a loop per turn)."""
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            import httpx
-
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.config.timeout),
-                limits=httpx.Limits(max_connections=self.max_connections,
-                                    max_keepalive_connections=min(self.max_connections, 100)))
-            self._loop = loop
+            self._client, self._loop = self._new_client(), loop
         return self._client
+
+    def _new_client(self) -> Any:
+        import httpx
+
+        return httpx.AsyncClient(timeout=httpx.Timeout(self.config.timeout),
+                                 limits=httpx.Limits(max_connections=self.max_connections,
+                                                     max_keepalive_connections=min(self.max_connections, 100)))
+
+    def _warm_client(self) -> Any:
+        import importlib
+
+        # what httpx imports on its first connection (~100 ms of anyio on a busy machine)
+        for name in ("anyio._backends._asyncio", "anyio.streams.tls", "anyio.to_thread", "httpcore._backends.anyio"):
+            try:
+                importlib.import_module(name)
+            except ImportError:  # another httpx/anyio layout: the first call imports what it needs
+                pass
+        return self._new_client()
+
+    async def warm(self) -> None:
+        """Import httpx and build this loop's pool (its TLS context) in a thread: a fresh process's
+        first call — a classifier's, whose wait counts from its request — does not pay for them."""
+        loop = asyncio.get_running_loop()
+        if self._client is not None and self._loop is loop:
+            return
+        client = await asyncio.to_thread(self._warm_client)
+        if self._client is None or self._loop is not loop:
+            self._client, self._loop = client, loop
+        else:  # built meanwhile by a call
+            await client.aclose()
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -37,15 +37,25 @@ class ChunkingConfig(BaseModel):
     overlap: int = Field(80, ge=0, description="tokens shared by consecutive windows")
 
 
+# A fresh process's embedding model (numpy + onnxruntime + MiniLM) loaded in 0.5-2.1 s on a 2-core
+# machine at load 13: 4 s is twice the worst (tests/benchmarks/bench_first_turn.py, docs/plugins/memory.md)
+LOAD_WAIT_MS = 4000
+
+
 class RecallConfig(BaseModel):
     """The prompt contributor that injects relevant memory into the system prompt."""
 
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
-    budget_ms: int = Field(300, ge=0, description="longest wait for retrieval before the prompt is built without it")
+    budget_ms: int = Field(300, ge=0, description="longest wait for the search itself, counted from when the embedding "
+                                                  "model is ready, before the prompt is built without it")
+    load_wait_ms: int = Field(LOAD_WAIT_MS, ge=0, description="longest wait, from the message's arrival, for a fresh "
+                              "process's embedding model to load (it loads while the rest of the turn is prepared)")
     k: int = Field(3, gt=0, description="snippets injected at most")
     min_similarity: float = Field(0.35, description="cosine similarity a snippet needs to be injected")
+    dedup_similarity: float = Field(0.92, gt=0, le=1, description="a hit this similar (cosine) to a better one is a "
+                                    "near-duplicate and left out, so distinct facts are not crowded out")
     max_chars: int = Field(2000, gt=0, description="size limit of the injected section")
 
 

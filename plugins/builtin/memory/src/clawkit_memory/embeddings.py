@@ -111,6 +111,11 @@ class LocalMiniLM:
         pooled = (hidden * w).sum(axis=1) / np.clip(w.sum(axis=1), 1e-9, None)
         return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
+    def load(self) -> None:
+        """Load the model now (once per process), so a later ``embed`` does only the model's work."""
+        if self._session is None:
+            self._load()
+
     def embed(self, texts: list[str]) -> np.ndarray:
         """Vectors for ``texts`` (float32, unit length), in order."""
         if self._session is None:

@@ -1,11 +1,14 @@
 """Recall before the model is called: retrieval starts when the message arrives
 (``message_received``) and runs in a worker thread alongside the rest of the turn's
-preparation (classification, other hooks); the prompt contributor waits for it at most
-``recall.budget_ms`` counted from the message's arrival, then injects the few snippets
-similar enough to the message — or nothing. With empty memory nothing starts at all.
+preparation (the provider's set-up, classification, other hooks); the prompt contributor
+waits for it at most ``recall.budget_ms`` counted from when the embedding model is ready —
+a fresh process loads it alongside the rest of the turn, waited for at most
+``recall.load_wait_ms`` from the message's arrival — then injects the few distinct snippets
+similar enough to the message, or nothing. With empty memory nothing starts at all.
 
 ``ctx.state["memory.recall"]["timings"]`` tells where the time went: ``refresh_ms``
-(memory-file freshness), ``embed_ms`` (the query embedding: the model's work),
+(memory-file freshness), ``load_ms`` (the model's one-time load), ``embed_ms`` (the query
+embedding: the model's work),
 ``search_ms``; ``waited_ms`` is how long the prompt waited from the message's arrival.
 """
 
@@ -47,9 +50,28 @@ def start_recall(ctx: Any, mem: "AgentMemory", text: str) -> None:
         return
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    future = mem.executor.submit(mem.recall, text, session_id=ctx.session.id, extra_partitions=extra, timings=timings)
-    ctx.state[STATE_KEY] = {"future": future, "started": started, "budget_ms": mem.cfg.recall.budget_ms,
-                            "max_chars": mem.cfg.recall.max_chars, "timings": timings}
+    ready: concurrent.futures.Future = concurrent.futures.Future()  # resolved when only the search remains
+    future = mem.executor.submit(mem.recall, text, session_id=ctx.session.id, extra_partitions=extra, timings=timings,
+                                 ready=ready)
+    rc = mem.cfg.recall
+    ctx.state[STATE_KEY] = {"future": future, "ready": ready, "started": started, "budget_ms": rc.budget_ms,
+                            "load_wait_ms": rc.load_wait_ms, "max_chars": rc.max_chars, "timings": timings}
+
+
+def _deadline(st: dict[str, Any]) -> float:
+    """When to stop waiting (perf_counter): ``budget_ms`` after the model was ready (a fresh
+    process's load runs alongside the rest of the turn, for at most ``load_wait_ms`` from the
+    message's arrival), else ``budget_ms`` after arrival."""
+    ready = st["ready"]
+    base = ready.result() if ready.done() else st["started"]
+    return base + st["budget_ms"] / 1000
+
+
+def _settle(st: dict[str, Any], hits: Any, timed_out: bool, error: str | None = None) -> None:
+    st["hits"], st["timed_out"] = hits, timed_out
+    if error is not None:
+        st["error"] = error
+    st["waited_ms"] = (time.perf_counter() - st["started"]) * 1000
 
 
 class MemoryRecall(PromptContributor):
@@ -67,28 +89,33 @@ class MemoryRecall(PromptContributor):
         st = ctx.state.get(STATE_KEY)
         if st is None or "hits" in st:
             return
-        remaining = st["budget_ms"] / 1000 - (time.perf_counter() - st["started"])
-        try:
-            st["hits"] = await asyncio.wait_for(asyncio.wrap_future(st["future"]), timeout=max(0.0, remaining))
-            st["timed_out"] = False
-        except asyncio.TimeoutError:
-            st["hits"], st["timed_out"] = [], True
-        except Exception as exc:  # retrieval failed: the turn goes on without memory
-            st["hits"], st["timed_out"], st["error"] = [], False, f"{type(exc).__name__}: {exc}"
-        st["waited_ms"] = (time.perf_counter() - st["started"]) * 1000
+        load_left = st["started"] + st["load_wait_ms"] / 1000 - time.perf_counter()
+        if not st["ready"].done() and load_left > 0:
+            await asyncio.wait([asyncio.wrap_future(st["ready"])], timeout=load_left)
+        future = st["future"]
+        left = _deadline(st) - time.perf_counter()
+        if not future.done() and left > 0:
+            await asyncio.wait([asyncio.wrap_future(future)], timeout=left)
+        if not future.done():  # a result that is ready is taken however late the prompt is built
+            _settle(st, [], True)
+        elif future.exception() is not None:  # retrieval failed: the turn goes on without memory
+            exc = future.exception()
+            _settle(st, [], False, f"{type(exc).__name__}: {exc}")
+        else:
+            _settle(st, future.result(), False)
 
     def contribute(self, ctx: ContributorContext) -> PromptSection | None:
         st = ctx.state[STATE_KEY]
-        if "hits" not in st:  # no prepare (e.g. `clawkit prompt`): wait here; decided once per turn
-            remaining = st["budget_ms"] / 1000 - (time.perf_counter() - st["started"])
+        if "hits" not in st:  # no prepare (e.g. a caller assembling synchronously): wait here, once per turn
+            load_left = st["started"] + st["load_wait_ms"] / 1000 - time.perf_counter()
+            if load_left > 0:
+                concurrent.futures.wait([st["ready"]], timeout=load_left)
             try:
-                st["hits"] = st["future"].result(timeout=max(0.0, remaining))
-                st["timed_out"] = False
+                _settle(st, st["future"].result(timeout=max(0.0, _deadline(st) - time.perf_counter())), False)
             except concurrent.futures.TimeoutError:
-                st["hits"], st["timed_out"] = [], True
+                _settle(st, [], True)
             except Exception as exc:  # retrieval failed: the turn goes on without memory
-                st["hits"], st["timed_out"], st["error"] = [], False, f"{type(exc).__name__}: {exc}"
-            st["waited_ms"] = (time.perf_counter() - st["started"]) * 1000
+                _settle(st, [], False, f"{type(exc).__name__}: {exc}")
         hits = st["hits"]
         if not hits:
             return None

@@ -335,7 +335,7 @@ class Searcher:
         """Maximal marginal relevance: trade relevance against similarity to what is already chosen."""
         if len(hits) <= 1:
             return hits
-        vecs = self._vectors([h.id for h in hits])
+        vecs = self.vectors([h.id for h in hits])
         top = max(h.score for h in hits) or 1.0
         chosen: list[Hit] = []
         rest = list(hits)
@@ -349,7 +349,8 @@ class Searcher:
             rest.remove(best)
         return chosen + rest
 
-    def _vectors(self, ids: list[int]) -> dict[int, np.ndarray]:
+    def vectors(self, ids: list[int]) -> dict[int, np.ndarray]:
+        """Unit-length stored embeddings of chunks ``ids`` (those that have one)."""
         rows = self.index.conn.execute(
             "SELECT c.id, e.vector FROM memory_chunks c JOIN memory_embeddings e ON e.model = ? AND e.hash = c.hash"
             f" WHERE c.id IN ({','.join('?' * len(ids))})", (self.index.model, *ids)).fetchall()

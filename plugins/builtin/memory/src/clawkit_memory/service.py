@@ -278,12 +278,23 @@ class AgentMemory:
         return hits[:k]
 
     def recall(self, query: str, *, session_id: str | None = None, extra_partitions: list[str] | None = None,
-               timings: dict[str, float] | None = None) -> list[Hit]:
-        """What the prompt contributor injects: the best hits above the similarity threshold.
+               timings: dict[str, float] | None = None, ready: Any = None) -> list[Hit]:
+        """What the prompt contributor injects: the best distinct hits above the similarity threshold.
 
         Nothing is embedded when the readable partitions are empty. ``timings`` receives
-        ``refresh_ms``, ``embed_ms`` (the query embedding, 0 when cached) and ``search_ms``."""
+        ``refresh_ms``, ``load_ms`` (the embedding model's one-time load), ``embed_ms`` (the
+        query embedding, 0 when cached) and ``search_ms``. ``ready`` (a
+        ``concurrent.futures.Future``) is resolved once the model is loaded, when only the
+        search remains: the contributor's time budget counts from there."""
         t = timings if timings is not None else {}
+        try:
+            return self._recall(query, session_id, extra_partitions, t, ready)
+        finally:
+            if ready is not None and not ready.done():
+                ready.set_result(time.perf_counter())
+
+    def _recall(self, query: str, session_id: str | None, extra_partitions: list[str] | None,
+                t: dict[str, float], ready: Any) -> list[Hit]:
         t0 = time.perf_counter()
         self.refresh()
         t1 = time.perf_counter()
@@ -302,15 +313,43 @@ class AgentMemory:
             t["embed_ms"] = t["search_ms"] = 0.0
             self._last_recall = (key, [])
             return []
-        self.index.query_vector(query)  # the model's work, timed on its own; search() takes it from the cache
+        load = getattr(self.index.provider, "load", None)
+        if load is not None:
+            load()
         t2 = time.perf_counter()
-        t["embed_ms"] = (t2 - t1) * 1000
+        t["load_ms"] = (t2 - t1) * 1000
+        if ready is not None and not ready.done():
+            ready.set_result(t2)
+        self.index.query_vector(query)  # the model's work, timed on its own; search() takes it from the cache
+        t3 = time.perf_counter()
+        t["embed_ms"] = (t3 - t2) * 1000
         rc = self.cfg.recall
-        hits = self.search(query, k=rc.k, extra_partitions=extra_partitions, exclude_session=session_id, refresh=False)
-        t["search_ms"] = (time.perf_counter() - t2) * 1000
-        found = [h for h in hits if h.similarity >= rc.min_similarity]
+        # more candidates than needed: near-duplicates (the same conversation had three times) go
+        hits = self.search(query, k=max(4 * rc.k, 12), extra_partitions=extra_partitions, exclude_session=session_id,
+                           refresh=False)
+        found = self.distinct([h for h in hits if h.similarity >= rc.min_similarity], rc.dedup_similarity)[: rc.k]
+        t["search_ms"] = (time.perf_counter() - t3) * 1000
         self._last_recall = (key, found)
         return list(found)
+
+    def distinct(self, hits: list[Hit], threshold: float) -> list[Hit]:
+        """``hits`` (best first) without those whose text is a near-duplicate of a better one:
+        the same words, or embeddings at least ``threshold`` similar."""
+        if len(hits) <= 1:
+            return hits
+        with self.index.lock:
+            vecs = self.searcher.vectors([h.id for h in hits])
+        kept: list[Hit] = []
+        seen_text: set[str] = set()
+        for h in hits:
+            words = " ".join(h.text.lower().split())
+            v = vecs.get(h.id)
+            if words in seen_text or (v is not None and any(
+                    k.id in vecs and float(v @ vecs[k.id]) >= threshold for k in kept)):
+                continue
+            seen_text.add(words)
+            kept.append(h)
+        return kept
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the file watcher and the worker and join both (a running job finishes:
