@@ -139,3 +139,32 @@ def test_a_sqlite_cli_run_with_every_plugin_imports_no_postgres_driver(tmp_path,
     imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in out.stderr.splitlines() if line.startswith("import time:")}
     assert "sqlite3" in imported and "clawkit_policy" in imported
     assert not imported & {"psycopg", "psycopg_binary", "psycopg_pool", "sqlalchemy", "dbos"}, imported & {"psycopg", "sqlalchemy", "dbos"}
+
+
+def test_the_storage_section_of_scale_out_runs_as_written(tmp_path, model_server, postgres_db):
+    """docs/scale-out.md, "PostgreSQL storage": its agent file and its shell lines (all but the
+    server set-up and the interactive chat), with the test server's URL for db.internal's."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "scale-out.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## PostgreSQL storage"):doc.index("\n## ", doc.index("## PostgreSQL storage") + 5)]
+    documented = "postgresql://clawkit@db.internal:5432/clawkit"
+    agent = next(b for b in re.findall(r"```yaml\n(.*?)```", section, re.S) if "state_db" in b)
+    (tmp_path / "agent.yaml").write_text(agent.replace(documented, str(postgres_db)), encoding="utf-8")
+    lines = [line for b in re.findall(r"```bash\n(.*?)```", section, re.S) for line in b.strip().splitlines()
+             if line.startswith("clawkit ") and " chat " not in line]
+    assert len(lines) >= 4
+    model_server.script("Hello from PostgreSQL.")
+    env = {**os.environ, "CLAWKIT_DB": str(postgres_db), "OPENAI_BASE_URL": model_server.url, "OPENAI_API_KEY": "sk-test",
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    env.pop("CLAWKIT_LOAD_PLUGINS", None)
+    for line in lines:
+        out = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, f"{line}\n{out.stdout}\n{out.stderr}"
+        if line.startswith("clawkit run"):
+            assert "Hello from PostgreSQL." in out.stdout
+        if line.startswith("clawkit sessions list"):
+            assert "triage" in out.stdout
+        if line.startswith("clawkit audit verify"):
+            assert "audit ledger" in out.stdout
