@@ -94,7 +94,13 @@ def cmd_worker(args: Any) -> int:
         print(f"clawkit worker {worker.executor_id}: ready (agents: {', '.join(worker.configs)}; "
               f"concurrency {args.concurrency})", file=sys.stderr, flush=True)
 
-    serve_forever(worker, ready, args.shutdown_timeout)
+    try:
+        serve_forever(worker, ready, args.shutdown_timeout)
+    except Exception as exc:  # the database unreachable, a schema it cannot create…
+        from clawkit.storage import redact_url
+
+        print(f"clawkit worker: cannot run on {redact_url(url)}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_RUNTIME
     return EXIT_OK
 
 
@@ -104,7 +110,14 @@ def cmd_submit(args: Any) -> int:
         return EXIT_USAGE
     from .client import TurnFailed, TurnQueue
 
-    with TurnQueue(url) as q:
+    try:
+        q = TurnQueue(url)
+    except Exception as exc:
+        from clawkit.storage import redact_url
+
+        print(f"clawkit submit: cannot reach the queue at {redact_url(url)}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_RUNTIME
+    with q:
         turn = q.submit(args.agent, args.text, session_id=args.session)
         if not args.wait:
             print(json.dumps({"turn_id": turn}) if args.json else turn)

@@ -63,15 +63,19 @@ async def _begin(a: Any, agent: str, session_id: str) -> int:
         except Exception:  # created meanwhile by a front-end (serve's open_session)
             if not a.store.exists(session_id):
                 raise
-    return len(a.store.messages(session_id))
+    return _count(a.store, session_id)
+
+
+def _count(store: Any, session_id: str) -> int:
+    store.flush()
+    return int(store.conn.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0])
 
 
 def _rewind(a: Any, session_id: str, base: int) -> None:
     """A recovered turn starts from the session as it was before the turn: the messages the
     interrupted execution wrote are written again, in order, as its steps replay."""
-    stored = a.store.messages(session_id)
-    if len(stored) > base:
-        a.store.replace_messages(session_id, stored[:base])
+    if _count(a.store, session_id) > base:
+        a.store.replace_messages(session_id, a.store.messages(session_id)[:base])
     a._sessions.pop(session_id, None)  # another worker may have added turns: never a stale cache
 
 
