@@ -236,8 +236,17 @@ def test_big_log_reaches_the_model_with_head_and_tail(tmp_path, model, shield):
     assert "FIRST LINE: service started" in tool_msg
     assert "ERROR: disk full while writing segment 99" in tool_msg
     assert len(tool_msg) < 200_000
-    if shield == "on":
-        assert tool_msg.rstrip().endswith("]") or "untrusted" in tool_msg.lower()
+    assert "bytes omitted: bytes" in tool_msg  # read_file's own head+tail marker (it read only its cap)
+    import re
+
+    if shield == "on":  # cut first, then wrapped: one data block holding both head and tail
+        m = re.fullmatch(r"\[UNTRUSTED DATA (\w+) from read_file[^\n]*\]\n(.*)\n\[END UNTRUSTED DATA \1\]", tool_msg, re.S)
+        assert m, tool_msg[:300] + " … " + tool_msg[-300:]
+        inner = m.group(2)
+        assert inner.startswith("FIRST LINE") and "ERROR: disk full" in inner.splitlines()[-1]
+    else:
+        assert tool_msg.startswith("FIRST LINE") and "UNTRUSTED" not in tool_msg
+        assert tool_msg.rstrip().endswith("(the answer is at the end)")
 
 
 # --- 6. hot reload refreshes everything derived from skills -----------------------------------------------
