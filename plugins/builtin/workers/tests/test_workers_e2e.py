@@ -142,35 +142,48 @@ def test_kill_9_mid_turn_another_worker_finishes_without_rerunning_steps(pg_url,
 
 
 def test_an_approval_waits_while_every_worker_restarts_then_the_turn_finishes(pg_url, append_model, tmp_path):
+    """Two calls in one response both need approval: one is answered before every worker restarts
+    (its tool runs once and is replayed from the record), the other after (it waits on the same row)."""
+    import re
     import subprocess
     import sys
 
     from clawkit.runtime import open_turn_queue
+
+    def clawkit(*args):
+        return subprocess.run([sys.executable, "-m", "clawkit", *args, "--db", pg_url], capture_output=True, text=True, timeout=60)
 
     yaml = agent_yaml(tmp_path, append_model.server.url, approve_shell=True)  # shell_exec is unsafe: asks a person
     workers = Workers(pg_url, [yaml])
     try:
         first = workers.start(1, "--shutdown-timeout", "1")
         with open_turn_queue(pg_url) as q:
-            turn = q.submit("appender", "please append token ap1", session_id="ses_approve")
+            turn = q.submit("appender", "please append token p1", session_id="ses_approve")
             deadline = time.monotonic() + 60
-            while not (pending := q.approvals()) and time.monotonic() < deadline:
+            while len(pending := q.approvals()) < 2 and time.monotonic() < deadline:
                 time.sleep(0.1)
-            assert len(pending) == 1 and pending[0]["tool"] == "shell_exec" and pending[0]["session_id"] == "ses_approve"
-            for p in first:  # every worker goes away while the turn waits
+            assert len(pending) == 2 and {p["session_id"] for p in pending} == {"ses_approve"}, pending
+            by_token = {re.search(r'KEY (p1[ab])"', p["arguments"]["command"]).group(1): p for p in pending}
+            early, late = by_token["p1a"], by_token["p1b"]
+            answered = clawkit("approvals", "approve", early["id"], "--by", "ops")
+            assert answered.returncode == 0 and "approved" in answered.stdout, answered.stderr
+            deadline = time.monotonic() + 30
+            while not any(line.endswith(" p1a") for line in _lines(tmp_path / "ws" / "effects.log")):
+                assert time.monotonic() < deadline, "the approved call did not run"
+                time.sleep(0.1)
+            for p in first:  # every worker goes away while the turn waits for the other answer
                 assert workers.stop(p) == 0
             assert q.status(turn)["status"] == "PENDING"
             workers.start(1, "--shutdown-timeout", "1")
-            answered = subprocess.run([sys.executable, "-m", "clawkit", "approvals", "approve", pending[0]["id"], "--db", pg_url,
-                                       "--by", "ops"], capture_output=True, text=True, timeout=60)
+            listed = clawkit("approvals", "list")
+            assert listed.returncode == 0 and late["id"] in listed.stdout and early["id"] not in listed.stdout
+            answered = clawkit("approvals", "approve", late["id"], "--by", "ops")
             assert answered.returncode == 0, answered.stderr
-            assert "approved" in answered.stdout
             result = q.result(turn, timeout=90)
-            again = subprocess.run([sys.executable, "-m", "clawkit", "approvals", "deny", pending[0]["id"], "--db", pg_url],
-                                   capture_output=True, text=True, timeout=60)
+            again = clawkit("approvals", "deny", late["id"])
             assert again.returncode == 1 and "already approved" in again.stderr
     finally:
         workers.stop_all()
-    assert result["reply"] == "appended ap1"
-    assert [line.split()[1] for line in _lines(tmp_path / "ws" / "effects.log")] == ["ap1"]
-    assert len(_lines(tmp_path / "ws" / "attempts.log")) == 1
+    assert result["reply"] == "appended p1"
+    assert sorted(line.split()[1] for line in _lines(tmp_path / "ws" / "effects.log")) == ["p1a", "p1b"]
+    assert len(_lines(tmp_path / "ws" / "attempts.log")) == 2  # the call answered early was not run again
