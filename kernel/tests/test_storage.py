@@ -214,3 +214,16 @@ def test_a_broken_postgres_connection_is_replaced_and_session_locks_retaken(post
     finally:
         store.close()
         admin.close()
+
+
+@pytest.mark.parametrize("ci, outcome", [("", "1 skipped"), ("true", "1 error")])
+def test_the_postgres_fixture_skips_without_binaries_but_never_under_ci(tmp_path, ci, outcome):
+    (tmp_path / "test_pg.py").write_text("def test_needs_pg(postgres_server):\n    pass\n")
+    env = {**__import__("os").environ, "CLAWKIT_PG_BIN": str(tmp_path / "nowhere"), "CI": ci}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          str(tmp_path / "test_pg.py")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert outcome in out.stdout, out.stdout[-2000:]
+    assert "has no initdb" in out.stdout
+    if ci:
+        assert "CI=true: PostgreSQL tests must run" in out.stdout
