@@ -236,8 +236,17 @@ def test_big_log_reaches_the_model_with_head_and_tail(tmp_path, model, shield):
     assert "FIRST LINE: service started" in tool_msg
     assert "ERROR: disk full while writing segment 99" in tool_msg
     assert len(tool_msg) < 200_000
-    if shield == "on":
-        assert tool_msg.rstrip().endswith("]") or "untrusted" in tool_msg.lower()
+    assert "bytes omitted: bytes" in tool_msg  # read_file's own head+tail marker (it read only its cap)
+    import re
+
+    if shield == "on":  # cut first, then wrapped: one data block holding both head and tail
+        m = re.fullmatch(r"\[UNTRUSTED DATA (\w+) from read_file[^\n]*\]\n(.*)\n\[END UNTRUSTED DATA \1\]", tool_msg, re.S)
+        assert m, tool_msg[:300] + " … " + tool_msg[-300:]
+        inner = m.group(2)
+        assert inner.startswith("FIRST LINE") and "ERROR: disk full" in inner.splitlines()[-1]
+    else:
+        assert tool_msg.startswith("FIRST LINE") and "UNTRUSTED" not in tool_msg
+        assert tool_msg.rstrip().endswith("(the answer is at the end)")
 
 
 # --- 6. hot reload refreshes everything derived from skills -----------------------------------------------
@@ -403,7 +412,74 @@ def test_one_shot_recall_loads_the_model_in_time_and_keeps_a_distinct_fact(tmp_p
     assert memory.count("I keep forgetting the production deploy window") == 1  # near-duplicates collapsed
 
 
+# --- 9. plugins meet through hooks, not imports ------------------------------------------------------------
+# (tests/test_plugin_seams.py: no builtin imports another, and each one can be uninstalled; here the three
+# seams the issue names, through the CLI with every other builtin loaded)
+
+BUILTINS = sorted(p.name for p in (REPO / "plugins" / "builtin").iterdir() if (p / "pyproject.toml").exists())
+
+
+@pytest.mark.parametrize("removed", ["policy", "litellm", "skills"])
+def test_everything_but_one_named_seam_still_works(tmp_path, model, removed):
+    (tmp_path / "notes.txt").write_text("the answer is 42\n")
+    (tmp_path / "MEMORY.md").write_text("# Facts\n\nThe answer to everything is 42.\n")
+    model.script(Reply.tool_calls([("read_file", {"path": "notes.txt"})]), "It is 42.")
+    tools = "[read_file]" if removed == "skills" else "[read_file, skills]"  # `skills` is the plugin's own group
+    agent = write_agent(tmp_path, model, f"instructions: Answer from the notes.\ntools: {tools}\n"
+                        "plugins: {memory: {recall: {load_wait_ms: 30000}}}\n")
+    only = ",".join(f"clawkit-{b}" for b in BUILTINS if b != removed)
+    r = clawkit(tmp_path, "run", str(agent), "What is the answer to everything?", "--json",
+                env={"CLAWKIT_LOAD_PLUGINS": only})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["reply"] == "It is 42." and not out["tool_calls"][0]["is_error"]
+    first = main_requests(model)[0]
+    system = system_of(first)
+    assert "Answer from the notes." in system
+    assert "[MEMORY.md#" in system  # memory embeds locally, whoever else is missing (litellm too)
+    assert ("load_skill" in tool_names(first)) is (removed != "skills")
+
+
 # --- 10. real skills, no silent loss --------------------------------------------------------------------------
+
+
+def test_workspace_skill_wins_and_skills_needing_absent_tools_are_not_offered(tmp_path, model):
+    """OpenClaw's precedence (workspace over user over bundled): the user's own weather.claws is the one
+    routed; a SKILL.md needing shell_exec is not offered to an agent without it."""
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    mine = (REPO / "skills" / "weather.claws").read_text().replace(
+        "Current weather and short forecasts for any place, from the free Open-Meteo API (no key needed).",
+        "MY-OWN-WEATHER forecasts from my station.")
+    assert "MY-OWN-WEATHER" in mine
+    (skills / "weather.claws").write_text(mine)
+    import shutil
+
+    shutil.copytree(FIXTURES / "openclaw" / "tmux-session", skills / "tmux-session")
+    shutil.copytree(FIXTURES / "openclaw" / "summarize-url", skills / "summarize-url")
+    model.script(lambda req: "Sunny.")
+    agent = write_agent(tmp_path, model, "tools: [read_file, skills]\n")
+    r = clawkit(tmp_path, "run", str(agent), "What's the weather in Paris today?")
+    assert r.returncode == 0, r.stderr
+    (sent,) = main_requests(model)
+    system = system_of(sent)
+    assert "### Skill: weather" in system and "MY-OWN-WEATHER" in system
+    assert "Open-Meteo API (no key needed)" not in system  # the bundled one is shadowed
+    assert "- summarize-url:" in system and "tmux-session" not in system  # requires.tools: shell_exec
+
+
+# --- 11. the plugin author's path ----------------------------------------------------------------------------------
+
+
+def test_a_tagged_contributor_alone_keeps_the_instructions(tmp_path, model):
+    """Only a plugin's contributor that does not match (contrib hello's Manners, about a tool this agent
+    lacks) and no clawkit-contributors: the request still carries the agent's instructions."""
+    model.script(lambda req: "Hi.")
+    agent = write_agent(tmp_path, model, "instructions: You are terse.\ntools: []\n")
+    r = clawkit(tmp_path, "run", str(agent), "hello", env={"CLAWKIT_LOAD_PLUGINS": "clawkit-http,clawkit-hello"})
+    assert r.returncode == 0, r.stderr
+    (sent,) = model.requests
+    assert sent.messages[0] == {"role": "system", "content": "You are terse."}
 
 
 def test_skills_check_warns_for_every_construct_it_drops(tmp_path):

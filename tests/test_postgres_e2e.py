@@ -118,3 +118,74 @@ def test_plugin_tables_and_workspace_commands_on_postgres(tmp_path, model_server
     assert logs.returncode == 0 and result["session_id"] in logs.stdout, logs.stdout + logs.stderr
     mem = _clawkit("memory", "index", "--sessions", "--agent", "agent.yaml", "--db", postgres_db, cwd=tmp_path)
     assert mem.returncode == 2 and "SQLite session database only" in mem.stderr  # explicit, not a crash
+
+
+def test_a_sqlite_cli_run_with_every_plugin_imports_no_postgres_driver(tmp_path, model_server):
+    """The zero-set-up path stays light: a full-install run on SQLite never imports psycopg,
+    SQLAlchemy or DBOS (``-X importtime`` lists every module the process imported)."""
+    (tmp_path / "agent.yaml").write_text(textwrap.dedent(f"""
+        name: light
+        model: {{name: openai/test, api_base: "{model_server.url}", api_key: x, max_retries: 0}}
+        tools: [read_file]
+        """))
+    (tmp_path / "a.txt").write_text("x\n")
+    model_server.script(Reply.tool_calls([("read_file", {"path": "a.txt"})]), "done")
+    env = dict(os.environ)
+    env.pop("CLAWKIT_LOAD_PLUGINS", None)
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "clawkit", "run", "agent.yaml", "hi"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (tmp_path / ".clawkit" / "state.db").exists()
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in out.stderr.splitlines() if line.startswith("import time:")}
+    assert "sqlite3" in imported and "clawkit_policy" in imported
+    assert not imported & {"psycopg", "psycopg_binary", "psycopg_pool", "sqlalchemy", "dbos"}, imported & {"psycopg", "sqlalchemy", "dbos"}
+
+
+def test_the_storage_section_of_scale_out_runs_as_written(tmp_path, model_server, postgres_db):
+    """docs/scale-out.md, "PostgreSQL storage": its agent file and its shell lines (all but the
+    server set-up and the interactive chat), with the test server's URL for db.internal's."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "scale-out.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## PostgreSQL storage"):doc.index("\n## ", doc.index("## PostgreSQL storage") + 5)]
+    documented = "postgresql://clawkit@db.internal:5432/clawkit"
+    agent = next(b for b in re.findall(r"```yaml\n(.*?)```", section, re.S) if "state_db" in b)
+    (tmp_path / "agent.yaml").write_text(agent.replace(documented, str(postgres_db)), encoding="utf-8")
+    lines = [line for b in re.findall(r"```bash\n(.*?)```", section, re.S) for line in b.strip().splitlines()
+             if line.startswith("clawkit ") and " chat " not in line]
+    assert len(lines) >= 4
+    model_server.script("Hello from PostgreSQL.")
+    env = {**os.environ, "CLAWKIT_DB": str(postgres_db), "OPENAI_BASE_URL": model_server.url, "OPENAI_API_KEY": "sk-test",
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    env.pop("CLAWKIT_LOAD_PLUGINS", None)
+    for line in lines:
+        out = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, f"{line}\n{out.stdout}\n{out.stderr}"
+        if line.startswith("clawkit run"):
+            assert "Hello from PostgreSQL." in out.stdout
+        if line.startswith("clawkit sessions list"):
+            assert "triage" in out.stdout
+        if line.startswith("clawkit audit verify"):
+            assert "audit ledger" in out.stdout
+
+
+def test_the_plugin_author_example_of_scale_out_runs_on_both_backends(tmp_path, postgres_db):
+    """The "For plugin authors" example, as written, against a SQLite store and a PostgreSQL one."""
+    import re
+    from pathlib import Path
+
+    from clawkit.sessions import SessionStore
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "scale-out.md").read_text(encoding="utf-8")
+    example = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "declare(store.conn" in b)
+    for db in (tmp_path / "state.db", postgres_db):
+        scope: dict = {}
+        exec(compile(example, "scale-out.md", "exec"), scope)
+        store = SessionStore(db)
+        try:
+            first, second = scope["save"](store, "ses_1", "hello"), scope["save"](store, "ses_1", "again")
+            assert second > first >= 1
+            assert store.conn.execute("SELECT body FROM myplugin_notes ORDER BY id").fetchall() == [("hello",), ("again",)]
+        finally:
+            store.close()

@@ -24,11 +24,16 @@ def _clawkit_home(tmp_path_factory) -> None:
 
     if not os.environ.get("CLAWKIT_HOME"):
         os.environ["CLAWKIT_HOME"] = str(tmp_path_factory.mktemp("clawkit-home"))
+
+
 def pytest_addoption(parser) -> None:
     parser.addoption("--record-cassettes", action="store_true", default=False,
                      help="clawkit: record model traffic into cassettes (default: replay them; or CLAWKIT_RECORD=1)")
 
 
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "cassette(path): the cassette file the `cassette` fixture records to "
+                                       "or replays from (default: cassettes/<test name>.json beside the test)")
 
 
 def recording(config) -> bool:

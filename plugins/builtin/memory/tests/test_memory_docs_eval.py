@@ -83,7 +83,8 @@ def offline_env() -> dict[str, str]:
 
 def clawkit(ws: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "clawkit", "memory", "--workspace", str(ws), *args],
-                          cwd=ws, env=offline_env(), capture_output=True, text=True, timeout=180)
+                          cwd=ws, env=offline_env(), capture_output=True, text=True,
+                          timeout=900)  # a hang guard: embedding all of docs/ takes ~45 s of CPU, minutes on a busy machine
 
 
 @pytest.fixture(scope="module")

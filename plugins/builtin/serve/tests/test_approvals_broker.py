@@ -1,4 +1,4 @@
-"""ApprovalBroker on a real SQLite file: answers bound to the call, used once, surviving a 'restart'
+"""ApprovalBroker on a real SQLite file and on PostgreSQL (the same tests): answers bound to the call, used once, surviving a 'restart'
 (a new broker on the same database), superseded by a new turn, expired with a reason."""
 
 from __future__ import annotations
@@ -13,6 +13,11 @@ from clawkit_serve.approvals import ApprovalBroker, ApprovalError, ApprovalTimed
 from clawkit_serve.keys import connect
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request, tmp_path):
+    return tmp_path / "s.db" if request.param == "sqlite" else request.getfixturevalue("postgres_db")
+
+
 def ctx(session="ses_1"):
     return SimpleNamespace(session=SimpleNamespace(id=session), run_id="run_1", tools=None)
 
@@ -20,8 +25,7 @@ def ctx(session="ses_1"):
 CALL = ToolCall(id="call_1", name="shell_exec", arguments={"command": "rm -rf build"})
 
 
-def test_an_answer_outlives_its_broker_and_is_used_once_for_that_exact_call(tmp_path):
-    db = tmp_path / "s.db"
+def test_an_answer_outlives_its_broker_and_is_used_once_for_that_exact_call(db):
     first = ApprovalBroker(connect(db))
 
     async def wait_then_stop():
@@ -57,8 +61,8 @@ def test_an_answer_outlives_its_broker_and_is_used_once_for_that_exact_call(tmp_
     assert len(second.list()) == 1 and second.list()[0]["id"] != row["id"]
 
 
-def test_changed_arguments_never_reuse_an_answer(tmp_path):
-    broker = ApprovalBroker(connect(tmp_path / "s.db"))
+def test_changed_arguments_never_reuse_an_answer(db):
+    broker = ApprovalBroker(connect(db))
 
     async def go():
         task = asyncio.ensure_future(broker.request("a", CALL, "unsafe", ctx()))
@@ -73,8 +77,8 @@ def test_changed_arguments_never_reuse_an_answer(tmp_path):
         asyncio.run(broker.request("a", changed, "unsafe", ctx()))
 
 
-def test_a_new_turn_supersedes_and_expiry_denies_with_a_reason(tmp_path):
-    broker = ApprovalBroker(connect(tmp_path / "s.db"), timeout=0.2)
+def test_a_new_turn_supersedes_and_expiry_denies_with_a_reason(db):
+    broker = ApprovalBroker(connect(db), timeout=0.2)
     with pytest.raises(ApprovalTimedOut, match=r"no answer within 0.2 s"):
         asyncio.run(broker.request("a", CALL, "unsafe", ctx()))
     assert broker.list("expired")[0]["note"] == "no answer before expiry"

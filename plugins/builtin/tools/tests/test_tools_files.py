@@ -150,6 +150,21 @@ def test_big_file_keeps_head_and_tail_reading_only_the_cap(workspace, ctx_for):
     assert read_file(ctx, "app.log", offset=line, limit=1) == raw[start:].split(b"\n", 1)[0].decode() + "\n"
 
 
+def test_the_context_budget_lowers_the_read_cap(workspace, ctx_for):
+    """A window whose tool-result share is smaller than max_read_bytes: read_file returns what fits
+    (2 bytes per budget token), head and tail with its own marker, instead of a result the truncator
+    would cut again (losing the file's offsets)."""
+    from clawkit.budget import ContextBudget
+
+    (workspace / "app.log").write_text("".join(f"{i:08d} INFO request handled\n" for i in range(20_000)))
+    ctx = ctx_for(workspace)
+    ctx.budget = ContextBudget(32_000)  # tool_results share 0.3: 9,600 tokens -> 19,200 bytes
+    text = read_file(ctx, "app.log")
+    assert "bytes omitted" in text and text.endswith("00019999 INFO request handled\n")
+    assert 18_000 < len(text.encode()) < 19_200 + 400
+    assert len(read_file(ctx_for(workspace), "app.log").encode()) > 250_000  # no budget: max_read_bytes
+
+
 def test_write_and_edit(workspace, ctx_for):
     ctx = ctx_for(workspace)
     assert write_file(ctx, "a/b/c.txt", "one two two") .startswith("created a/b/c.txt")

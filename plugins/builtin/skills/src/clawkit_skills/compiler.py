@@ -12,9 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import re
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

@@ -15,7 +15,6 @@ import os
 import socket
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from dbos import DBOS
@@ -63,15 +62,19 @@ async def _begin(a: Any, agent: str, session_id: str) -> int:
         except Exception:  # created meanwhile by a front-end (serve's open_session)
             if not a.store.exists(session_id):
                 raise
-    return len(a.store.messages(session_id))
+    return _count(a.store, session_id)
+
+
+def _count(store: Any, session_id: str) -> int:
+    store.flush()
+    return int(store.conn.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0])
 
 
 def _rewind(a: Any, session_id: str, base: int) -> None:
     """A recovered turn starts from the session as it was before the turn: the messages the
     interrupted execution wrote are written again, in order, as its steps replay."""
-    stored = a.store.messages(session_id)
-    if len(stored) > base:
-        a.store.replace_messages(session_id, stored[:base])
+    if _count(a.store, session_id) > base:
+        a.store.replace_messages(session_id, a.store.messages(session_id)[:base])
     a._sessions.pop(session_id, None)  # another worker may have added turns: never a stale cache
 
 
@@ -132,7 +135,7 @@ class Worker:
     """One ``clawkit worker`` process: agents, DBOS, the queue, liveness and recovery."""
 
     def __init__(self, paths: list[str], url: str, *, concurrency: int = 8, executor_id: str | None = None,
-                 state_db: str | None = None, overrides: dict | None = None, dead_after: float = 15.0,
+                 overrides: dict | None = None, dead_after: float = 15.0,
                  poll: float = 0.1):
         from clawkit.runtime import load_config
 
@@ -143,8 +146,6 @@ class Worker:
             cfg, _ = load_config(path, overrides)
             if cfg.name in self.configs:
                 raise ValueError(f"{path}: an agent named {cfg.name!r} is loaded already (names pick agents: make them unique)")
-            if state_db:
-                cfg.state_db = Path(state_db)
             self.configs[cfg.name] = cfg
         self._agents: dict[str, Any] = {}
         self._stop = threading.Event()
