@@ -168,3 +168,24 @@ def test_the_storage_section_of_scale_out_runs_as_written(tmp_path, model_server
             assert "triage" in out.stdout
         if line.startswith("clawkit audit verify"):
             assert "audit ledger" in out.stdout
+
+
+def test_the_plugin_author_example_of_scale_out_runs_on_both_backends(tmp_path, postgres_db):
+    """The "For plugin authors" example, as written, against a SQLite store and a PostgreSQL one."""
+    import re
+    from pathlib import Path
+
+    from clawkit.sessions import SessionStore
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "scale-out.md").read_text(encoding="utf-8")
+    example = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "declare(store.conn" in b)
+    for db in (tmp_path / "state.db", postgres_db):
+        scope: dict = {}
+        exec(compile(example, "scale-out.md", "exec"), scope)
+        store = SessionStore(db)
+        try:
+            first, second = scope["save"](store, "ses_1", "hello"), scope["save"](store, "ses_1", "again")
+            assert second > first >= 1
+            assert store.conn.execute("SELECT body FROM myplugin_notes ORDER BY id").fetchall() == [("hello",), ("again",)]
+        finally:
+            store.close()

@@ -185,3 +185,45 @@ def test_a_nul_character_is_stored_never_a_crash(store):
     got = store.messages(sid)[0].content
     assert got == ("bin\x00ary" if store.dialect == "sqlite" else "bin\ufffdary")
     assert store.events(sid)[0]["data"]["raw"] == "a\x00b"  # JSON text escapes it: exact on both
+
+
+def test_a_broken_postgres_connection_is_replaced_and_session_locks_retaken(postgres_db):
+    """The server ends the store's connection (a restart, a proxy's idle cut): the next statement
+    reconnects and runs; the session lock the store held is taken again."""
+    store, admin = SessionStore(postgres_db), storage.connect(postgres_db)
+    try:
+        sid = store.create("a")
+        assert store.try_lock(sid)
+        (pid,) = store.conn.execute("SELECT pg_backend_pid()").fetchone()
+        admin.execute("SELECT pg_terminate_backend(?)", (pid,))
+        store.append(sid, Message(role="user", content="after the cut"))
+        assert [m.content for m in store.messages(sid)] == ["after the cut"]
+        assert store.conn.execute("SELECT pg_backend_pid()").fetchone()[0] != pid
+        other = SessionStore(postgres_db)
+        try:
+            assert not other.try_lock(sid)  # still ours
+        finally:
+            other.close()
+        (pid,) = store.conn.execute("SELECT pg_backend_pid()").fetchone()
+        with pytest.raises(sqlite3.OperationalError, match="inside a transaction"):
+            with store.conn:
+                store.conn.execute("BEGIN")
+                admin.execute("SELECT pg_terminate_backend(?)", (pid,))
+                store.conn.execute("SELECT 1")  # the transaction is gone: an error, never a silent half
+        assert store.exists(sid)  # and the store goes on
+    finally:
+        store.close()
+        admin.close()
+
+
+@pytest.mark.parametrize("ci, outcome", [("", "1 skipped"), ("true", "1 error")])
+def test_the_postgres_fixture_skips_without_binaries_but_never_under_ci(tmp_path, ci, outcome):
+    (tmp_path / "test_pg.py").write_text("def test_needs_pg(postgres_server):\n    pass\n")
+    env = {**__import__("os").environ, "CLAWKIT_PG_BIN": str(tmp_path / "nowhere"), "CI": ci}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          str(tmp_path / "test_pg.py")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert outcome in out.stdout, out.stdout[-2000:]
+    assert "has no initdb" in out.stdout
+    if ci:
+        assert "CI=true: PostgreSQL tests must run" in out.stdout

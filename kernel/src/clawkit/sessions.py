@@ -68,7 +68,6 @@ _RUN_SQL = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)"
 )
 _RUN_END_SQL = "UPDATE runs SET ended = ?, status = ?, data = json_patch(data, ?) WHERE id = ?"
-# PostgreSQL has no json_patch: a top-level merge (every run_end caller passes a flat object)
 _META_KEY_SQL = ("UPDATE sessions SET metadata = json_set(CASE WHEN json_valid(metadata) THEN metadata ELSE '{}' END, ?, json(?)),"
                  " updated = ? WHERE id = ?")
 _META_KEY_SQL_PG = ("UPDATE sessions SET metadata = jsonb_set(clawkit_jsonb(metadata), ARRAY[?], ?::jsonb)::text,"
@@ -80,6 +79,7 @@ BEGIN
   RETURN '{}'::jsonb;
 EXCEPTION WHEN others THEN RETURN '{}'::jsonb;
 END $f$"""}
+# PostgreSQL has no json_patch: a top-level merge (every run_end caller passes a flat object)
 _RUN_END_SQL_PG = "UPDATE runs SET ended = ?, status = ?, data = (data::jsonb || ?::jsonb)::text WHERE id = ?"
 _STEP_SQL = "INSERT OR REPLACE INTO steps (id, run_id, kind, name, started, ended, status, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _RUN_COLUMNS = ("id", "trace_id", "task_id", "session_id", "agent", "parent_run_id", "parent_step_id", "started", "ended", "status", "data")

@@ -147,39 +147,84 @@ class PgConnection:
     def __init__(self, url: str, *, read_only: bool = False):
         url = url.replace("postgresql+psycopg://", "postgresql://", 1)
         self.url = url
-        try:
-            self._conn = psycopg.connect(url, autocommit=True)
-        except psycopg.Error as exc:
-            from . import redact_url
-
-            raise OperationalError(f"cannot connect to {redact_url(url)}: {exc}") from exc
-        self._conn.adapters.register_loader("numeric", _NumericLoader)
-        if read_only:
-            self._conn.execute("SET default_transaction_read_only = on")
+        self.read_only = read_only
+        self._advisory: set[str] = set()  # session locks held (taken again after a reconnect)
+        self._conn = self._connect()
         self._sql: dict[str, tuple[str, str | None]] = {}
         self._tables: dict[str, tuple[list[str], list[str], str | None]] = {}
         self._lock = threading.RLock()
         self._declared: set[str] = set()
         self.row_factory = None  # accepted for sqlite3 compatibility; rows are tuples
 
+    def _connect(self) -> Any:
+        try:
+            conn = psycopg.connect(self.url, autocommit=True)
+        except psycopg.Error as exc:
+            from . import redact_url
+
+            raise OperationalError(f"cannot connect to {redact_url(self.url)}: {exc}") from exc
+        conn.adapters.register_loader("numeric", _NumericLoader)
+        if self.read_only:
+            conn.execute("SET default_transaction_read_only = on")
+        return conn
+
+    def _reconnect(self) -> None:
+        """A new connection after the old one broke (the server restarted, a proxy cut it): the
+        process goes on instead of failing every later statement. Session locks are taken again."""
+        import logging
+
+        try:
+            self._conn.close()
+        except Exception:
+            pass
+        self._conn = self._connect()
+        lost = [k for k in self._advisory if not self._conn.execute(
+            "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (k,)).fetchone()[0]]
+        if lost:
+            logging.getLogger("clawkit.storage").warning(
+                "reconnected to PostgreSQL; %d session lock(s) were taken by another process meanwhile", len(lost))
+            self._advisory.difference_update(lost)
+
+    def _call(self, fn: Any) -> Any:
+        """Run ``fn(connection)``; a broken connection outside a transaction is replaced and the
+        statement retried once (inside one, the transaction is gone: the error is raised)."""
+        idle = self._conn.info.transaction_status == pq.TransactionStatus.IDLE
+        try:
+            return fn(self._conn)
+        except psycopg.errors.IntegrityError as exc:
+            raise IntegrityError(str(exc)) from exc
+        except psycopg.Error as exc:
+            if not self._conn.broken and not self._conn.closed:
+                raise OperationalError(str(exc).strip()) from exc
+            self._reconnect()
+            if not idle:
+                raise OperationalError(f"the connection broke inside a transaction (rolled back): {exc}".strip()) from exc
+            try:
+                return fn(self._conn)
+            except psycopg.errors.IntegrityError as exc2:
+                raise IntegrityError(str(exc2)) from exc2
+            except psycopg.Error as exc2:
+                raise OperationalError(str(exc2).strip()) from exc2
+
     # the sqlite3 API --------------------------------------------------------------------
 
     @property
     def in_transaction(self) -> bool:
-        return self._conn.info.transaction_status != pq.TransactionStatus.IDLE
+        status = self._conn.info.transaction_status
+        return status != pq.TransactionStatus.IDLE and status != pq.TransactionStatus.UNKNOWN
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         if _PRAGMA.match(sql):
             return Cursor([])
         query, returning = self._translate(sql)
+        args = _params(params)
+
+        def run(conn: Any) -> tuple[Any, list]:
+            cur = conn.execute(query, args)
+            return cur, (cur.fetchall() if cur.description is not None else [])
+
         with self._lock:
-            try:
-                cur = self._conn.execute(query, _params(params))
-            except psycopg.errors.IntegrityError as exc:
-                raise IntegrityError(str(exc)) from exc
-            except psycopg.Error as exc:
-                raise OperationalError(f"{exc}".strip()) from exc
-            rows = cur.fetchall() if cur.description is not None else []
+            cur, rows = self._call(run)
         lastrowid = rows[0][0] if returning and rows else None
         return Cursor([] if returning else rows, cur.rowcount, lastrowid, None if returning else cur.description)
 
@@ -187,15 +232,15 @@ class PgConnection:
         query, returning = self._translate(sql)
         if returning:  # executemany reports no lastrowid: drop the RETURNING added for it
             query = query[: -len(f" RETURNING {returning}")]
+        rows = [_params(p) for p in seq]
+
+        def run(conn: Any) -> Cursor:
+            with conn.cursor() as cur:
+                cur.executemany(query, rows)
+                return Cursor([], cur.rowcount)
+
         with self._lock:
-            try:
-                with self._conn.cursor() as cur:
-                    cur.executemany(query, [_params(p) for p in seq])
-                    return Cursor([], cur.rowcount)
-            except psycopg.errors.IntegrityError as exc:
-                raise IntegrityError(str(exc)) from exc
-            except psycopg.Error as exc:
-                raise OperationalError(str(exc).strip()) from exc
+            return self._call(run)
 
     def executescript(self, script: str) -> Cursor:
         for stmt in sqlite_ddl_to_postgres(script):
@@ -208,7 +253,7 @@ class PgConnection:
 
     def rollback(self) -> None:
         if self.in_transaction:
-            self._conn.execute("ROLLBACK")
+            self.execute("ROLLBACK")
 
     def __enter__(self) -> "PgConnection":
         return self
@@ -258,7 +303,7 @@ class PgConnection:
             try:
                 self.execute("SELECT pg_advisory_xact_lock(7363411)")
                 for ddl in missing:
-                    self._conn.execute(ddl)
+                    self._call(lambda c, ddl=ddl: c.execute(ddl))
             except BaseException:
                 self.rollback()
                 raise
@@ -273,14 +318,14 @@ class PgConnection:
         """(columns in order, primary-key columns, identity column) from the catalog, cached."""
         info = self._tables.get(name)
         if info is None:
-            cols = self._conn.execute(
+            cols = self._call(lambda c: c.execute(
                 "SELECT attname, attidentity FROM pg_attribute WHERE attrelid = to_regclass(%s)"
-                " AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (name,)).fetchall()
+                " AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (name,)).fetchall())
             if not cols:
                 return [], [], None  # not created yet: look again next time
-            pk = [r[0] for r in self._conn.execute(
+            pk = [r[0] for r in self._call(lambda c: c.execute(
                 "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid"
-                " AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(%s) AND i.indisprimary", (name,))]
+                " AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(%s) AND i.indisprimary", (name,)).fetchall())]
             ident = next((c for c, kind in cols if kind in ("a", "d")), None)
             info = self._tables[name] = ([c for c, _ in cols], pk, ident)
         return info
@@ -322,7 +367,11 @@ class PgConnection:
     def try_advisory_lock(self, key: str) -> bool:
         """Take a session-level advisory lock on ``key`` (held by this connection until
         :meth:`advisory_unlock` or the connection ends — a dead worker's locks die with it)."""
-        return bool(self.execute("SELECT pg_try_advisory_lock(hashtextextended(?, 0))", (key,)).fetchone()[0])
+        got = bool(self.execute("SELECT pg_try_advisory_lock(hashtextextended(?, 0))", (key,)).fetchone()[0])
+        if got:
+            self._advisory.add(key)
+        return got
 
     def advisory_unlock(self, key: str) -> None:
+        self._advisory.discard(key)
         self.execute("SELECT pg_advisory_unlock(hashtextextended(?, 0))", (key,))

@@ -35,6 +35,8 @@ def find_bin() -> Path:
     """The folder holding ``initdb``/``pg_ctl``/``postgres`` (the newest installed version)."""
     env = os.environ.get("CLAWKIT_PG_BIN")
     if env:
+        if not (Path(env) / "initdb").is_file():
+            raise PostgresUnavailable(f"CLAWKIT_PG_BIN={env} has no initdb")
         return Path(env)
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0)
     if found:
@@ -109,8 +111,9 @@ class PostgresServer:
 
     def start(self) -> "PostgresServer":
         # mkdtemp is 0700 and root's: the server user must own it to create its data and socket there
-        self.root = Path(tempfile.mkdtemp(prefix="clawkit-pg-"))
         drop = _as_server_user()
+        # under root the server user must reach the folder: /tmp, not a TMPDIR inside root's home
+        self.root = Path(tempfile.mkdtemp(prefix="clawkit-pg-", dir="/tmp" if drop and os.path.isdir("/tmp") else None))
         if drop:
             os.chown(self.root, drop["user"], drop["group"])
         data = self.root / "data"

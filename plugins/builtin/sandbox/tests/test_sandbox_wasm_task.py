@@ -155,3 +155,37 @@ def test_closing_during_a_call_destroys_the_instance_when_the_call_stops(tmp_pat
         worker.join(10)
     assert "deadline" in outcome["r"].failure and not reactor.alive
     assert "destroyed" in reactor.call(b'{"n": 1}', fuel=10**6, timeout=1).failure
+
+
+def test_a_cancelled_run_destroys_its_instance(make_agent, workspace):
+    """The run is cancelled while its per-task call spins: the run's end (``ctx.at_end``) releases
+    the instance, which is destroyed as soon as the running call stops at its deadline."""
+    from clawkit.testing.scripted import ScriptedReply
+
+    (workspace / "counter.wat").write_text(COUNTER)
+    decl = {"name": "counter", "module": "counter.wat", "instance": "task", "fuel": 10**15, "timeout": 1.0,
+            "risk": "safe"}
+    agent = make_agent([ScriptedReply.calls(("counter", {"n": 1})), ScriptedReply.calls(("counter", {"spin": 1})), "x"],
+                       plugins=(clawkit_tools, clawkit_sandbox, clawkit_policy), tools=["counter"],
+                       plugin_config={"sandbox": {"wasm_tools": [decl]}})
+    tasks = agent.tools.tools["counter"].tasks
+
+    async def cancel_mid_call():
+        turn = asyncio.ensure_future(agent.turn("go"))
+        while not (tasks.live and next(iter(tasks.live.values())).calls == 1
+                   and next(iter(tasks.live.values())).lock.locked()):
+            await asyncio.sleep(0.01)
+        reactor = next(iter(tasks.live.values()))
+        turn.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await turn
+        return reactor
+
+    reactor = asyncio.run(cancel_mid_call())
+    assert tasks.live == {}  # released by the cancelled run's end
+    reactor.lock.acquire(timeout=5)  # the spinning call stops at its 1 s deadline
+    reactor.lock.release()
+    assert not reactor.alive
+    (session,) = agent.store.list()
+    actions = [e["data"]["action"] for e in agent.store.events(session["id"], "tool.wasm_instance")]
+    assert actions == ["created", "destroy_pending"]  # released mid-call: destroyed when the call stopped

@@ -18,6 +18,7 @@ kernel's executor — the ``before_tool_call`` gates (policy, shield), approval,
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import os
@@ -118,6 +119,13 @@ def _preopens(ctx: Any, decl: WasmToolConfig) -> list[tuple[str, str, bool]]:
     return out
 
 
+def _ticking(work: Any) -> Outcome:
+    """Run ``work`` with the epoch ticker on — for as long as the *thread* runs: a cancelled caller
+    stops waiting, but the module still stops at its deadline."""
+    with _ticker:
+        return work()
+
+
 def _once(module: str, payload: bytes, *, memory_mb: int, fuel: int, timeout: float, preopens: list, host_call: Any) -> Outcome:
     """A fresh instance for one call: a command module runs ``_start``; a reactor one ``clawkit_handle``."""
     if not Reactor.is_reactor(module):
@@ -158,13 +166,13 @@ def wasm_tool(decl: WasmToolConfig, cfg: SandboxConfig | None = None, base: str 
             return future.result(timeout + 60).content
 
         payload = json.dumps(arguments).encode("utf-8")
-        with _ticker:
-            if tasks is not None:
-                reactor = tasks.for_run(ctx)
-                outcome = await asyncio.to_thread(reactor.call, payload, fuel=fuel, timeout=timeout, host_call=host_call)
-            else:
-                outcome = await asyncio.to_thread(_once, module, payload, memory_mb=memory_mb, fuel=fuel,
-                                                  timeout=timeout, preopens=_preopens(ctx, decl), host_call=host_call)
+        if tasks is not None:
+            reactor = tasks.for_run(ctx)
+            work = functools.partial(reactor.call, payload, fuel=fuel, timeout=timeout, host_call=host_call)
+        else:
+            work = functools.partial(_once, module, payload, memory_mb=memory_mb, fuel=fuel, timeout=timeout,
+                                     preopens=_preopens(ctx, decl), host_call=host_call)
+        outcome = await asyncio.to_thread(_ticking, work)
         if tasks is not None:
             if outcome.created:
                 _emit(ctx, "created", decl.name, call_id=parent, memory_mb=memory_mb,

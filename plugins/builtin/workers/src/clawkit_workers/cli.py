@@ -23,8 +23,6 @@ def register(cli: Any) -> None:
     w = cli.command("worker", help="run queued turns of these agents (durable: DBOS workflows in PostgreSQL)")
     w.add_argument("agents", nargs="+", metavar="AGENT.yaml", help="agent files this worker runs turns for")
     w.add_argument("--concurrency", type=int, default=8, help="turns this worker runs at once (default 8)")
-    w.add_argument("--state-db", metavar="PATH",
-                   help="the session store the agents write (default: each agent's state_db; shared by every worker)")
     w.add_argument("--executor-id", help="this worker's name in the queue (default HOST-PID-RANDOM)")
     w.add_argument("--dead-after", type=float, default=15.0,
                    help="seconds without a heartbeat after which a worker's turns are recovered by the others (default 15)")
@@ -78,6 +76,7 @@ def cmd_worker(args: Any) -> int:
     url = _url(args, "worker")
     if url is None:
         return EXIT_USAGE
+    args.db = url  # from CLAWKIT_DB too: the sessions go where the queue is (overrides_from → state_db)
     for path in args.agents:
         if not Path(path).is_file():
             print(f"clawkit worker: {path}: no such agent file", file=sys.stderr)
@@ -87,7 +86,7 @@ def cmd_worker(args: Any) -> int:
         return EXIT_USAGE
     from .engine import Worker, serve_forever
 
-    worker = Worker(args.agents, url, concurrency=args.concurrency, executor_id=args.executor_id, state_db=args.state_db,
+    worker = Worker(args.agents, url, concurrency=args.concurrency, executor_id=args.executor_id,
                     overrides=overrides_from(args), dead_after=args.dead_after, poll=args.poll)
 
     def ready() -> None:

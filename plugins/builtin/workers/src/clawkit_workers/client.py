@@ -31,8 +31,8 @@ class TurnQueue:
         from dbos import DBOS, DBOSClient
 
         self.url = url
+        approvals_mod.ensure_schema(url)  # first: an unreachable database fails here at once (DBOS retries)
         DBOS.migrate(url)  # idempotent: the first front-end or worker creates DBOS's tables
-        approvals_mod.ensure_schema(url)
         self.client = DBOSClient(system_database_url=url, application_name=APP_NAME)
 
     def submit(self, agent: str, text: str, session_id: str | None = None, turn_id: str | None = None) -> str:

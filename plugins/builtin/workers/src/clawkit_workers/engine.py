@@ -15,7 +15,6 @@ import os
 import socket
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from dbos import DBOS
@@ -136,7 +135,7 @@ class Worker:
     """One ``clawkit worker`` process: agents, DBOS, the queue, liveness and recovery."""
 
     def __init__(self, paths: list[str], url: str, *, concurrency: int = 8, executor_id: str | None = None,
-                 state_db: str | None = None, overrides: dict | None = None, dead_after: float = 15.0,
+                 overrides: dict | None = None, dead_after: float = 15.0,
                  poll: float = 0.1):
         from clawkit.runtime import load_config
 
@@ -147,8 +146,6 @@ class Worker:
             cfg, _ = load_config(path, overrides)
             if cfg.name in self.configs:
                 raise ValueError(f"{path}: an agent named {cfg.name!r} is loaded already (names pick agents: make them unique)")
-            if state_db:
-                cfg.state_db = Path(state_db)
             self.configs[cfg.name] = cfg
         self._agents: dict[str, Any] = {}
         self._stop = threading.Event()

@@ -19,7 +19,9 @@ from clawkit.testing.server import ModelServer, Reply
 class AppendModel:
     """Answers every session alike: first a ``shell_exec`` that appends the session's token to
     ``effects.log`` (once per idempotency key) and logs each execution in ``attempts.log``; after
-    the tool's result, a reply naming the token. ``hold`` delays the replies to tool results."""
+    the tool's result, a reply naming the token. ``hold`` delays the replies to tool results; a token
+starting with ``z`` makes the command sleep 3 s between its attempt and its effect; one starting with
+``p`` asks for two calls at once (tokens ``<token>a`` and ``<token>b``)."""
 
     def __init__(self) -> None:
         self.server = ModelServer().start()
@@ -36,10 +38,17 @@ class AppendModel:
             if self.hold:
                 time.sleep(self.hold)
             return Reply.text(f"appended {token}")
-        command = (f'echo "$CLAWKIT_IDEMPOTENCY_KEY {token}" >> attempts.log; '
-                   f'grep -q "^$CLAWKIT_IDEMPOTENCY_KEY " effects.log 2>/dev/null || echo "$CLAWKIT_IDEMPOTENCY_KEY {token}" >> effects.log; '
-                   f'echo ok {token}')
-        return Reply.tool_calls([("shell_exec", {"command": command})])
+        if token.startswith("p"):  # p…: two calls in one response, run concurrently
+            return Reply.tool_calls([("shell_exec", {"command": self.command(token + "a")}),
+                                     ("shell_exec", {"command": self.command(token + "b")})])
+        return Reply.tool_calls([("shell_exec", {"command": self.command(token)})])
+
+    @staticmethod
+    def command(token: str) -> str:
+        slow = "sleep 3; " if token.startswith("z") else ""  # z…: the tool is still running when a worker dies
+        return (f'echo "$CLAWKIT_IDEMPOTENCY_KEY {token}" >> attempts.log; {slow}'
+                f'grep -q "^$CLAWKIT_IDEMPOTENCY_KEY " effects.log 2>/dev/null || echo "$CLAWKIT_IDEMPOTENCY_KEY {token}" >> effects.log; '
+                f'echo ok {token}')
 
 
 def agent_yaml(folder: Path, model_url: str, *, name: str = "appender", approve_shell: bool = False) -> Path:
