@@ -376,7 +376,7 @@ def register_config(register):
 
 
 @hookimpl
-@hook_order(40)
+@hook_order(150)  # after the builtins' gates and plain third-party ones: it validates what will run
 def before_tool_call(ctx, call):
     """Layers 1–3; an internal error blocks the call (fail closed)."""
     config = _config(ctx)
