@@ -128,10 +128,31 @@ async def run_sessions(agent, n: int) -> tuple[float, float, float]:
     return wall, max(peak, rss_mib()), cpu
 
 
+def print_profile(prof, sessions: int, top: int = 30) -> None:
+    """The main thread's CPU by function (own and cumulative), per session."""
+    import pstats
+
+    st = pstats.Stats(prof)
+    rows = [(f"{f.replace(str(REPO) + os.sep, '')}:{line}({fn})", nc / sessions, tt / sessions * 1e3, ct / sessions * 1e3)
+            for (f, line, fn), (cc, nc, tt, ct, callers) in st.stats.items()]  # type: ignore[attr-defined]
+    print(f"\nmain thread CPU under cProfile, per session (ms): own top {top}")
+    for name, calls, tt, ct in sorted(rows, key=lambda r: -r[2])[:top]:
+        print(f"  {name[-95:]:95s} {calls:7.1f} {tt:7.3f} {ct:7.3f}")
+    print(f"cumulative, top {top}")
+    for name, calls, tt, ct in sorted(rows, key=lambda r: -r[3])[:top]:
+        print(f"  {name[-95:]:95s} {calls:7.1f} {tt:7.3f} {ct:7.3f}")
+    print(f"cumulative, clawkit code only, top {top}")
+    mine = [r for r in rows if "kernel/" in r[0] or "plugins/" in r[0]]
+    for name, calls, tt, ct in sorted(mine, key=lambda r: -r[3])[:top]:
+        print(f"  {name[-95:]:95s} {calls:7.1f} {tt:7.3f} {ct:7.3f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--latency", type=float, default=0.1)
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile the main thread's CPU (thread time) during the concurrent run and print the top costs")
     ap.add_argument("--disable", type=lambda s: s.split(","), default=[], metavar="PLUGINS",
                     help="turn these plugins off (to see what they cost), e.g. policy,memory")
     args = ap.parse_args()
@@ -150,7 +171,16 @@ def main() -> int:
             await run_sessions(agent, 20)  # warm-up: imports, first connections, SQLite pages
             alone = await run_sessions(agent, 1)
             base = rss_mib()
+            prof = None
+            if args.profile:
+                import cProfile
+
+                prof = cProfile.Profile(time.thread_time)
+                prof.enable()
             many = await run_sessions(agent, args.sessions)
+            if prof is not None:
+                prof.disable()
+                print_profile(prof, args.sessions)
             return alone, base, many
 
         load0 = os.getloadavg()

@@ -596,12 +596,14 @@ async def growth(plugins: list[str], sizes: list[int]) -> None:
         while done < target - batch:
             await v.turn()
             done += 1
+        CPU.pop(v.name, None)
         s = await run_batch(v, batch)
         done += batch
         med = statistics.median(s) * 1e6
-        first = first or med
-        print(f"  after {done:6d} sessions: median {med:8.0f} us   p90 {pct(s, 0.9) * 1e6:8.0f} us   "
-              f"{med / first:5.2f}x the first")
+        cpu = CPU[v.name][0] / CPU[v.name][1] * 1e6
+        first = first or (med, cpu)
+        print(f"  after {done:6d} sessions: median {med:8.0f} us   p90 {pct(s, 0.9) * 1e6:8.0f} us   cpu {cpu:7.0f} us   "
+              f"{med / first[0]:5.2f}x / cpu {cpu / first[1]:5.2f}x the first   load {os.getloadavg()[0]:.1f}")
     v.close()
 
 

@@ -31,11 +31,6 @@ def pytest_addoption(parser) -> None:
                      help="clawkit: record model traffic into cassettes (default: replay them; or CLAWKIT_RECORD=1)")
 
 
-def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", "cassette(path): the cassette file the `cassette` fixture records to "
-                                       "or replays from (default: cassettes/<test name>.json beside the test)")
-
-
 def recording(config) -> bool:
     """Record when asked (``--record-cassettes`` or ``CLAWKIT_RECORD=1``); replay otherwise."""
     return bool(config.getoption("--record-cassettes", default=False)) or os.environ.get("CLAWKIT_RECORD", "").lower() in ("1", "true", "yes")

@@ -65,3 +65,13 @@ def test_contraction_fragments_are_not_query_words():
     assert query_terms("what should I do if I can't handle an alert") == ["handle", "alert"]
     assert fts_words("someone's pull request") == ["someone", "pull", "request"]
     assert fts_words("I'd") == ["i", "d"]  # nothing else left: the words as typed
+
+
+def test_a_word_in_most_chunks_is_not_scored_once_over_budget(index):
+    """Per-turn cost must not grow with the store: a word in more than half of the chunks has no BM25
+    weight, so over budget it is dropped even when it is the rarest (the vectors rank the query)."""
+    tight = Searcher(index, SearchConfig(bm25_max_postings=20))
+    assert tight._affordable(["deploying"]) == ["deploying"]  # alone, nothing to compare: kept
+    assert tight._affordable(["deploying", "build"]) == []  # 41 and 40 of 42 chunks: nothing worth scoring
+    assert tight.text_ranked("deploying build", ["a"], "", [], 5) == []
+    assert tight._affordable(["deploying", "build", "kraken"]) == ["kraken"]

@@ -194,8 +194,14 @@ def test_a_denied_approval_tells_the_model(site):
 
 
 def test_the_audit_ledger_is_read_and_verified(site):
+    # its own approved call: under pytest-xdist another test's may have run in another process
+    sid, t, out = _turn_in_thread(site, "run: echo audited-run")
+    row = _pending(site, sid)
+    api(site, "approver").post(f"/api/approvals/{row['id']}", json={"decision": "approve", "call_hash": row["call_hash"]})
+    t.join(60)
+    assert "audited-run" in out["response"].json()["reply"]
     listed = api(site, "read").get("/api/audit", params={"agent": "helper", "tool": "shell_exec"}).json()
-    assert any(r.get("approval_result") == "approved" for r in listed["records"])
+    assert any(r.get("approval_result") == "approved" and r.get("session_id") == sid for r in listed["records"]), listed
     verified = api(site, "read").get("/api/audit/verify", params={"agent": "helper"}).json()
     assert verified["ok"] is True and verified["records"] >= len(listed["records"])
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import os
 
 import pytest
@@ -144,6 +146,47 @@ def test_manifest_hosts_are_matched_canonically(make_agent, tools, web):
     )
     result = agent.run("fetch")
     assert [c["blocked"] for c in result.tool_calls] == [False, False, True, True]
+
+
+def test_pii_scan_refuses_personal_data_going_out_and_redacts_it_coming_back(make_agent, tools, web):
+    web.pages["/contacts"] = "Ana: ana.silva@example.org, +44 20 7946 0958; card 4111 1111 1111 1111; build 1.2.3.4"
+    web.pages["/plain"] = "order 2026-11-24, commit 3f2a9c1e5b7d4a6f8e0c2b4d6f8a0c2e4b6d8f0a"
+    skill = ActiveSkill([{"capability": "net.http", "allow": ["127.0.0.1"], "pii_scan": True}])
+    agent = shield_agent(
+        make_agent,
+        tools,
+        [
+            ScriptedReply.calls(
+                call("web_fetch", url=web.url("/contacts")),
+                call("web_fetch", url=web.url("/plain")),
+                call("web_fetch", url=web.url("/track?u=bob%40example.com") + "&who=bob@example.com"),
+            ),
+            "ok",
+        ],
+        extra=(skill,),
+    )
+    result = agent.run("fetch")
+    assert [c["blocked"] for c in result.tool_calls] == [False, False, True]
+    contacts, plain, refused = [m.content for m in agent.provider.requests[1].messages if m.role == "tool"]
+    assert "ana.silva@example.org" not in contacts and "7946" not in contacts and "4111" not in contacts
+    assert "[redacted email]" in contacts and "[redacted phone]" in contacts and "[redacted card]" in contacts
+    assert "build 1.2.3.4" in contacts  # not everything with digits is personal data
+    assert "2026-11-24" in plain and "3f2a9c1e5b7d" in plain
+    assert "personal data (email ×1)" in refused and "pii_scan" in refused and "bob@example.com" not in refused
+    found = events(agent, result.session_id, "shield.pii")
+    assert sorted((e["where"], e["kinds"]) for e in found) == [  # the gates run before any call of the batch
+        ("arguments", {"email": 1}), ("result", {"card": 1, "email": 1, "phone": 1})]
+    assert all("example" not in json.dumps(e) for e in found)  # kinds and counts, never the values
+
+
+def test_without_pii_scan_results_are_left_as_they_are(make_agent, tools, web):
+    web.pages["/contacts"] = "Ana: ana.silva@example.org"
+    skill = ActiveSkill([{"capability": "net.http", "allow": ["127.0.0.1"]}])
+    agent = shield_agent(make_agent, tools, [ScriptedReply.calls(call("web_fetch", url=web.url("/contacts"))), "ok"],
+                         extra=(skill,))
+    agent.run("fetch")
+    (content,) = [m.content for m in agent.provider.requests[1].messages if m.role == "tool"]
+    assert "ana.silva@example.org" in content
 
 
 def test_malformed_manifest_fails_closed(make_agent, tools):

@@ -54,6 +54,8 @@ def test_two_hundred_sessions_on_three_workers_each_effect_once(pg_url, append_m
             turns = {sid: q.submit("appender", f"please append token {tok}", session_id=sid) for sid, tok in sessions.items()}
             results = {sid: q.result(t, timeout=240) for sid, t in turns.items()}
             ran_on = {q.status(t)["executor"] for t in turns.values()}
+            retried = {sid: q.submit("appender", "again", session_id=sid, turn_id=turns[sid]) for sid in list(turns)[:5]}
+            assert all(retried[sid] == turns[sid] and q.result(t, timeout=30) == results[sid] for sid, t in retried.items())
     finally:
         workers.stop_all()
     assert all(r["reply"] == f"appended {sessions[sid]}" for sid, r in results.items())

@@ -32,6 +32,9 @@ from . import anthropic_format, openai_format, wire_format
 from .errors import Failure, from_exception, from_status
 from .prices import price_per_token
 
+#: requests in flight per connection pool before another pool is used (see ``HttpProvider._take``)
+SHARD = 32
+
 
 PROVIDER_ONLY = ("api_format", "headers", "max_connections", "input_cost_per_token", "output_cost_per_token")
 RETRY_SETTINGS = ("retry_base_delay", "retry_max_delay", "max_retry_after", "retry_timeout")
@@ -85,6 +88,7 @@ class HttpProvider:
         self.api_key = config.api_key or os.environ.get(env_key) or (LOCAL_API_KEY if config.api_base else None)
         self._client: Any = None
         self._loop: Any = None
+        self._shards: list[list[Any]] = []  # [client, requests in flight]; the first is ``_client``
 
     # --- plumbing -----------------------------------------------------------------------
 
@@ -108,6 +112,27 @@ class HttpProvider:
         if self._client is None or self._loop is not loop:
             self._client, self._loop = self._new_client(), loop
         return self._client
+
+    def _take(self) -> list[Any]:
+        """A pool for one request: the first with fewer than :data:`SHARD` requests in flight (one
+        pool, its connections reused, for a user's turns), another pool beyond that. httpcore scans
+        every connection of a pool for each request and each release, so one pool with hundreds of
+        requests in flight costs time quadratic in their number (15 ms of CPU per turn at 300
+        concurrent sessions). Release with ``shard[1] -= 1``."""
+        client = self.client()
+        if not self._shards or self._shards[0][0] is not client:
+            self._shards = [[client, 0]]
+        for shard in self._shards:
+            if shard[1] < SHARD:
+                break
+        else:
+            if len(self._shards) * SHARD < self.max_connections:
+                shard = [self._new_client(), 0]
+                self._shards.append(shard)
+            else:
+                shard = min(self._shards, key=lambda s: s[1])
+        shard[1] += 1
+        return shard
 
     def _new_client(self) -> Any:
         import httpx
@@ -140,6 +165,9 @@ class HttpProvider:
             await client.aclose()
 
     async def aclose(self) -> None:
+        shards, self._shards = self._shards, []
+        for client, _ in shards[1:]:
+            await client.aclose()
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -193,7 +221,11 @@ class HttpProvider:
 
     async def _whole(self, body: dict[str, Any]) -> LlmResponse:
         try:
-            response = await self.client().post(self.endpoint, json=body, headers=self._headers())
+            shard = self._take()
+            try:
+                response = await shard[0].post(self.endpoint, json=body, headers=self._headers())
+            finally:
+                shard[1] -= 1
             if response.status_code >= 400:
                 raise await self._post_failed(response)
             data = response.json()
@@ -207,8 +239,9 @@ class HttpProvider:
 
     async def _stream(self, body: dict[str, Any], on_text: OnText | None, delivered: list[str]) -> LlmResponse:
         assembler = self.wire.StreamAssembler()
+        shard = self._take()
         try:
-            async with self.client().stream("POST", self.endpoint, json=body, headers=self._headers()) as response:
+            async with shard[0].stream("POST", self.endpoint, json=body, headers=self._headers()) as response:
                 if response.status_code >= 400:
                     raise await self._post_failed(response)
                 data: list[str] = []
@@ -235,6 +268,8 @@ class HttpProvider:
             raise _Failed(Failure("stream_cut", f"a stream event is not valid JSON: {exc}", True)) from exc
         except Exception as exc:
             raise _Failed(from_exception(exc, streaming=True)) from exc
+        finally:
+            shard[1] -= 1
         if not assembler.complete:
             raise _Failed(Failure("stream_cut", "the stream ended before the model finished its answer", True))
         return assembler.response()

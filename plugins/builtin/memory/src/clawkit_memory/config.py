@@ -69,9 +69,10 @@ class SearchConfig(BaseModel):
     min_should_match: float = Field(0.0, ge=0, le=1, description="in hybrid search, the fraction of the query's words "
                                     "a BM25 hit must contain to take part in the fusion (0 = any word)")
     candidates: int = Field(50, gt=0, description="candidates taken from each of BM25 and KNN before fusion")
-    bm25_max_postings: int = Field(20_000, ge=0, description="BM25 drops a query's most common words (rarest kept "
-                                   "first) once their document counts add up to more than this (0 = never)")
-    quantize_above: int = Field(20_000, ge=0, description="chunk count above which KNN uses the binary prefilter")
+    bm25_max_postings: int = Field(5_000, ge=0, description="BM25 drops a query's most common words (rarest kept "
+                                   "first) once their document counts add up to more than this (0 = never); a word "
+                                   "in more than half of the chunks (no weight in BM25) is dropped then even if rarest")
+    quantize_above: int = Field(2_000, ge=0, description="chunk count above which KNN uses the binary prefilter")
     oversample: int = Field(10, gt=0, description="binary-prefilter candidates per wanted result")
     mmr: bool = False
     mmr_lambda: float = Field(0.7, ge=0, le=1)

@@ -51,11 +51,21 @@ def start_recall(ctx: Any, mem: "AgentMemory", text: str) -> None:
     started = time.perf_counter()
     timings: dict[str, float] = {}
     ready: concurrent.futures.Future = concurrent.futures.Future()  # resolved when only the search remains
-    future = mem.executor.submit(mem.recall, text, session_id=ctx.session.id, extra_partitions=extra, timings=timings,
-                                 ready=ready)
+    st: dict[str, Any] = {}
+    sid = ctx.session.id
+
+    def job() -> Any:
+        if "hits" in st:  # the prompt was built without it (many turns at once: the queue was long): skip
+            timings["skipped"] = 1.0
+            ready.set_result(time.perf_counter())
+            return []
+        return mem.recall(text, session_id=sid, extra_partitions=extra, timings=timings, ready=ready)
+
+    future = mem.executor.submit(job)
     rc = mem.cfg.recall
-    ctx.state[STATE_KEY] = {"future": future, "ready": ready, "started": started, "budget_ms": rc.budget_ms,
-                            "load_wait_ms": rc.load_wait_ms, "max_chars": rc.max_chars, "timings": timings}
+    st.update({"future": future, "ready": ready, "started": started, "budget_ms": rc.budget_ms,
+               "load_wait_ms": rc.load_wait_ms, "max_chars": rc.max_chars, "timings": timings})
+    ctx.state[STATE_KEY] = st
 
 
 def _deadline(st: dict[str, Any]) -> float:

@@ -185,9 +185,13 @@ class Searcher:
         cost = {i: sum(df.get(t, 0) for t in stems.get(i, [])) for i in range(len(words))}
         if sum(cost.values()) <= budget:
             return words
+        # the rarest word stays even over budget, unless it is in more than half of the chunks: BM25
+        # gives such a word no weight (its IDF is clamped to ~0), so scoring its postings — every
+        # stored episode for "2" in "what is 2 + 3?" — would cost time growing with the store for nothing
+        half = self._count(None) / 2
         keep, spent = set(), 0
         for i in sorted(cost, key=lambda i: (cost[i], i)):
-            if keep and spent + cost[i] > budget:
+            if (keep and spent + cost[i] > budget) or cost[i] > half:
                 break
             keep.add(i)
             spent += cost[i]
@@ -224,7 +228,10 @@ class Searcher:
         words = fts_words(query)
         if not words:
             return []
-        ids = self._bm25_ids(fts_query(query, self._affordable(words)), partitions, where, args, n)
+        affordable = self._affordable(words)
+        if not affordable:  # only words that weigh nothing: the vectors rank this query
+            return []
+        ids = self._bm25_ids(fts_query(query, affordable), partitions, where, args, n)
         terms = query_terms(query)
         if min_should_match <= 0 or len(terms) < 2 or not ids:
             return ids

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from clawkit.types import Decision, ToolCall, ToolResult
 
     from .attestation import Attestation, Attestor, NoopAttestor
-    from .capabilities import TOOL_CAPABILITIES, check, extract_resources, parse_permissions
+    from .capabilities import TOOL_CAPABILITIES, check, extract_resources, parse_permissions, pii_scanning
     from .config import ShieldConfig
     from .risk import Assessment, SensitivePaths, assess
     from .scanner import SEVERITY_WEIGHT, Detection, InjectionScanner, redact, taint_score, wrap
@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 _LAZY: dict[str, tuple[str, str | None]] = {
     **{n: ("clawkit.types", n) for n in ("Decision", "ToolCall", "ToolResult")},
     **{n: (".attestation", n) for n in ("Attestation", "Attestor", "NoopAttestor")},
-    **{n: (".capabilities", n) for n in ("TOOL_CAPABILITIES", "check", "extract_resources", "parse_permissions")},
+    **{n: (".capabilities", n) for n in ("TOOL_CAPABILITIES", "check", "extract_resources", "parse_permissions",
+                                         "pii_scanning")},
     "ShieldConfig": (".config", "ShieldConfig"),
     **{n: (".risk", n) for n in ("Assessment", "SensitivePaths", "assess")},
     **{n: (".scanner", n) for n in ("Detection", "InjectionScanner", "redact", "taint_score", "wrap", "SEVERITY_WEIGHT")},
@@ -118,11 +119,17 @@ class Shield:
         requests = ctx.state.get("capability_requests")
         ungranted = None
         if requests and capability:
-            refusal = check(call.name, capability, resources, parse_permissions(requests), workspace)
+            permissions = parse_permissions(requests)
+            refusal = check(call.name, capability, resources, permissions, workspace)
             if refusal is not None and (refusal.kind == "denied" or self.config.mode == "strict"):
                 return self._block(ctx, call, "capability", refusal.reason)
             if refusal is not None:
                 ungranted = refusal.reason
+            scanning = pii_scanning(call.name, capability, permissions)
+            if scanning:
+                refused = self._pii_in_arguments(ctx, call, capability, scanning)
+                if refused is not None:
+                    return refused
         attestation = self.attestor.attest(ctx, call)
         if attestation.verified is False:
             return self._block(ctx, call, "attestation", attestation.detail or "attestation failed")
@@ -180,6 +187,24 @@ class Shield:
             msg = e.message if len(e.message) <= 160 else e.message[:157] + "..."
             parts.append(f"{where}: {msg}")
         return "; ".join(parts)
+
+    def _pii_in_arguments(self, ctx: Any, call: ToolCall, capability: str, skills: list[str]) -> Decision | None:
+        """``pii_scan`` (a skill's manifest): personal data in the arguments would leave through
+        the tool — refuse the call; and mark it so its result is redacted."""
+        from . import pii
+
+        counts: dict[str, int] = {}
+        for value in pii.values(call.arguments):
+            for kind, n in pii.kinds(pii.find(value)).items():
+                counts[kind] = counts.get(kind, 0) + n
+        ctx.state.setdefault("shield.pii", {})[call.id] = skills
+        if not counts:
+            return None
+        ctx.emit("shield.pii", tool=call.name, call_id=call.id, where="arguments", kinds=counts, skills=skills,
+                 enforced=self.enforcing)
+        found = ", ".join(f"{kind} ×{n}" for kind, n in sorted(counts.items()))
+        return self._block(ctx, call, "pii", f"the arguments carry personal data ({found}); the active skill "
+                           f"{', '.join(skills)} has {capability} values scanned (pii_scan in its manifest)")
 
     def _block(self, ctx: Any, call: ToolCall, check_name: str, reason: str) -> Decision | None:
         ctx.emit("shield.blocked", tool=call.name, call_id=call.id, layer=1, check=check_name, reason=reason,
@@ -247,6 +272,31 @@ class Shield:
         return any(fnmatch.fnmatchcase(call.name, p) for p in self.config.untrusted_tools)
 
     def inspect_result(self, ctx: Any, call: ToolCall, result: ToolResult) -> ToolResult | None:
+        """Personal data redacted (``pii_scan``), then untrusted content scanned and wrapped."""
+        redacted = self._redact_pii(ctx, call, result)
+        checked = self._inspect_untrusted(ctx, call, redacted or result)
+        return checked or redacted
+
+    def _redact_pii(self, ctx: Any, call: ToolCall, result: ToolResult) -> ToolResult | None:
+        marked = ctx.state.get("shield.pii") or {}
+        skills = marked.pop(call.id, None)
+        if skills is None and call.name == "read_tool_output" and ctx.state.get("shield.pii.seen"):
+            skills = ctx.state["shield.pii.seen"]  # a part of an output that was scanned when whole
+        if not skills:
+            return None
+        ctx.state["shield.pii.seen"] = skills
+        from . import pii
+
+        content, counts = pii.redact(result.content)
+        if not counts:
+            return None
+        ctx.emit("shield.pii", tool=call.name, call_id=call.id, where="result", kinds=counts, skills=skills,
+                 enforced=self.enforcing)
+        if not self.enforcing:
+            return None
+        return result.model_copy(update={"content": content, "metadata": {**result.metadata, "pii_redacted": counts}})
+
+    def _inspect_untrusted(self, ctx: Any, call: ToolCall, result: ToolResult) -> ToolResult | None:
         logged = ctx.state.get("shield.logged")
         if logged and call.id in logged:
             entry = logged.pop(call.id)
@@ -376,7 +426,7 @@ def register_config(register):
 
 
 @hookimpl
-@hook_order(40)
+@hook_order(150)  # after the builtins' gates and plain third-party ones: it validates what will run
 def before_tool_call(ctx, call):
     """Layers 1–3; an internal error blocks the call (fail closed)."""
     config = _config(ctx)

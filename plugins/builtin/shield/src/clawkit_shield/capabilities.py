@@ -92,6 +92,7 @@ class Permission:
     deny: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     skill: str | None = None
+    pii_scan: bool = False  # values under this grant are scanned for personal data (pii.py)
 
     @property
     def scoped(self) -> bool:
@@ -127,7 +128,8 @@ def parse_permissions(items: Iterable[Any]) -> list[Permission]:
             if not isinstance(item["capability"], str):
                 raise ManifestError(f"{where}.capability: expected a string")
             out.append(Permission("grant", item["capability"], _strings(item.get("allow"), f"{where}.allow"),
-                                  _strings(item.get("deny"), f"{where}.deny"), _strings(item.get("paths"), f"{where}.paths"), skill))
+                                  _strings(item.get("deny"), f"{where}.deny"), _strings(item.get("paths"), f"{where}.paths"), skill,
+                                  bool(item.get("pii_scan"))))
         elif item.get("deny") is not None:
             allow, paths = _strings(item.get("allow"), f"{where}.allow"), _strings(item.get("paths"), f"{where}.paths")
             for cap in _strings(item["deny"], f"{where}.deny"):
@@ -135,6 +137,14 @@ def parse_permissions(items: Iterable[Any]) -> list[Permission]:
         else:
             raise ManifestError(f"{where}: needs `capability: NAME` or `deny: NAME`, got keys {sorted(item)}")
     return out
+
+
+def pii_scanning(tool: str, capability: str | None, permissions: list[Permission]) -> list[str]:
+    """The skills whose grant for this call's capability asks its values to be scanned for personal data."""
+    if not capability:
+        return []
+    return sorted({p.skill or "?" for p in permissions
+                   if p.kind == "grant" and p.pii_scan and capability_matches(p.capability, capability, tool)})
 
 
 # --- resources ---------------------------------------------------------------------------

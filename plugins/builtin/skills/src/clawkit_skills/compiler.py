@@ -148,7 +148,8 @@ def guardrails_from(permissions: list[dict[str, Any]]) -> list[str]:
         if denied:
             line += f" Never for: {', '.join(denied)}."
         if p.get("pii_scan"):
-            line += " Values are scanned for personal data."
+            line += (" Personal data (e-mail addresses, phone, card, IBAN and social-security numbers) is never"
+                     " sent through it, and is redacted from what it returns.")
         out.append(line)
     if not out:
         out.append("This skill requests no capabilities (no network, file or command access of its own).")
@@ -220,7 +221,7 @@ DIALECT_SOURCES = frozenset({"context.query", "context.message", "context.text",
 MANIFEST_USED = frozenset({"id", "name", "description", "version", "schema_version", "keywords", "tags",
                            "permissions", "tools", "requires"})
 #: keys of a permission item the shield and the guardrails use
-PERMISSION_USED = frozenset({"capability", "deny", "allow", "paths", "keys"})
+PERMISSION_USED = frozenset({"capability", "deny", "allow", "paths", "keys", "pii_scan"})
 
 
 def _prose_steps(text: str) -> list[str]:

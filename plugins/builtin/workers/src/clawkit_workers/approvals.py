@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 from typing import Any
 
 from . import pg
@@ -30,6 +31,7 @@ COLUMNS = ("id", "workflow_id", "agent", "session_id", "run_id", "call_id", "too
            "risk", "status", "created", "expires", "answered", "answered_by", "note")
 NOW = "extract(epoch from clock_timestamp())"
 POLL = 0.25  # seconds between looks at a waiting row
+log = logging.getLogger("clawkit.workers.approvals")
 
 
 class ApprovalError(Exception):
@@ -79,6 +81,17 @@ def durable_approver(url: str, timeout: float = 3600.0) -> Any:
 async def wait_for_answer(url: str, request: dict[str, Any], timeout: float) -> dict[str, Any]:
     """The approval step: record the request (once, whichever attempt runs this), then wait
     until it is answered or expires. Re-run after a crash, it finds its row and waits on."""
+    import psycopg
+
+    while True:
+        try:
+            return await _wait(url, request, timeout)
+        except psycopg.OperationalError as exc:  # the database restarting: wait for it, keep the turn
+            log.warning("approval %s: database unavailable (%s); retrying", request["id"], exc)
+            await asyncio.sleep(1.0)
+
+
+async def _wait(url: str, request: dict[str, Any], timeout: float) -> dict[str, Any]:
     import psycopg
 
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
