@@ -219,7 +219,7 @@ def test_metrics_and_cli(build, tmp_path, capsys):
     ctx = TurnContext(agent.config, session, agent.hooks, agent.tools, agent_obj=agent)
     m = CT1Message.build("RES", "read_file", status="ok", path="src/app.py")
     assert decode_from_transport(ctx, encode_for_transport(ctx, m)) == m
-    agent.store.conn.commit()
+    agent.store.flush()  # metrics queued outside a turn are committed with the store's next write
     assert main(["--db", str(db), "translation", "stats", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["messages_routed"] == 1 and stats["routes_by_profile"] == {"coder": 1}

@@ -288,7 +288,7 @@ def message_sending(ctx, outbound):
         message = meta["ct1"] if isinstance(meta["ct1"], CT1Message) else ct1.parse(str(meta["ct1"]))
         meta["transport"] = "clawdense"
         if meta.get("dispatch"):  # a task handed to a sub-agent (its dispatch record)
-            metrics.bump(ctx.session.store.conn, "subagent_dispatches")
+            metrics.bump_with_turn(ctx.session.store, "subagent_dispatches")
         return encode_for_transport(ctx, message, skill=meta.get("skill"))
     if not cfg.scrub or meta.get("transport") in ("ct1", "clawdense"):
         return None
@@ -317,7 +317,7 @@ def message_sending(ctx, outbound):
 def _count_stripped(ctx: Any, kind: str, n: int) -> None:
     if n <= 0:
         return
-    metrics.bump(ctx.session.store.conn, "artifacts_stripped", n)
+    metrics.bump_with_turn(ctx.session.store, "artifacts_stripped", n)
     ctx.emit("translation.stripped", kind=kind, count=n)
 
 
@@ -337,12 +337,12 @@ def transport_codec(ctx: Any = None, skill: str | None = None) -> ClawDense:
 def encode_for_transport(ctx: Any, message: CT1Message, skill: str | None = None) -> str:
     """ClawDense text of ``message`` for another agent; counted in the metrics."""
     dense = transport_codec(ctx, skill).encode(message)
-    if ctx is not None:
-        conn = ctx.session.store.conn
-        metrics.bump(conn, "messages_encoded")
-        metrics.bump(conn, "transport_chars_dense", len(dense))
-        metrics.bump(conn, "transport_chars_ct1", len(ct1.serialize(message)))
-        metrics.bump(conn, "transport_chars_json", len(message.to_json()))
+    if ctx is not None:  # committed with the turn's next write: no commit of their own on the dispatch path
+        store = ctx.session.store
+        metrics.bump_with_turn(store, "messages_encoded")
+        metrics.bump_with_turn(store, "transport_chars_dense", len(dense))
+        metrics.bump_with_turn(store, "transport_chars_ct1", len(ct1.serialize(message)))
+        metrics.bump_with_turn(store, "transport_chars_json", len(message.to_json()))
     return dense
 
 
