@@ -227,3 +227,27 @@ def test_the_postgres_fixture_skips_without_binaries_but_never_under_ci(tmp_path
     assert "has no initdb" in out.stdout
     if ci:
         assert "CI=true: PostgreSQL tests must run" in out.stdout
+
+
+def test_an_agent_resumes_a_session_from_postgres_in_a_new_agent(make_agent, postgres_db, workspace):
+    """``state_db`` a URL: the turn's history is in PostgreSQL (no SQLite file), and a second agent
+    (another process, another machine) continues the session from there."""
+    a1 = make_agent(["first answer"], state_db=postgres_db)
+    r1 = a1.run("remember 42")
+    a1.store.close()
+    a2 = make_agent(["second answer"], state_db=postgres_db)
+    a2.run("what number?", session_id=r1.session_id)
+    assert [m.content for m in a2.provider.requests[0].messages] == ["remember 42", "first answer", "what number?"]
+    assert a2.store.dialect == "postgresql" and not (workspace / ".clawkit" / "state.db").exists()
+    assert a2.store.runs(r1.session_id)[-1]["status"] == "done"
+
+
+def test_agent_db_takes_a_url(make_agent, postgres_db, workspace):
+    from clawkit.loop import Agent
+
+    base = make_agent(["unused"])
+    agent = Agent(base.config, provider=base.provider, db=postgres_db)
+    try:
+        assert agent.store.dialect == "postgresql" and agent.store.path == postgres_db
+    finally:
+        agent.close()
