@@ -240,3 +240,14 @@ def test_an_agent_resumes_a_session_from_postgres_in_a_new_agent(make_agent, pos
     assert [m.content for m in a2.provider.requests[0].messages] == ["remember 42", "first answer", "what number?"]
     assert a2.store.dialect == "postgresql" and not (workspace / ".clawkit" / "state.db").exists()
     assert a2.store.runs(r1.session_id)[-1]["status"] == "done"
+
+
+def test_agent_db_takes_a_url(make_agent, postgres_db, workspace):
+    from clawkit.loop import Agent
+
+    base = make_agent(["unused"])
+    agent = Agent(base.config, provider=base.provider, db=postgres_db)
+    try:
+        assert agent.store.dialect == "postgresql" and agent.store.path == postgres_db
+    finally:
+        agent.close()

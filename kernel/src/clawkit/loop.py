@@ -78,6 +78,8 @@ class Agent:
     ``provider`` overrides the one named in the config (tests pass a scripted one);
     ``approver`` answers approval requests: a callable, or the name of one registered
     through ``register_approvers`` (``"terminal"``); None denies (non-interactive runs).
+    ``db`` is the session database when no ``store`` is given: a SQLite path or a
+    ``postgresql://`` URL (default: the config's ``state_db``, else the workspace's file).
     """
 
     def __init__(
@@ -91,6 +93,7 @@ class Agent:
         persist: bool = True,
         channel: str = "cli",
         extra_plugins: tuple = (),
+        db: str | Path | None = None,
     ):
         self.config = config
         self.pm = pm or get_plugin_manager(disabled=config.disabled_plugins(), extra=extra_plugins)
@@ -100,7 +103,7 @@ class Agent:
         self.channel = channel
         self._owns_store = store is None  # a store passed in (a sub-agent's parent's) is its owner's to close
         if store is None:
-            db = config.state_db or Path(config.workspace) / ".clawkit" / "state.db"
+            db = db or config.state_db or Path(config.workspace) / ".clawkit" / "state.db"
             store = SessionStore(db, persist=persist)
         self.store = store
         self.tools = ToolRegistry(config.tools)
