@@ -140,18 +140,7 @@ def run_module(path: str, stdin: bytes, *, memory_mb: int, fuel: int, timeout: f
         # Python stdout_custom callback makes wasmtime's runtime abort at interpreter exit)
         os.mkfifo(stdout_path, 0o600)
         drain = _Drain(stdout_path)
-        wasi = wasmtime.WasiConfig()
-        wasi.argv = [Path(path).stem]
-        wasi.stdin_file = stdin_path
-        wasi.stdout_file = stdout_path
-        for host, guest, writable in preopens:
-            wasi.preopen_dir(host, guest, writable)
-        store.set_wasi(wasi)
-        linker = wasmtime.Linker(engine())
-        linker.define_wasi()
-        i32 = wasmtime.ValType.i32()
-        linker.define_func("clawkit", "call_tool", wasmtime.FuncType([i32] * 6, [i32]),
-                           _host_import(host_call), access_caller=True)
+        linker = _linker(store, path, preopens, host_call, stdin=stdin_path, stdout=stdout_path)
         code: int | None = 0
         failure = None
         memory = None
@@ -231,6 +220,29 @@ def _why(exc: Any, store: Any, memory: Any, memory_mb: int, fuel: int, timeout: 
     return f"trapped: {first}"
 
 
+def _linker(store: Any, path: str, preopens: list[tuple[str, str, bool]], host_call: Any, *,
+            stdin: str | None = None, stdout: str | None = None) -> Any:
+    """WASI for ``store`` (argv, the preopened directories, stdin/stdout files when given) and a
+    linker offering WASI preview 1 and the host-tool import ``clawkit.call_tool``."""
+    import wasmtime
+
+    wasi = wasmtime.WasiConfig()
+    wasi.argv = [Path(path).stem]
+    if stdin is not None:
+        wasi.stdin_file = stdin
+    if stdout is not None:
+        wasi.stdout_file = stdout
+    for host, guest, writable in preopens:
+        wasi.preopen_dir(host, guest, writable)
+    store.set_wasi(wasi)
+    linker = wasmtime.Linker(engine())
+    linker.define_wasi()
+    i32 = wasmtime.ValType.i32()
+    linker.define_func("clawkit", "call_tool", wasmtime.FuncType([i32] * 6, [i32]), _host_import(host_call),
+                       access_caller=True)
+    return linker
+
+
 def _host_import(host_call: Any):
     def call_tool(caller: Any, name_ptr: int, name_len: int, args_ptr: int, args_len: int, out_ptr: int,
                   out_cap: int) -> int:
@@ -293,17 +305,9 @@ class Reactor:
         store.set_limits(memory_size=self.memory_mb << 20)
         store.set_fuel(fuel)
         store.set_epoch_deadline(max(1, int(timeout / TICK) + 1))
-        wasi = wasmtime.WasiConfig()
-        wasi.argv = [Path(self.path).stem]
-        for host, guest, writable in self.preopens:
-            wasi.preopen_dir(host, guest, writable)
-        store.set_wasi(wasi)
-        linker = wasmtime.Linker(engine())
-        linker.define_wasi()
-        i32 = wasmtime.ValType.i32()
-        linker.define_func("clawkit", "call_tool", wasmtime.FuncType([i32] * 6, [i32]),
-                           _host_import(lambda name, args: self.host_call(name, args) if self.host_call else
-                                        "Error: host tools are not available here"), access_caller=True)
+        linker = _linker(store, self.path, self.preopens,
+                         lambda name, args: self.host_call(name, args) if self.host_call else
+                         "Error: host tools are not available here")
         self.store = store  # set first: a trap in _initialize still closes it
         _live.add(self)
         instance = linker.instantiate(store, module)
