@@ -184,7 +184,9 @@ class LedgerWriter:
         ledger = self._ledger or self.sync
         try:
             base = ledger.db or self.path
-            for name in (f"{base}-wal", base):
+            # PostgreSQL: durable when COMMIT returns, anchored by the ledger itself; no file to sync
+            inline = is_postgres_url(self.path)
+            for name in () if inline else (f"{base}-wal", base):
                 try:
                     fd = os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
                 except FileNotFoundError:  # no WAL: the last connection checkpointed it into the (synced) file
@@ -193,7 +195,7 @@ class LedgerWriter:
                     os.fdatasync(fd)
                 finally:
                     os.close(fd)
-            if ledger.db is not None and ledger.key is not None:
+            if not inline and ledger.db is not None and ledger.key is not None:
                 from .anchor import advance_anchor
 
                 advance_anchor(ledger.key, ledger.db, head[0], head[1])
