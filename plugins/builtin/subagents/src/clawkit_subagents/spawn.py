@@ -132,7 +132,7 @@ async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_i
     session.set("subagent", {"agent": name, "parent_agent": parent.config.name, "parent_session": ctx.session.id,
                              "parent_run_id": ctx.run_id, "parent_step_id": step_id, "trace_id": ctx.trace_id,
                              "depth": kin.depth, "tools": kin.tools, "dispatch": record,
-                             "transport": sent.metadata.get("transport", "text")}, now=True)
+                             "transport": sent.metadata.get("transport", "text")})  # committed with the child's first message
     out.session_id = session.id
     ctx.emit("subagent.start", agent=name, call_id=step_id, child_session=session.id, depth=kin.depth, tools=kin.tools,
              task_sha256=hashlib.sha256(task.encode()).hexdigest(), dispatch=record,
