@@ -256,4 +256,5 @@ def test_demo_runs_a_full_turn_offline(tmp_path):
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert [c["name"] for c in result["tool_calls"]] == ["list_dir"] and "notes.txt" in result["reply"]
+    assert result["reply"].startswith("This folder holds 2 entries: .clawkit/, notes.txt.")  # no data marker counted
     assert (tmp_path / ".clawkit" / "state.db").is_file()

@@ -9,9 +9,9 @@ real model (``clawkit run agent.yaml "…"``) for that.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
-
 
 
 def register(cli) -> None:
@@ -19,6 +19,9 @@ def register(cli) -> None:
     p.add_argument("message", nargs="?", default="What is in this folder?")
     p.add_argument("--json", action="store_true", help="print the turn result as JSON")
     p.set_defaults(handler=cmd_demo)
+
+
+_MARKER = re.compile(r"^\[(?:END )?[A-Z][A-Z ]* DATA\b.*\]$")
 
 
 def demo_model(request: Any) -> Any:
@@ -31,7 +34,9 @@ def demo_model(request: Any) -> Any:
     if not tool_results and "list_dir" in offered:
         return Reply.tool_calls([("list_dir", {"path": "."})])
     if tool_results:
-        listing = [line for line in str(tool_results[-1].get("content", "")).splitlines() if line.strip()]
+        # a data wrapper around the listing (the shield marks file names as untrusted) is not an entry
+        listing = [line for line in str(tool_results[-1].get("content", "")).splitlines()
+                   if line.strip() and not _MARKER.match(line)]
         shown = ", ".join(line.split()[0] for line in listing[:8])
         more = f" and {len(listing) - 8} more" if len(listing) > 8 else ""
         return Reply.text(f"This folder holds {len(listing)} entries: {shown}{more}. (Answered by the offline demo model.)")
