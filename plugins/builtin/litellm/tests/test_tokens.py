@@ -9,7 +9,7 @@ import time
 
 from clawkit_litellm import count_tokens, encoding_name_for, truncate_to_tokens
 from clawkit.toolargs import parse_arguments
-from clawkit_litellm.assemble import StreamAssembler
+from clawkit.openai_wire import StreamAssembler
 from clawkit.retry import parse_retry_after
 from clawkit_litellm.errors import classify
 

@@ -22,12 +22,12 @@ import inspect
 import logging
 from typing import Any, Awaitable, Callable
 
+from clawkit.openai_wire import StreamAssembler, response_from_completion
 from clawkit.providers import OnText, ProviderError
 from clawkit.retry import OnRetry, RetryPolicy, call_with_retries
 from clawkit.types import LlmRequest, LlmResponse, Usage
 
 from ._litellm import load_litellm
-from .assemble import StreamAssembler, response_from_completion
 from .errors import classify
 
 log = logging.getLogger("clawkit.litellm")

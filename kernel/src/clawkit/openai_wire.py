@@ -1,0 +1,114 @@
+"""Reading the OpenAI chat-completions format — whole answers and streamed chunks — into
+:class:`~clawkit.types.LlmResponse`, for every provider plugin that receives it (the native
+HTTP provider parses the JSON itself; litellm hands over its own objects of the same shape).
+
+Every field is read by key *or* attribute (:func:`field`), so plain dicts and SDK objects go
+through the same code, and a malformed answer yields empty fields, never an exception.
+Tool-call arguments go through :func:`clawkit.toolargs.tool_call`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .toolargs import tool_call
+from .types import LlmResponse, Usage
+
+
+def field(obj: Any, name: str, default: Any = None) -> Any:
+    """``obj[name]`` for a mapping, ``obj.name`` otherwise; ``default`` when absent or ``obj`` is None."""
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def usage_from(obj: Any) -> Usage | None:
+    """Token counts from a usage object or mapping, or None when there is none."""
+    if obj is None or isinstance(obj, (str, bytes, int, float, list)):
+        return None
+    prompt = int(field(obj, "prompt_tokens", 0) or 0)
+    completion = int(field(obj, "completion_tokens", 0) or 0)
+    total = int(field(obj, "total_tokens", 0) or 0) or prompt + completion
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+
+
+def response_from_completion(resp: Any) -> LlmResponse:
+    """A whole (non-streamed) chat completion → :class:`LlmResponse` (the cost is the provider's to add)."""
+    choices = field(resp, "choices") or []
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = field(choice, "message")
+    calls = [tool_call(field(c, "id"), field(field(c, "function"), "name"), field(field(c, "function"), "arguments"))
+             for c in (field(message, "tool_calls") or [])]
+    return LlmResponse(content=field(message, "content") or "", tool_calls=calls,
+                       usage=usage_from(field(resp, "usage")) or Usage(),
+                       finish_reason=field(choice, "finish_reason"), model=field(resp, "model"))
+
+
+class StreamAssembler:
+    """Accumulates streamed chunks: text deltas, parallel tool-call fragments, finish reason, usage.
+
+    ``done`` is set by the caller when the stream said so (SSE ``[DONE]``); ``complete`` is
+    true once the stream ended properly (``done`` or a finish reason), so a cut stream can be told
+    from a finished one.
+    """
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.model: str | None = None
+        self.chunks = 0
+        self.done = False
+
+    def add(self, chunk: Any) -> str:
+        """Take one chunk (a decoded SSE ``data`` payload or an SDK chunk); return its text delta."""
+        self.chunks += 1
+        self.model = self.model or field(chunk, "model")
+        usage = usage_from(field(chunk, "usage"))
+        if usage is not None and usage.total_tokens:
+            self.usage = usage
+        text = ""
+        for choice in field(chunk, "choices") or []:
+            delta = field(choice, "delta")
+            piece = field(delta, "content")
+            if piece:
+                text += piece
+            for frag in field(delta, "tool_calls") or []:
+                self._fragment(frag)
+            self.finish_reason = field(choice, "finish_reason") or self.finish_reason
+        if text:
+            self.parts.append(text)
+        return text
+
+    def _fragment(self, frag: Any) -> None:
+        index = field(frag, "index")
+        frag_id = field(frag, "id")
+        if index is None:  # some servers omit the index: a new id starts a new call
+            known = [i for i, c in self.calls.items() if c["id"] == frag_id] if frag_id else []
+            index = known[0] if known else (len(self.calls) if frag_id or not self.calls else max(self.calls))
+        call = self.calls.setdefault(index, {"id": None, "name": "", "args": []})
+        if frag_id:
+            call["id"] = frag_id
+        fn = field(frag, "function")
+        name = field(fn, "name")
+        if name:
+            call["name"] = name if call["name"] in ("", name) else call["name"] + name
+        arguments = field(fn, "arguments")
+        if arguments:
+            call["args"].append(arguments)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    @property
+    def complete(self) -> bool:
+        return self.done or self.finish_reason is not None
+
+    def response(self) -> LlmResponse:
+        calls = [tool_call(c["id"], c["name"], "".join(c["args"])) for _, c in sorted(self.calls.items())]
+        return LlmResponse(content=self.text, tool_calls=calls, usage=self.usage or Usage(),
+                           finish_reason=self.finish_reason, model=self.model)
