@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clawkit.openai_wire import StreamAssembler, response_from_completion
+from clawkit.openai_wire import StreamAssembler, response_from_completion  # noqa: F401  (StreamAssembler: this wire module's interface, as in anthropic_format)
 from clawkit.types import LlmRequest
 
 PATH = "/chat/completions"
@@ -30,9 +30,7 @@ def build_body(request: LlmRequest, model: str, config: Any, extras: dict[str, A
     return body
 
 
-# the wire-format interface the provider uses (anthropic_format has the same names)
 parse_response = response_from_completion  # a whole (non-streamed) chat completion
-StreamAssembler = StreamAssembler
 
 
 def error_message(data: Any) -> str:
