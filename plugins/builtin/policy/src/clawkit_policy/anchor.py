@@ -21,7 +21,8 @@ import json
 import os
 import secrets
 import sqlite3
-import tempfile
+import threading
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -101,45 +102,76 @@ def db_file(conn: sqlite3.Connection) -> str | None:
 
 def _name(db: str) -> str:
     """How an anchor names its database: a file's real path, or a PostgreSQL URL as given."""
-    return db if db.startswith("postgresql://") else os.path.realpath(db)
+    return db if db.startswith("postgresql://") else _realpath(db)
+
+
+@lru_cache(maxsize=64)
+def _realpath(db: str) -> str:
+    # a database's real path is fixed while it is open; resolving it costs a syscall per path component
+    return os.path.realpath(db)
 
 
 def anchor_path(db: str) -> Path:
-    digest = hashlib.sha256(_name(db).encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return audit_home() / "anchors" / f"{digest}.json"
+    return _anchor_path(str(audit_home()), _name(db))
+
+
+@lru_cache(maxsize=64)
+def _anchor_path(home: str, name: str) -> Path:
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return Path(home) / "anchors" / f"{digest}.json"
 
 
 def _mac(key: bytes, db: str, seq: int, head: str) -> str:
     return hmac.new(key, f"anchor\n{db}\n{seq}\n{head}".encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
+#: anchor file -> ((inode, mtime_ns, size) of the file as this process last wrote it, its seq): lets
+#: :func:`advance_anchor` skip re-reading (and re-checking the MAC of) a file nobody else has replaced since
+_written: dict[str, tuple[tuple[int, int, int], int]] = {}
+
+
 def write_anchor(key: bytes, db: str, seq: int, head: str) -> None:
     """Atomically record that ``db``'s ledger has ``seq`` records ending in ``head``."""
     path = anchor_path(db)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    body = json.dumps({"db": db, "seq": seq, "head": head, "mac": _mac(key, db, seq, head)})
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".anchor.", suffix=".tmp")
+    body = json.dumps({"db": db, "seq": seq, "head": head, "mac": _mac(key, db, seq, head)}).encode()
+    # a name of this process and thread: writers elsewhere hold other names (rename is the atomic step)
+    tmp = f"{path.parent}{os.sep}.anchor.{os.getpid()}.{threading.get_ident()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(body)
+        fd = os.open(tmp, flags, 0o600)
+    except FileNotFoundError:  # the first anchor of this audit home
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(tmp, flags, 0o600)
+    try:
+        try:
+            os.write(fd, body)
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
+        _written.pop(str(path), None)
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+    _written[str(path)] = ((st.st_ino, st.st_mtime_ns, st.st_size), seq)
 
 
 def _lock_file(db: str) -> int:
-    path = anchor_path(db)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    path = anchor_path(db).with_suffix(".lock")
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(path, flags, 0o600)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return os.open(path, flags, 0o600)
 
 
 def check_writable(db: str) -> None:
     """Raise (OSError) when ``db``'s anchor cannot be written: checked when a writer opens the ledger,
-    so a broken audit home fails the first write (the result is withheld) rather than a later sync."""
+    so a broken audit home fails this write (the result is withheld) rather than a later sync."""
     os.close(_lock_file(db))
 
 
@@ -151,12 +183,26 @@ def advance_anchor(key: bytes, db: str, seq: int, head: str) -> None:
     fd = _lock_file(db)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        current = read_anchor(key, db)
-        if current is not None and current["valid"] and current["seq"] >= seq:
+        if _current_seq(key, db) >= seq:
             return
         write_anchor(key, db, seq, head)
     finally:
         os.close(fd)  # releases the lock
+
+
+def _current_seq(key: bytes, db: str) -> int:
+    """The seq of ``db``'s valid anchor (-1 when it has none or it is damaged); hold the lock file."""
+    path = str(anchor_path(db))
+    mine = _written.get(path)
+    if mine is not None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            st = None
+        if st is not None and (st.st_ino, st.st_mtime_ns, st.st_size) == mine[0]:
+            return mine[1]  # the file this process wrote last: nobody has replaced it since
+    current = read_anchor(key, db)
+    return current["seq"] if current is not None and current["valid"] else -1
 
 
 def read_anchor(key: bytes | None, db: str) -> dict[str, Any] | None:
