@@ -232,6 +232,36 @@ def test_the_anchor_never_moves_back_past_one_another_process_wrote(tmp_path):
     assert anchor.read_anchor(key, db)["seq"] == 11
 
 
+def test_an_anchor_read_while_it_is_rewritten_in_place_is_read_again_under_the_lock(tmp_path):
+    """advance_anchor rewrites the anchor in place under the lock file; a reader that sees a half-written
+    file (here: garbage while the lock is held) reads it again under the lock instead of calling it damaged."""
+    import fcntl
+    import os
+    import threading
+
+    from clawkit_policy import anchor
+
+    conn, writer = writer_for(tmp_path / "a.db")
+    key, db = anchor.load_key(), writer.sync.db
+    anchor.advance_anchor(key, db, 1, "a" * 64)
+    anchor.advance_anchor(key, db, 2, "b" * 64)  # in place
+    path = anchor.anchor_path(db)
+    assert path.stat().st_size % anchor.SECTOR == 0
+    good = path.read_bytes()
+    lock = os.open(path.with_suffix(".lock"), os.O_RDWR)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # a writer mid-way
+    path.write_bytes(good[:40])
+    found = []
+    reader = threading.Thread(target=lambda: found.append(anchor.read_anchor(key, db)))
+    reader.start()
+    reader.join(0.2)
+    assert reader.is_alive()  # waiting for the writer's lock
+    path.write_bytes(good)
+    os.close(lock)
+    reader.join(10)
+    assert found[0]["valid"] and found[0]["seq"] == 2
+
+
 def test_a_commit_nobody_waits_for_is_synced_and_anchored_within_the_group_commit_window(tmp_path):
     """Group commit: without a waiter the thread syncs on its own, at most SYNC_DELAY after the commit
     (one fsync for every commit of that window), then advances the anchor."""
