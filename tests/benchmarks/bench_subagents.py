@@ -21,8 +21,9 @@ Measurement: ``--turns`` turns per variant in rounds; a round runs one block of 
 turns of each variant, in an order that cycles through all six permutations (load, drift
 and cache effects hit the variants alike). A block's CPU time is the whole process's (all
 threads: background work a turn starts counts), read after the block's background work
-has settled (``agent.drain()`` then until the process is idle), so work spilling past a
-block's last turn is charged to that block. ``added`` is computed per round (D − P − C of
+has settled (``agent.drain()``, then until the process has been idle for 0.3 s — longer
+than memory's delay before it indexes a turn's episode), so work spilling past a block's
+last turn is charged to that block. ``added`` is computed per round (D − P − C of
 that round's blocks) and reported as the median over rounds with its interquartile range
 and a bootstrap 95% interval of the median: the spread says how far to trust the figure.
 ``--profile`` adds cProfiles of D and of C (top functions by own time), to find what D adds.
@@ -94,7 +95,8 @@ class BenchPlugin:
 
 
 def build(workspace: Path):
-    pm = get_plugin_manager(extra=(BenchPlugin(),))
+    off = [name for name, section in EXTRA.get("plugins", {}).items() if section.get("enabled") is False]
+    pm = get_plugin_manager(disabled=off, extra=(BenchPlugin(),))  # shared, so the agents' files cannot disable
     sections = collect_sections(HookRunner(pm))
     researcher = {"name": "researcher", "model": {"name": "researcher", "provider": "bench"}, "tools": [],
                   "instructions": "You research.", **EXTRA}
@@ -118,7 +120,10 @@ TASK = "Find the Node.js CVEs"
 VARIANTS = ("delegation", "plain tool", "child alone")
 
 
-async def settle(quiet: float = 0.002, limit: float = 0.5) -> None:
+SETTLE = 0.3  # > memory's EPISODE_DELAY (0.25 s): a turn's episode is indexed that long after it ends
+
+
+async def settle(quiet: float = 0.002, limit: float = 2.0) -> None:
     """Return when the process has been (nearly) idle for ``quiet`` seconds: background threads
     (the policy's ledger writer, memory's worker) have finished what the last turns gave them."""
     end = time.perf_counter() + limit
@@ -154,7 +159,7 @@ async def block(agent: Agent, n: int) -> tuple[float, float, dict[str, float]]:
         await agent.turn(TASK)
     wall = time.perf_counter() - t0
     await agent.drain()
-    await settle()
+    await settle(SETTLE)
     cpu = time.process_time() - c0
     threads = {k: (v - threads0.get(k, 0.0)) / n for k, v in thread_cpu().items()}
     threads["other"] = cpu / n - sum(threads.values())
