@@ -25,7 +25,10 @@ has settled (``agent.drain()``, then until the process has been idle for 0.3 s �
 than memory's delay before it indexes a turn's episode), so work spilling past a block's
 last turn is charged to that block. ``added`` is computed per round (D − P − C of
 that round's blocks) and reported as the median over rounds with its interquartile range
-and a bootstrap 95% interval of the median: the spread says how far to trust the figure.
+and a bootstrap 95% interval of the median: the spread says how far to trust the figure —
+for wall time, all threads' CPU, and the main thread's CPU (the turn's own path: on a shared
+machine the steadiest; the background threads' share, memory's episode indexing above all,
+swings by ±1 ms between runs and is broken down by thread below the summary).
 ``--profile`` adds cProfiles of D and of C (top functions by own time), to find what D adds.
 """
 
@@ -233,7 +236,7 @@ async def main(turns: int, size: int, prof: bool, top: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         agents = build(Path(tmp))
         for a in agents.values():  # warm-up: imports, first-use caches, the child agent itself
-            for _ in range(10):
+            for _ in range(20):
                 await a.turn("warm up: find the Node.js CVEs")
         check = await agents["delegation"].turn(TASK)
         assert check.tool_calls and not check.tool_calls[0]["is_error"], check.tool_calls
@@ -260,12 +263,13 @@ async def main(turns: int, size: int, prof: bool, top: int) -> None:
             wq, cq = quartiles(wall[k]), quartiles(cpu[k])
             print(f"  {label[k]:<34}{wq[1]:>14.3f}{cq[1]:>13.3f}   [{wq[0]:.2f}-{wq[2]:.2f}] [{cq[0]:.2f}-{cq[2]:.2f}]")
         added = {}
-        for kind, data in (("wall", wall), ("CPU", cpu)):
+        main_cpu = {k: [t.get("MainThread", 0.0) * 1000 for t in by_thread[k]] for k in VARIANTS}
+        for kind, data in (("wall", wall), ("CPU", cpu), ("main-thread CPU", main_cpu)):
             per_round = [d - p - c for d, p, c in zip(data["delegation"], data["plain tool"], data["child alone"])]
             q1, med, q3 = quartiles(per_round)
             lo, hi = median_ci(per_round)
             added[kind] = med
-            print(f"added = D - P - C per round, {kind:<4}: median {med:6.3f} ms   IQR [{q1:.3f}, {q3:.3f}]   "
+            print(f"added = D - P - C per round, {kind:<15}: median {med:6.3f} ms   IQR [{q1:.3f}, {q3:.3f}]   "
                   f"95% CI of the median [{lo:.3f}, {hi:.3f}]   ({len(per_round)} rounds)")
         kinds = sorted({k for v in by_thread.values() for t in v for k in t})
         print("CPU ms/turn by thread (mean over blocks; 'other' = process CPU no thread clock accounts for):")
@@ -276,8 +280,9 @@ async def main(turns: int, size: int, prof: bool, top: int) -> None:
                 continue
             row = "".join(f"{mean[k]:9.3f}" for k in VARIANTS)
             print(f"  {kind:<22}{row}{mean['delegation'] - mean['plain tool'] - mean['child alone']:9.3f}")
-        print(f"goal <= 1 ms: {'met' if added['wall'] <= 1.0 else 'NOT met'} (wall), "
-              f"{'met' if added['CPU'] <= 1.0 else 'NOT met'} (CPU)")
+        verdict = {k: "met" if v <= 1.0 else "NOT met" for k, v in added.items()}
+        print(f"goal <= 1 ms (medians): {verdict['wall']} (wall), {verdict['CPU']} (CPU, all threads), "
+              f"{verdict['main-thread CPU']} (main-thread CPU: the turn's own path, least disturbed by other work)")
         if prof:
             n = max(50, min(turns, 200))
             await profiled(agents["delegation"], n, top, "D delegation")
