@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from pydantic_core import to_json as _to_json
+
 from .checkpoint import Checkpointer
 from .errors import UsageError
 from .sessionlock import SessionLocks
@@ -58,6 +60,7 @@ TABLES = (
 SCHEMA = script(TABLES, SQLITE)
 
 
+_MESSAGE_SQL = "INSERT INTO messages (session_id, run_id, role, content, data, created) VALUES (?, ?, ?, ?, ?, ?)"
 _EVENT_SQL = "INSERT INTO events (session_id, run_id, type, data, ts) VALUES (?, ?, ?, ?, ?)"
 _USAGE_SQL = (
     "INSERT INTO usage (session_id, run_id, model, prompt_tokens, completion_tokens, total_tokens, cost, ts)"
@@ -125,7 +128,9 @@ def _map_strings(value: Any, fn: Any) -> Any:
 
 
 def _dump(value: Any) -> str:
-    return json.dumps(value, default=str, separators=(",", ":"))
+    """Compact JSON text (pydantic-core's serializer: ~5x json.dumps on the small dicts of events and
+    steps); what JSON cannot hold becomes its ``str``. A lone surrogate raises ValueError."""
+    return _to_json(value, fallback=str).decode()
 
 
 class SessionStore:
@@ -240,19 +245,26 @@ class SessionStore:
 
     # sessions -------------------------------------------------------------------------
 
-    def create(self, agent: str, session_id: str | None = None) -> str:
+    def create(self, agent: str, session_id: str | None = None, *, defer: bool = False) -> str:
+        """A new session row: written at once, or (``defer``) with the next commit — a turn's first
+        message — so starting a session costs no commit of its own. Every read of the row (and
+        every direct write to it) commits what is queued first."""
         sid = session_id or new_id("ses")
         now = time.time()
-        self.conn.execute(
-            "INSERT INTO sessions (id, agent, created, updated) VALUES (?, ?, ?, ?)", (sid, agent, now, now)
-        )
+        sql, row = "INSERT INTO sessions (id, agent, created, updated) VALUES (?, ?, ?, ?)", (sid, agent, now, now)
+        if defer:
+            self._pending.append((sql, row))
+        else:
+            self.conn.execute(sql, row)
         return sid
 
     def exists(self, session_id: str) -> bool:
+        if self._pending:
+            self.flush()
         return self.conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
 
     def row(self, session_id: str) -> dict[str, Any]:
-        if session_id in self._pending_meta:
+        if self._pending or session_id in self._pending_meta:
             self.flush()
         cur = self.conn.execute(
             "SELECT id, agent, created, updated, metadata, classification FROM sessions WHERE id = ?", (session_id,)
@@ -263,6 +275,8 @@ class SessionStore:
         return {"id": r[0], "agent": r[1], "created": r[2], "updated": r[3], "metadata": r[4], "classification": r[5]}
 
     def list(self, limit: int = 50) -> list[dict[str, Any]]:
+        if self._pending:
+            self.flush()
         rows = self.conn.execute(
             "SELECT s.id, s.agent, s.created, s.updated, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
             " FROM sessions s ORDER BY s.updated DESC LIMIT ?",
@@ -288,6 +302,8 @@ class SessionStore:
         """
         if now:
             self._pending_meta.pop(session_id, None)
+            if self._pending:
+                self.flush()
             self.conn.execute(
                 "UPDATE sessions SET metadata = ?, updated = ? WHERE id = ?", (_dump(metadata), time.time(), session_id)
             )
@@ -304,6 +320,8 @@ class SessionStore:
             self.queue(_META_KEY_SQL, ('$."' + key.replace('"', '') + '"', text, time.time(), session_id))
 
     def save_classification(self, session_id: str, c: SessionClassification | None) -> None:
+        if self._pending:
+            self.flush()
         self.conn.execute(
             "UPDATE sessions SET classification = ? WHERE id = ?", (c.model_dump_json() if c else None, session_id)
         )
@@ -319,7 +337,10 @@ class SessionStore:
 
     # messages, events, usage ----------------------------------------------------------
 
-    def append(self, session_id: str, message: Message, run_id: str | None = None) -> int:
+    def append(self, session_id: str, message: Message, run_id: str | None = None, *, defer: bool = False) -> int:
+        """Store a message: committed now (with whatever is queued), or (``defer``) with the next
+        commit — the turn's last message rides with the turn's end. Returns its row id (0 when
+        deferred)."""
         data = None
         if message.tool_calls or message.tool_result or message.blocks or message.metadata:
             try:
@@ -333,7 +354,10 @@ class SessionStore:
             if data is not None:
                 data = self._redact_json(data)
         row = (session_id, run_id, message.role, content, data, time.time())
-        sql = "INSERT INTO messages (session_id, run_id, role, content, data, created) VALUES (?, ?, ?, ?, ?, ?)"
+        sql = _MESSAGE_SQL
+        if defer and not self.conn.in_transaction:
+            self.queue(sql, row)
+            return 0
         if self.conn.in_transaction:
             return int(self.conn.execute(sql, row).lastrowid or 0)
         if self._checkpointer is not None:
@@ -346,6 +370,8 @@ class SessionStore:
             return int(self.conn.execute(sql, row).lastrowid or 0)
 
     def messages(self, session_id: str) -> list[Message]:
+        if self._pending:  # a message appended with ``defer``
+            self.flush()
         rows = self.conn.execute(
             "SELECT role, content, data FROM messages WHERE session_id = ? ORDER BY id", (session_id,)
         ).fetchall()
@@ -357,6 +383,7 @@ class SessionStore:
 
     def replace_messages(self, session_id: str, messages: list[Message], run_id: str | None = None) -> None:
         """Rewrite a session's history atomically (compaction)."""
+        self.flush()  # a deferred message must not be written after the new history
         with self.conn:
             self.conn.execute("BEGIN")
             self.conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
@@ -371,7 +398,6 @@ class SessionStore:
         """
         try:
             text = _dump(data)
-            text.encode("utf-8")
         except (ValueError, TypeError):
             text = _dump(_scrub(json.loads(json.dumps(data, default=str))))
         if self.redact is not None:
