@@ -418,10 +418,10 @@ class SessionStore:
     _queue = queue  # the name plugins used before it was public
 
     def _observe(self, sql: str, params: tuple) -> None:
-        """Queue an observation. Observations are committed together at the turn's end instead of
-        riding with each message: every commit rewrites each page it touches into the WAL, so
-        spreading them over a turn's four message commits wrote the events, runs and steps pages
-        (and their indexes) four times."""
+        """Queue an observation (an event, usage, a step, a run's end). Observations are committed
+        together at the turn's end instead of riding with each message: every commit rewrites each
+        page it touches into the WAL, so spreading them over a turn's message commits wrote the
+        events, runs and steps pages (and their indexes) several times."""
         self._observed.append((sql, params))
         if len(self._observed) >= 256:
             self.flush()
@@ -479,15 +479,16 @@ class SessionStore:
     # runs and steps: the Task/Run/Step/Trace vocabulary, persisted ----------------------
 
     def run_start(self, run: dict[str, Any]) -> None:
-        """Record a run (one turn of one agent) as started; queued like events.
+        """Record a run (one turn of one agent) as started, with the turn's first commit (so a run
+        whose process died stays visible as ``running``).
 
         ``run`` holds ``id, trace_id, task_id, session_id, agent`` and optionally
         ``parent_run_id``/``parent_step_id`` (the step of another run that spawned it)
         and ``data`` (anything else worth showing: the tools it was offered).
         """
-        self._observe(_RUN_SQL, (run["id"], run["trace_id"], run.get("task_id"), run["session_id"], run["agent"],
+        self._pending.append((_RUN_SQL, (run["id"], run["trace_id"], run.get("task_id"), run["session_id"], run["agent"],
                               run.get("parent_run_id"), run.get("parent_step_id"), run.get("started") or time.time(),
-                              _dump(run.get("data") or {})))
+                              _dump(run.get("data") or {}))))
 
     def run_end(self, run_id: str, status: str, data: dict[str, Any] | None = None) -> None:
         """Close a run with its outcome (``done``, ``error``, ``cancelled``…); ``data`` is merged in."""
