@@ -170,7 +170,7 @@ class AgentMemory:
             return IndexReport()
         return self.index.sync_sessions(state_db, self.partition, self.agent_name, max_sessions=max_sessions)
 
-    def index_sessions_later(self, state_db: Any, *, delay: float = EPISODE_DELAY) -> None:
+    def index_sessions_later(self, state_db: Any, *, delay: float | None = None) -> None:
         """Queue episode indexing as background work on the memory thread (after a turn ends).
         It waits for a quiet moment — no turn of this process in flight and none for ``delay``
         seconds — or until the oldest unindexed turn has waited ``MAX_DEFER`` seconds, then
@@ -179,7 +179,7 @@ class AgentMemory:
         with self._episodes_guard:
             if self._pending_since is None:
                 self._pending_since = time.monotonic()
-        self._queue_sessions(state_db, delay)
+        self._queue_sessions(state_db, EPISODE_DELAY if delay is None else delay)
 
     def _queue_sessions(self, state_db: Any, delay: float | None) -> None:
         if not self.cfg.sessions:
