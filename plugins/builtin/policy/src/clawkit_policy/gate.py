@@ -49,6 +49,7 @@ class Turn:
     workspace: str
     grants: list[Grant]
     agent: str = ""
+    nested: bool = False  # a sub-agent's run (its parent's tool call commits its records)
     run_grants: list[Grant] = field(default_factory=list)
     ws_real: str = ""
     _by_tool: dict[str, list] = field(default_factory=dict)
