@@ -1,26 +1,47 @@
 """What a delegation (parent → child → parent) adds, against the child's turn alone, in one run.
 
-Run: .venv/bin/python tests/benchmarks/bench_subagents.py [--turns 200]
+Run: .venv/bin/python tests/benchmarks/bench_subagents.py [--turns 300] [--block 10] [--profile]
 
 Every installed plugin is loaded; the models are an in-process provider (no HTTP), so the
-figures are clawkit's own work. Three variants, interleaved in batches, medians per turn:
+figures are clawkit's own work. Three variants, every turn a new session (as ``agent.turn``
+without a session id does):
 
-* child alone — the researcher agent's turn on the task (one model call, its answer);
-* parent, plain tool — the lead's turn calling an ordinary tool that returns the same answer
-  (two model calls and one tool round: the parent's own share of a delegation);
-* parent, delegation — the lead's turn calling ``agent_researcher``.
+* D, delegation — the lead's turn calling ``agent_researcher``: its two model calls and one
+  tool round, the tool being the researcher's complete turn in a child session;
+* P, plain tool — the same lead turn calling an ordinary (async, like ``agent_*``) tool that
+  returns the researcher's answer: the parent's own share of a delegation;
+* C, child alone — the researcher agent's turn on the task, in its own session.
 
-added = delegation − plain tool − child alone: the sub-agent machinery itself (child session,
-dispatch through ``message_sending``, run/step records, wrapping, provenance, events, the
-shield's scan of the answer). Goal: ≤ 1 ms.
+added = D − P − C: the sub-agent machinery itself (the child's session and its link to the
+parent's run, the dispatch record through ``message_sending`` both ways, wrapping,
+provenance, ``subagent.*`` events and their ledger records, the shield's scan of the
+answer). Goal: ≤ 1 ms.
+
+Measurement: ``--turns`` turns per variant in rounds; a round runs one block of ``--block``
+turns of each variant, in an order that cycles through all six permutations (load, drift
+and cache effects hit the variants alike). A block's CPU time is the whole process's (all
+threads: background work a turn starts counts), read after the block's background work
+has settled (``agent.drain()``, then until the process has been idle for 0.3 s — longer
+than memory's delay before it indexes a turn's episode), so work spilling past a block's
+last turn is charged to that block. ``added`` is computed per round (D − P − C of
+that round's blocks) and reported as the median over rounds with its interquartile range
+and a bootstrap 95% interval of the median: the spread says how far to trust the figure.
+``--profile`` adds cProfiles of D and of C (top functions by own time), to find what D adds.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import gc
+import io
+import itertools
+import pstats
+import random
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -62,7 +83,7 @@ class BenchPlugin:
 
     @hookimpl
     def register_tools(self, register, agent):
-        def plain_lookup(task: str) -> str:
+        async def plain_lookup(task: str) -> str:  # async: the same execution path as agent_* tools
             """Look something up.
 
             Args:
@@ -74,7 +95,8 @@ class BenchPlugin:
 
 
 def build(workspace: Path):
-    pm = get_plugin_manager(extra=(BenchPlugin(),))
+    off = [name for name, section in EXTRA.get("plugins", {}).items() if section.get("enabled") is False]
+    pm = get_plugin_manager(disabled=off, extra=(BenchPlugin(),))  # shared, so the agents' files cannot disable
     sections = collect_sections(HookRunner(pm))
     researcher = {"name": "researcher", "model": {"name": "researcher", "provider": "bench"}, "tools": [],
                   "instructions": "You research.", **EXTRA}
@@ -94,50 +116,144 @@ def build(workspace: Path):
     return agents
 
 
-async def timed(agent: Agent, text: str, n: int, cpu: list[float] | None = None) -> list[float]:
-    """Wall seconds per turn; the process's CPU seconds per turn go to ``cpu`` (all threads:
-    less sensitive than wall time to other work on a busy machine)."""
-    out = []
-    for _ in range(n):
-        t0, c0 = time.perf_counter(), time.process_time()
-        await agent.turn(text)
-        out.append(time.perf_counter() - t0)
-        if cpu is not None:
-            cpu.append(time.process_time() - c0)
+TASK = "Find the Node.js CVEs"
+VARIANTS = ("delegation", "plain tool", "child alone")
+
+
+SETTLE = 0.3  # > memory's EPISODE_DELAY (0.25 s): a turn's episode is indexed that long after it ends
+
+
+async def settle(quiet: float = 0.002, limit: float = 2.0) -> None:
+    """Return when the process has been (nearly) idle for ``quiet`` seconds: background threads
+    (the policy's ledger writer, memory's worker) have finished what the last turns gave them."""
+    end = time.perf_counter() + limit
+    while time.perf_counter() < end:
+        c0 = time.process_time()
+        await asyncio.sleep(quiet)
+        if time.process_time() - c0 < quiet * 0.1:
+            return
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds so far of each live thread, summed by kind ("memory-lead" → "memory")."""
+    out: dict[str, float] = {}
+    for t in threading.enumerate():
+        try:
+            used = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+        except (OSError, TypeError, AttributeError):  # ended meanwhile, or no per-thread clocks here
+            continue
+        kind = t.name.split(":")[0]
+        kind = "memory" if kind.startswith("memory-") else kind
+        out[kind] = out.get(kind, 0.0) + used
     return out
 
 
-async def main(turns: int, batches: int) -> None:
+async def block(agent: Agent, n: int) -> tuple[float, float, dict[str, float]]:
+    """Wall and CPU seconds per turn over ``n`` turns (CPU: all threads, read once settled), and
+    the CPU per turn of each kind of thread (threads that ended meanwhile count as "other")."""
+    gc.collect()
+    await settle()
+    threads0 = thread_cpu()
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(n):
+        await agent.turn(TASK)
+    wall = time.perf_counter() - t0
+    await agent.drain()
+    await settle(SETTLE)
+    cpu = time.process_time() - c0
+    threads = {k: (v - threads0.get(k, 0.0)) / n for k, v in thread_cpu().items()}
+    threads["other"] = cpu / n - sum(threads.values())
+    return wall / n, cpu / n, threads
+
+
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    q = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else [values[0]] * 3
+    return q[0], statistics.median(values), q[2]
+
+
+def median_ci(values: list[float], draws: int = 2000) -> tuple[float, float]:
+    """Bootstrap 95% interval of the median (fixed seed: the same data give the same interval)."""
+    rng = random.Random(14)
+    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
+    return meds[int(draws * 0.025)], meds[int(draws * 0.975) - 1]
+
+
+async def profiled(agent: Agent, n: int, top: int, title: str) -> None:
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        await agent.turn(TASK)
+    await agent.drain()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+    print(f"\n--- profile: {title}, {n} turns (own time; cumulative in the same table) ---")
+    print("\n".join(line for line in out.getvalue().splitlines() if line.strip()))
+
+
+async def main(turns: int, size: int, prof: bool, top: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         agents = build(Path(tmp))
         for a in agents.values():  # warm-up: imports, first-use caches, the child agent itself
-            await timed(a, "warm up: find the Node.js CVEs", 5)
-        samples: dict[str, list[float]] = {k: [] for k in agents}
-        cpu: dict[str, list[float]] = {k: [] for k in agents}
-        for _ in range(batches):
-            for name, agent in agents.items():
-                samples[name] += await timed(agent, "Find the Node.js CVEs", max(1, turns // batches), cpu[name])
-        med = {k: statistics.median(v) * 1000 for k, v in samples.items()}
-        cpu_med = {k: statistics.median(v) * 1000 for k, v in cpu.items()}
-        check = await agents["delegation"].turn("Find the Node.js CVEs")
+            for _ in range(10):
+                await a.turn("warm up: find the Node.js CVEs")
+        check = await agents["delegation"].turn(TASK)
         assert check.tool_calls and not check.tool_calls[0]["is_error"], check.tool_calls
-        added = med["delegation"] - med["plain tool"] - med["child alone"]
-        print(f"turns per variant: {len(samples['delegation'])} (every installed plugin, in-process models)")
-        for k, v in med.items():
-            print(f"  {k:<12} {v:8.3f} ms per turn (median wall)   {cpu_med[k]:8.3f} ms CPU")
-        print(f"delegation adds {added:.3f} ms over the parent's own tool round plus the child's turn "
-              f"(ratio delegation / (plain tool + child alone) = {med['delegation'] / (med['plain tool'] + med['child alone']):.3f})")
-        cpu_added = cpu_med["delegation"] - cpu_med["plain tool"] - cpu_med["child alone"]
-        print(f"in CPU time: {cpu_added:.3f} ms added")
-        print(f"goal <= 1 ms: {'met' if added <= 1.0 else 'NOT met'} (wall), {'met' if cpu_added <= 1.0 else 'NOT met'} (CPU)")
+        tool_msg = next(m for m in agents["delegation"].store.messages(check.session_id) if m.role == "tool")
+        assert '<subagent_result agent="researcher">' in tool_msg.content, tool_msg.content  # the real path ran
+        assert tool_msg.tool_result.metadata.get("provenance", {}).get("sha256"), tool_msg.tool_result.metadata
+        rounds = max(1, turns // size)
+        orders = list(itertools.permutations(VARIANTS))
+        wall: dict[str, list[float]] = {k: [] for k in VARIANTS}
+        cpu: dict[str, list[float]] = {k: [] for k in VARIANTS}
+        by_thread: dict[str, list[dict[str, float]]] = {k: [] for k in VARIANTS}
+        for r in range(rounds):
+            for name in orders[r % len(orders)]:
+                w, c, threads = await block(agents[name], size)
+                wall[name].append(w * 1000)
+                cpu[name].append(c * 1000)
+                by_thread[name].append(threads)
+        print(f"{rounds} rounds x {size} turns per variant ({rounds * size} turns each; every installed plugin, "
+              "in-process models, a new session per turn)")
+        print(f"  {'variant':<34}{'wall ms/turn':>14}{'CPU ms/turn':>13}   (median of blocks [IQR])")
+        label = {"delegation": "D delegation (agent_researcher)", "plain tool": "P parent, plain tool",
+                 "child alone": "C child alone"}
+        for k in VARIANTS:
+            wq, cq = quartiles(wall[k]), quartiles(cpu[k])
+            print(f"  {label[k]:<34}{wq[1]:>14.3f}{cq[1]:>13.3f}   [{wq[0]:.2f}-{wq[2]:.2f}] [{cq[0]:.2f}-{cq[2]:.2f}]")
+        added = {}
+        for kind, data in (("wall", wall), ("CPU", cpu)):
+            per_round = [d - p - c for d, p, c in zip(data["delegation"], data["plain tool"], data["child alone"])]
+            q1, med, q3 = quartiles(per_round)
+            lo, hi = median_ci(per_round)
+            added[kind] = med
+            print(f"added = D - P - C per round, {kind:<4}: median {med:6.3f} ms   IQR [{q1:.3f}, {q3:.3f}]   "
+                  f"95% CI of the median [{lo:.3f}, {hi:.3f}]   ({len(per_round)} rounds)")
+        kinds = sorted({k for v in by_thread.values() for t in v for k in t})
+        print("CPU ms/turn by thread (mean over blocks; 'other' = threads that ended within a block):")
+        print(f"  {'thread':<22}" + "".join(f"{k[:1].upper():>9}" for k in VARIANTS) + f"{'D-P-C':>9}")
+        for kind in kinds:
+            mean = {k: statistics.fmean(t.get(kind, 0.0) for t in by_thread[k]) * 1000 for k in VARIANTS}
+            if max(abs(v) for v in mean.values()) < 0.005:
+                continue
+            row = "".join(f"{mean[k]:9.3f}" for k in VARIANTS)
+            print(f"  {kind:<22}{row}{mean['delegation'] - mean['plain tool'] - mean['child alone']:9.3f}")
+        print(f"goal <= 1 ms: {'met' if added['wall'] <= 1.0 else 'NOT met'} (wall), "
+              f"{'met' if added['CPU'] <= 1.0 else 'NOT met'} (CPU)")
+        if prof:
+            n = max(50, min(turns, 200))
+            await profiled(agents["delegation"], n, top, "D delegation")
+            await profiled(agents["child alone"], n, top, "C child alone")
         for a in agents.values():
             a.close()
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--turns", type=int, default=200)
-    ap.add_argument("--batches", type=int, default=5)
+    ap.add_argument("--turns", type=int, default=300, help="turns per variant")
+    ap.add_argument("--block", type=int, default=10, help="turns per variant per round")
+    ap.add_argument("--profile", action="store_true", help="then cProfile D and C")
+    ap.add_argument("--top", type=int, default=40, help="rows of each profile")
     ap.add_argument("--no-memory", action="store_true", help="memory disabled in every agent (its recall thread is noisy)")
     ap.add_argument("--no-audit", action="store_true", help="the policy's audit ledger off (each flush is an fsync)")
     args = ap.parse_args()
@@ -148,4 +264,4 @@ if __name__ == "__main__":
         plugins["policy"] = {"audit": False}
     if plugins:
         EXTRA["plugins"] = plugins
-    asyncio.run(main(args.turns, args.batches))
+    asyncio.run(main(args.turns, args.block, args.profile, args.top))

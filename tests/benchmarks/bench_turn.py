@@ -34,7 +34,8 @@ Measurement: warm-up, then ``--rounds`` rounds; each round runs one batch of ``n
 per variant (``n`` calibrated so a batch takes ~``--batch-seconds``), variants
 interleaved so machine load hits them alike. Figures: median and p90 of the per-turn
 wall times of all batches, in microseconds; ratios against clawkit in the same run.
-``--profile`` adds a cProfile of clawkit's reference turn with its top costs (file:line).
+``--profile`` adds a cProfile of clawkit's reference turn with its top costs (file:line);
+``--profile-plugin NAME`` profiles "kernel + NAME" and lists that plugin's own costs.
 """
 
 from __future__ import annotations
@@ -581,6 +582,12 @@ async def profile(v: ClawkitVariant, turns: int, top: int) -> None:
     mine = [r for r in rows if ("kernel/" in r[0] or "plugins/" in r[0])]
     for name, calls, tt, ct in sorted(mine, key=lambda r: -r[3])[:top]:
         print(f"  {name[:90]:90s} {calls:7.1f} {tt:8.1f} {ct:8.1f}")
+    if isinstance(v.plugins, list):  # kernel + named plugins: their own code, where the "added us" goes
+        dirs = tuple(f"plugins/builtin/{n}/" for n in v.plugins)
+        own = [r for r in rows if r[0].startswith(dirs)]
+        print(f"\n  top {top} by cumulative time, {', '.join(v.plugins)} code only (us/turn; hook entry points first)")
+        for name, calls, tt, ct in sorted(own, key=lambda r: -r[3])[:top]:
+            print(f"  {name[:90]:90s} {calls:7.1f} {tt:8.1f} {ct:8.1f}")
 
 
 async def growth(plugins: list[str], sizes: list[int]) -> None:
@@ -644,6 +651,12 @@ async def main_async(args: argparse.Namespace) -> int:
         ClawkitVariant("kernel only chat", plugins="none", persist=True, chat=True),
         ClawkitVariant("kernel only persist-off", plugins="none", persist=False),
     ]
+    if args.profile_plugin:  # kernel + that one plugin, profiled after the table (its row is added if missing)
+        args.profile = f"+ {args.profile_plugin}"
+        if args.profile_plugin not in (args.plugin_rows or []):
+            args.plugin_rows = (args.plugin_rows or []) + [args.profile_plugin]
+        check(args.profile_plugin in dict(plugins), f"--profile-plugin: no plugin named {args.profile_plugin!r}")
+        args.per_plugin = True
     if args.per_plugin:
         variants += [ClawkitVariant(f"+ {n}", plugins=[n], persist=True, group="plugin") for n, _ in plugins
                      if args.plugin_rows is None or n in args.plugin_rows]
@@ -743,6 +756,8 @@ def main() -> int:
                    help="per-turn cost of kernel + PLUGINS (comma list, or 'all') as sessions accumulate in the db")
     p.add_argument("--growth-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[10, 100, 1000, 10000],
                    metavar="N,N,...", help="stored sessions at which --growth measures (default 10,100,1000,10000)")
+    p.add_argument("--profile-plugin", default=None, metavar="NAME",
+                   help="cProfile 'kernel + NAME' (as --profile '+ NAME') and list that plugin's own costs")
     p.add_argument("--profile-turns", type=int, default=200)
     p.add_argument("--top", type=int, default=25)
     args = p.parse_args()

@@ -29,7 +29,7 @@ def secret_env(monkeypatch):
     redact_mod.refresh()
 
 
-@pytest.mark.parametrize("pad", [0, 5000], ids=["short", "long"])  # re below RE2_FROM chars, re2 above
+@pytest.mark.parametrize("pad", [0, 5000], ids=["short", "long"])
 @pytest.mark.parametrize("token", TOKENS)
 def test_known_formats_are_redacted_in_short_and_long_texts(token, pad):
     filler = "é ordinary text, nothing secret here. " * (pad // 38)
@@ -65,6 +65,36 @@ def test_clean_text_is_returned_unchanged_and_uncopied():
     text = "plain documentation about api design and tokens, 100% clean\n" * 2000
     assert redact_text(text) is text
     assert redact_text("short") == "short" and redact_text("") == ""
+
+
+def test_no_secret_is_shorter_than_the_length_below_which_texts_are_not_scanned():
+    """redact_text skips texts shorter than SHORTEST: every pattern needs at least that many characters."""
+    import re._parser as sre_parse
+
+    for pattern in redact_mod.TOKENS + (redact_mod.ASSIGNMENT,):
+        assert sre_parse.parse(pattern).getwidth()[0] >= redact_mod.SHORTEST, pattern
+
+
+def test_an_env_value_as_short_as_allowed_is_redacted_and_shorter_ones_are_not_secrets(monkeypatch):
+    monkeypatch.setenv("TINY_TOKEN", "abcdef")
+    monkeypatch.setenv("TINIER_TOKEN", "abcde")
+    redact_mod.refresh()
+    try:
+        assert redact_text("abcdef") == MARK and redact_text("abcde") == "abcde"
+        assert "abcde" not in redact_mod.secret_values()
+    finally:
+        redact_mod.refresh()
+
+
+def test_the_same_clean_string_is_scanned_once_and_a_new_secret_is_still_found(monkeypatch):
+    text = "an ordinary tool result, " * 10
+    assert redact_text(text) is text and redact_text(text) is text
+    monkeypatch.setenv("LATE_TOKEN", "ordinary tool")  # new patterns: the remembered scan no longer counts
+    redact_mod.refresh()
+    try:
+        assert "ordinary tool" not in redact_text(text)
+    finally:
+        redact_mod.refresh()
 
 
 def test_lone_surrogates_survive():

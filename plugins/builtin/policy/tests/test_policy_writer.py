@@ -212,6 +212,92 @@ def test_the_anchor_never_moves_back(tmp_path):
     assert anchor.read_anchor(key, db)["seq"] == 5
 
 
+def test_the_anchor_never_moves_back_past_one_another_process_wrote(tmp_path):
+    """advance_anchor skips re-reading the anchor this process wrote last; a file another process
+    put there since (a new inode) is read and respected."""
+    import os
+
+    from clawkit_policy import anchor
+
+    conn, writer = writer_for(tmp_path / "a.db")
+    key, db = anchor.load_key(), writer.sync.db
+    anchor.advance_anchor(key, db, 5, "e" * 64)
+    path = anchor.anchor_path(db)
+    body = json.dumps({"db": db, "seq": 9, "head": "f" * 64, "mac": anchor._mac(key, db, 9, "f" * 64)})
+    (path.parent / "other.tmp").write_text(body)
+    os.replace(path.parent / "other.tmp", path)  # what another process's write_anchor does
+    anchor.advance_anchor(key, db, 7, "d" * 64)
+    assert anchor.read_anchor(key, db)["seq"] == 9
+    anchor.advance_anchor(key, db, 11, "a" * 64)
+    assert anchor.read_anchor(key, db)["seq"] == 11
+
+
+def test_an_anchor_read_while_it_is_rewritten_in_place_is_read_again_under_the_lock(tmp_path):
+    """advance_anchor rewrites the anchor in place under the lock file; a reader that sees a half-written
+    file (here: garbage while the lock is held) reads it again under the lock instead of calling it damaged."""
+    import fcntl
+    import os
+    import threading
+
+    from clawkit_policy import anchor
+
+    conn, writer = writer_for(tmp_path / "a.db")
+    key, db = anchor.load_key(), writer.sync.db
+    anchor.advance_anchor(key, db, 1, "a" * 64)
+    anchor.advance_anchor(key, db, 2, "b" * 64)  # in place
+    path = anchor.anchor_path(db)
+    assert path.stat().st_size % anchor.SECTOR == 0
+    good = path.read_bytes()
+    lock = os.open(path.with_suffix(".lock"), os.O_RDWR)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # a writer mid-way
+    path.write_bytes(good[:40])
+    found = []
+    reader = threading.Thread(target=lambda: found.append(anchor.read_anchor(key, db)))
+    reader.start()
+    reader.join(0.2)
+    assert reader.is_alive()  # waiting for the writer's lock
+    path.write_bytes(good)
+    os.close(lock)
+    reader.join(10)
+    assert found[0]["valid"] and found[0]["seq"] == 2
+
+
+def test_a_commit_nobody_waits_for_is_synced_and_anchored_within_the_group_commit_window(tmp_path):
+    """Group commit: without a waiter the thread syncs on its own, at most SYNC_DELAY after the commit
+    (one fsync for every commit of that window), then advances the anchor."""
+    from clawkit_policy import anchor
+    from clawkit_policy.writer import SYNC_DELAY
+
+    conn, writer = writer_for(tmp_path / "a.db")
+    for i in range(3):
+        writer.submit("decision", {"session_id": f"s{i}", "tool": "read_file", "decision": "allow"})
+        writer.flush()
+    assert count(tmp_path / "a.db") == 3
+    with writer._synced:  # waits without asking for a sync (durable()/wait_durable() would ask)
+        assert writer._synced.wait_for(lambda: writer.durable_seq == 3, timeout=100 * SYNC_DELAY)
+    assert anchor.read_anchor(anchor.load_key(create=False), writer.sync.db)["seq"] == 3
+    assert AuditLedger(conn).verify().ok
+
+
+def test_a_flush_on_the_owner_thread_writes_with_the_store_connection(tmp_path):
+    """One connection for the turn's writes and the ledger's (a second one would make SQLite drop the
+    page cache of each at every commit of the other); a flush from another thread uses its own."""
+    import threading
+
+    conn, writer = writer_for(tmp_path / "a.db")
+    writer.submit("decision", {"tool": "read_file", "decision": "allow"})
+    writer.flush()
+    assert writer._shared is not None and writer._shared.conn is conn and writer._ledger is None
+    writer.submit("decision", {"tool": "read_file", "decision": "allow"})
+    other = threading.Thread(target=writer.flush)
+    other.start()
+    other.join()
+    assert writer._ledger is not None and writer._ledger.conn is not conn
+    assert count(tmp_path / "a.db") == 2
+    writer.close()
+    assert AuditLedger(conn).verify().ok
+
+
 def test_a_gate_waits_for_earlier_records_to_be_durable(tmp_path):
     """durable() is None once synced; while records are committed but not yet on disk it is a future
     the gate awaits, done when the thread has synced them."""

@@ -24,8 +24,20 @@ def age(*paths: Path, seconds: float = 60) -> None:
         os.utime(p, ns=(t, t))
 
 
+@pytest.fixture(params=["inotify", "stat"])
+def mode(request, monkeypatch):
+    """Both per-turn checks: the inotify queue (Linux) and stat (elsewhere, or no inotify)."""
+    from clawkit_skills import changes
+
+    if request.param == "stat":
+        monkeypatch.setattr(changes, "notifier", lambda: None)
+    elif changes.notifier() is None:
+        pytest.skip("no inotify here")
+    return request.param
+
+
 @pytest.fixture
-def counted(monkeypatch):
+def counted(monkeypatch, mode):
     """A registry over tmp dirs whose full scans are counted."""
     scans = []
     real = registry_mod.SkillRegistry._discover
@@ -98,3 +110,47 @@ def test_hidden_and_node_modules_folders_are_not_scanned(tmp_path):
     reg = clawkit_skills.SkillRegistry([("workspace", root)])
     reg.sync()
     assert [p.relative_to(root).as_posix() for p in reg.files] == ["ok/weather.claws"]
+
+
+def test_a_settled_refresh_with_inotify_stats_nothing_watched(tmp_path, monkeypatch):
+    from clawkit_skills import changes
+
+    if changes.notifier() is None:
+        pytest.skip("no inotify here")
+    root = tmp_path / "skills"
+    (root / "a" / "b").mkdir(parents=True)
+    shutil.copy(WEATHER, root / "a" / "b" / "weather.claws")
+    reg = clawkit_skills.SkillRegistry([("workspace", root), ("user", tmp_path / "absent")])
+    age(root / "a" / "b" / "weather.claws", root / "a" / "b", root / "a", root)
+    reg.refresh()
+    stats: list[str] = []
+    real = os.stat
+
+    def stat(path, *a, **kw):
+        stats.append(str(path))
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(registry_mod.os, "stat", stat)
+    assert reg.refresh() is False
+    assert stats == [str(tmp_path / "absent")]  # only the folder no watch covers (os.path.isdir)
+    # an in-place edit three folders down is in the very next check
+    monkeypatch.setattr(registry_mod.os, "stat", real)
+    target = root / "a" / "b" / "weather.claws"
+    target.write_text(target.read_text().replace("**Tone:** Brief", "**Tone:** INOTIFY"))
+    assert reg.refresh() is True and "INOTIFY" in reg.get("weather").system_prompt_section
+
+
+def test_an_edit_behind_a_symlinked_skill_file_is_seen(tmp_path, mode):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    real_file = elsewhere / "weather.claws"
+    shutil.copy(WEATHER, real_file)
+    root = tmp_path / "skills"
+    root.mkdir()
+    (root / "weather.claws").symlink_to(real_file)
+    reg = clawkit_skills.SkillRegistry([("workspace", root)])
+    age(real_file, root)
+    reg.refresh()
+    reg.refresh()
+    real_file.write_text(real_file.read_text().replace("**Tone:** Brief", "**Tone:** LINKED"))
+    assert reg.refresh() is True and "LINKED" in reg.get("weather").system_prompt_section

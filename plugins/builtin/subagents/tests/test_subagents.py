@@ -189,3 +189,45 @@ def test_tree_printer_and_usage_roll_up(tree, capsys):
     assert out[1].strip().startswith("test-agent") and "tokens 45" in out[1] and "[done]" in out[1]
     assert "via agent_kid (ok)" in out[2]
     assert "kid" in out[3] and "tokens 15" in out[3] and out[3].startswith("     ")
+
+
+class LedgerPeek:
+    """Before each of the lead's model calls, the audit decisions committed so far, read by another
+    connection (what a crash at that moment would leave)."""
+
+    name = "ledger-peek"
+
+    def __init__(self):
+        self.seen: list[list[tuple[str, str]]] = []
+
+    @hookimpl
+    def before_llm_call(self, ctx, request):
+        import sqlite3
+
+        if ctx.agent.name != "test-agent":
+            return None
+        conn = sqlite3.connect(str(ctx.session.store.path))
+        try:
+            self.seen.append(conn.execute("SELECT COALESCE(tool, ''), decision FROM policy_audit ORDER BY seq").fetchall())
+        except sqlite3.OperationalError:  # no table yet: nothing recorded
+            self.seen.append([])
+        finally:
+            conn.close()
+        return None
+
+
+def test_a_childs_audit_records_are_committed_before_its_answer_reaches_the_parents_model(tree, workspace):
+    # the child's turn end no longer commits on its own: the parent's after_tool_call for the spawn does,
+    # with the spawn's records, before the answer goes into the parent's next request
+    (workspace / "notes.md").write_text("CVE-2026-0001")
+    models = ByName(lead=[[("agent_reader", {"task": "read notes.md"})], "done"],
+                    reader=[[("read_file", {"path": "notes.md"})], "notes say CVE-2026-0001"])
+    peek = LedgerPeek()
+    agent = tree(models, {"reader": {"agent": child("reader", ["read_file"])}}, plugins=(peek,))
+    assert agent.run("go").reply == "done"
+    assert len(peek.seen) == 2
+    committed = peek.seen[1]
+    decisions = [d for _, d in committed]
+    assert "subagent.start" in decisions and "subagent.end" in decisions
+    assert any(tool == "read_file" for tool, _ in committed)  # the child's own call, executed and recorded
+    assert any(tool == "agent_reader" for tool, _ in committed)  # the spawn's gate decision and execution

@@ -45,6 +45,8 @@ def message_received(ctx, message):
 @hookimpl
 def on_event(event):
     """After a compaction the conversation changed: classify it again next turn."""
+    if event.type not in ("compaction", "compaction.after"):  # COMPACTION_EVENTS; called for every event
+        return
     from .classifier import on_event as impl
 
     impl(event)

@@ -121,7 +121,8 @@ def _turn(ctx: Any) -> Turn:
     cfg = config(ctx)
     writer, state = _stores(ctx.session.store, cfg.secret_env)
     grants = list(cfg.grants) + state.grants(ctx.agent.name)
-    turn = Turn(cfg, writer if cfg.audit else None, state, str(ctx.workspace), grants, agent=ctx.agent.name)
+    turn = Turn(cfg, writer if cfg.audit else None, state, str(ctx.workspace), grants, agent=ctx.agent.name,
+                nested=getattr(ctx, "parent_run_id", None) is not None)
     ctx.state["policy"] = turn
     _sessions[ctx.session.id] = turn
     _sessions.move_to_end(ctx.session.id)
@@ -245,8 +246,11 @@ def on_event(event):
         return
     if event.type in ("turn.end", "turn.stopped"):
         turn = _sessions.get(event.session_id)
-        if turn is not None and turn.writer is not None:
-            turn.writer.flush()  # the turn's records are committed before its reply goes out (on disk soon after: see writer)
+        if turn is not None and turn.writer is not None and not turn.nested:
+            # the turn's records are committed before its reply goes out (on disk soon after: see writer). A
+            # sub-agent's reply goes to its parent's tool call, whose after_tool_call commits them (the writer
+            # is the store's, shared by the tree): one commit and one fsync less per delegation
+            turn.writer.flush()
         return
     if not event.type.startswith(AUDITED_PREFIXES):
         return

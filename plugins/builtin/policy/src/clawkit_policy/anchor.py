@@ -21,7 +21,9 @@ import json
 import os
 import secrets
 import sqlite3
-import tempfile
+import threading
+from collections import OrderedDict
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -101,12 +103,30 @@ def db_file(conn: sqlite3.Connection) -> str | None:
 
 def _name(db: str) -> str:
     """How an anchor names its database: a file's real path, or a PostgreSQL URL as given."""
-    return db if db.startswith("postgresql://") else os.path.realpath(db)
+    return db if db.startswith("postgresql://") else _realpath(db)
+
+
+@lru_cache(maxsize=64)
+def _realpath(db: str) -> str:
+    # a database's real path is fixed while it is open; resolving it costs a syscall per path component
+    return os.path.realpath(db)
 
 
 def anchor_path(db: str) -> Path:
+    return Path(_paths(db)[0])
+
+
+def _paths(db: str) -> tuple[str, str]:
+    """(anchor file, its lock file) of ``db``, in the audit home as the environment names it now."""
+    env = os.environ
+    return _paths_in(env.get("CLAWKIT_AUDIT_HOME"), env.get("XDG_CONFIG_HOME"), env.get("HOME"), db)
+
+
+@lru_cache(maxsize=64)
+def _paths_in(home: str | None, xdg: str | None, user: str | None, db: str) -> tuple[str, str]:
     digest = hashlib.sha256(_name(db).encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return audit_home() / "anchors" / f"{digest}.json"
+    path = audit_home() / "anchors" / f"{digest}.json"
+    return str(path), str(path.with_suffix(".lock"))
 
 
 def _mac(key: bytes, db: str, seq: int, head: str) -> str:
@@ -114,14 +134,21 @@ def _mac(key: bytes, db: str, seq: int, head: str) -> str:
 
 
 def write_anchor(key: bytes, db: str, seq: int, head: str) -> None:
-    """Atomically record that ``db``'s ledger has ``seq`` records ending in ``head``."""
+    """Atomically record that ``db``'s ledger has ``seq`` records ending in ``head`` (a new file, renamed in)."""
     path = anchor_path(db)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    body = json.dumps({"db": db, "seq": seq, "head": head, "mac": _mac(key, db, seq, head)})
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".anchor.", suffix=".tmp")
+    # a name of this process and thread: writers elsewhere hold other names (rename is the atomic step)
+    tmp = f"{path.parent}{os.sep}.anchor.{os.getpid()}.{threading.get_ident()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(body)
+        fd = os.open(tmp, flags, 0o600)
+    except FileNotFoundError:  # the first anchor of this audit home
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(tmp, flags, 0o600)
+    try:
+        try:
+            os.write(fd, _body(key, db, seq, head))
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -131,43 +158,123 @@ def write_anchor(key: bytes, db: str, seq: int, head: str) -> None:
         raise
 
 
+def _body(key: bytes, db: str, seq: int, head: str) -> bytes:
+    return json.dumps({"db": db, "seq": seq, "head": head, "mac": _mac(key, db, seq, head)}).encode()
+
+
+def _parse(key: bytes | None, db: str, raw: bytes, path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+        seq, head = int(data["seq"]), str(data["head"])
+    except (ValueError, KeyError, TypeError):
+        return {"seq": 0, "head": "", "valid": False, "path": path}
+    valid = key is not None and hmac.compare_digest(str(data.get("mac", "")), _mac(key, _name(db), seq, head))
+    return {"seq": seq, "head": head, "valid": valid, "path": path}
+
+
 def _lock_file(db: str) -> int:
-    path = anchor_path(db)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    path = _paths(db)[1]
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(path, flags, 0o600)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        return os.open(path, flags, 0o600)
 
 
 def check_writable(db: str) -> None:
     """Raise (OSError) when ``db``'s anchor cannot be written: checked when a writer opens the ledger,
-    so a broken audit home fails the first write (the result is withheld) rather than a later sync."""
+    so a broken audit home fails this write (the result is withheld) rather than a later sync."""
     os.close(_lock_file(db))
+
+
+#: anchor files this process advances in place: path -> (fd, inode), the last few kept open
+_kept: "OrderedDict[str, tuple[int, int]]" = OrderedDict()
+KEEP_OPEN = 8
+_kept_lock = threading.Lock()
+SECTOR = 512  # an anchor is rewritten in place as one write at offset 0, padded to whole sectors
 
 
 def advance_anchor(key: bytes, db: str, seq: int, head: str) -> None:
     """Move ``db``'s anchor forward to ``seq``/``head``, never back: another process writing the same
-    database may already have anchored a later record (the check and the write hold a lock file)."""
+    database may already have anchored a later record (the check and the write hold a lock file).
+
+    The file is rewritten in place (one ``pwrite`` of a sector-padded body): a new file renamed over
+    the old one cost ~0.4 ms of CPU in inode and journal work, once per group commit. A reader that
+    catches a write half done reads again under the lock (see :func:`read_anchor`).
+    """
     import fcntl
 
-    fd = _lock_file(db)
+    lock = _lock_file(db)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        current = read_anchor(key, db)
-        if current is not None and current["valid"] and current["seq"] >= seq:
-            return
-        write_anchor(key, db, seq, head)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with _kept_lock:  # a kept descriptor is not closed (evicted) by another thread while in use
+            _advance(key, db, seq, head)
     finally:
-        os.close(fd)  # releases the lock
+        os.close(lock)  # releases the lock
+
+
+def _advance(key: bytes, db: str, seq: int, head: str) -> None:
+    path = _paths(db)[0]
+    fd = _anchor_fd(path)
+    if fd is None:  # the first anchor of this database (or it was deleted): a whole new file
+        write_anchor(key, db, seq, head)
+        return
+    raw = os.pread(fd, 1 << 16, 0)
+    current = _parse(key, db, raw, path)
+    if current["valid"] and current["seq"] >= seq:
+        return
+    body = _body(key, db, seq, head)
+    size = max(len(raw), -(-(len(body) + 1) // SECTOR) * SECTOR)  # covers what was there before
+    os.pwrite(fd, body.ljust(size), 0)
+
+
+def _anchor_fd(path: str) -> int | None:
+    """A descriptor of the anchor file now at ``path`` (kept open; reopened when the file was replaced)."""
+    try:
+        ino = os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+    kept = _kept.get(path)
+    if kept is not None:
+        if kept[1] == ino:
+            _kept.move_to_end(path)
+            return kept[0]
+        os.close(_kept.pop(path)[0])
+    try:
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    _kept[path] = (fd, os.fstat(fd).st_ino)
+    while len(_kept) > KEEP_OPEN:
+        os.close(_kept.popitem(last=False)[1][0])
+    return fd
 
 
 def read_anchor(key: bytes | None, db: str) -> dict[str, Any] | None:
     """``{"seq", "head", "valid"}`` for ``db``, or None when it never had an anchor."""
     path = anchor_path(db)
     try:
-        data = json.loads(path.read_text())
-        seq, head = int(data["seq"]), str(data["head"])
+        found = _parse(key, db, path.read_bytes(), str(path))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError):
+    except OSError:
         return {"seq": 0, "head": "", "valid": False, "path": str(path)}
-    valid = key is not None and hmac.compare_digest(str(data.get("mac", "")), _mac(key, _name(db), seq, head))
-    return {"seq": seq, "head": head, "valid": valid, "path": str(path)}
+    if found["valid"] or key is None:
+        return found
+    # perhaps read while an in-place write was half done: once more, under the writers' lock
+    import fcntl
+
+    try:
+        lock = os.open(path.with_suffix(".lock"), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return found
+    try:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        return _parse(key, db, path.read_bytes(), str(path))
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return found
+    finally:
+        os.close(lock)

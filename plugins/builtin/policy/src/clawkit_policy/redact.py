@@ -9,9 +9,11 @@ Google API keys, JWTs, bearer tokens, PEM private keys) and the value in
 value of any key named like a secret is replaced whole.
 
 All of it is one alternation compiled once per set of secret values and run in a
-single pass: with google-re2 (a DFA, linear time) over the UTF-8 bytes of long
-texts, with :mod:`re` over short ones (where re2's per-call overhead dominates).
-A text without a match is returned as is, without a copy.
+single pass with google-re2 (a DFA, linear time) over the UTF-8 bytes of the text
+(:mod:`re` only if re2 is missing: over this alternation it is slower even on a
+20-character text). A text without a match is returned as is, without a copy; a
+text shorter than any secret (:data:`SHORTEST`) is not scanned, nor the very string
+object the last scan found clean (a tool result is redacted, then stored).
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ def _re2() -> Any:
 
 MARK = "[REDACTED]"
 _MARK_BYTES = MARK.encode()
-#: Texts at least this long are scanned by re2 (when installed); shorter ones by ``re`` (faster below ~30 chars).
-RE2_FROM = 32
+#: No secret is shorter: env values count from 6 characters (:func:`secret_values`), every token
+#: format and assignment from 8 (tests/test_policy_redact.py checks the patterns' minimum widths)
+SHORTEST = 6
 
 SECRET_NAME = re.compile(
     r"(KEY|TOKEN|SECRET|PASSW(OR)?D|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|PRIVATE|SIGNATURE|DSN|DATABASE_URL|WEBHOOK"
@@ -168,18 +171,30 @@ def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
     return _screen(secret_values(extra_names)).search(json_text.encode("utf-8", "surrogatepass")) is not None
 
 
+#: (text, pattern): the last string found clean and the pattern that scanned it
+_last_clean: tuple[Any, Any] = (None, None)
+
+
 def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
     """``text`` with every recognisable secret replaced by ``[REDACTED]`` (the same object when clean)."""
-    if not text:
+    global _last_clean
+    if not text or len(text) < SHORTEST:
         return text
     small, big = _patterns(secret_values(extra_names))
-    if big is None or len(text) < RE2_FROM:
-        return _splice(text, small.finditer(text), MARK)
-    data = text.encode("utf-8", "surrogatepass")
-    if big.search(data) is None:  # one DFA pass; the common case
+    last = _last_clean
+    if last[0] is text and last[1] is small:  # this very string, scanned by these very patterns
         return text
-    out = _splice(data, big.finditer(data), _MARK_BYTES)
-    return out.decode("utf-8", "surrogatepass")
+    if big is None:
+        out = _splice(text, small.finditer(text), MARK)
+    else:
+        data = text.encode("utf-8", "surrogatepass")
+        if big.search(data) is None:  # one DFA pass; the common case
+            out = text
+        else:
+            out = _splice(data, big.finditer(data), _MARK_BYTES).decode("utf-8", "surrogatepass")
+    if out is text:
+        _last_clean = (text, small)
+    return out
 
 
 def _splice(text, matches, mark):

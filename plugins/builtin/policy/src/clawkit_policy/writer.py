@@ -14,18 +14,24 @@ and committing a record costs tens. :meth:`LedgerWriter.submit` only appends
   model call that takes seconds): it wakes every :data:`MAX_DELAY`, or when
   :data:`BATCH` records are waiting, and ends after :data:`IDLE_EXIT` idle seconds.
 
-Both write with one connection of the writer's own to the database file (opened
-on the first write, closed when the thread idles out), under one lock: records
-are committed in the order they were submitted, whichever thread writes them.
+A flush on the thread that uses the session store writes with the store's own
+connection (a commit by a second connection makes SQLite drop the other's page
+cache: every turn re-read its pages twice); the thread, and a flush from any other
+thread, write with a connection of the writer's own (opened on the first such
+write, closed when the thread idles out). One lock: records are committed in the
+order they were submitted, whichever thread writes them.
 The thread gives the GIL back every few records, so a gate that runs meanwhile
 is not held up for a switch interval.
 
 Durability (group commit). A commit is made with ``synchronous=NORMAL``: once
 :meth:`flush` returns, the records are in the WAL and survive the process being
 killed (SIGKILL, OOM, a crash), but not yet a power loss. The thread then makes
-them durable off the reply path — ``fdatasync`` of the WAL (and the database file),
-one for every record committed so far, by this or any other session — and only
-then advances the anchor outside the database (:func:`.anchor.advance_anchor`):
+them durable off the reply path, at most :data:`SYNC_DELAY` after the first commit
+not yet synced (at once when a caller waits for it) — ``fdatasync`` of the WAL,
+one for every record committed so far, by this or any other session: one fsync
+and one anchor write per window instead of per turn (with many sessions at once,
+per commit), which cost a busy process's turns more than their own work — and only then
+advances the anchor outside the database (:func:`.anchor.advance_anchor`):
 the anchor never claims a record a power loss could take. A gate does not decide
 a session's next call while that session's earlier records are not yet durable
 (:meth:`durable`, awaited by ``before_tool_call``); the fsync takes far less than the model call between two
@@ -62,6 +68,7 @@ log = logging.getLogger("clawkit.policy")
 _live: "weakref.WeakSet[LedgerWriter]" = weakref.WeakSet()
 IDLE_EXIT = 1.0  # seconds a writer thread waits for work before it ends (restarted on demand)
 MAX_DELAY = 0.25  # seconds a record may wait for the thread when nobody flushes
+SYNC_DELAY = 0.05  # seconds a commit may wait for its fsync when nobody waits for it (group commit window)
 BATCH = 256  # records waiting that wake the writer thread by themselves
 CHUNK = 64  # records per transaction (hash-chained inside it: the GIL is held for ~0.3 ms)
 YIELD_EVERY = 8  # records prepared between voluntary GIL releases (thread only)
@@ -81,6 +88,9 @@ class LedgerWriter:
         self._lock = threading.Lock()  # starting and ending the thread
         self._io = threading.Lock()  # held while records are taken from the queue and until they are committed
         self._ledger: AuditLedger | None = None  # on the writer's own connection (opened by the first write)
+        self._conn = conn
+        self._owner = threading.current_thread()  # the thread that uses ``conn`` (the agent's loop)
+        self._shared: AuditLedger | None = None  # on ``conn``, for flushes on its owner thread
         self._thread: threading.Thread | None = None
         self._urgent = False  # a flush is waiting for the thread: it stops yielding
         self._stopping = False  # close(): the thread ends as soon as the queue is empty
@@ -89,6 +99,8 @@ class LedgerWriter:
         self.durable_seq = 0  # every record up to here is on disk and anchored
         self._session_seq: dict[str, int] = {}  # session -> its last committed record not yet durable
         self._due = 0.0  # monotonic time by which the thread writes queued records nobody flushed
+        self._sync_at = 0.0  # monotonic time by which the thread syncs what is committed (0: nothing to sync)
+        self._sync_now = False  # a caller waits for durability: the thread syncs without waiting for _sync_at
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future]] = []
         _live.add(self)
 
@@ -170,13 +182,17 @@ class LedgerWriter:
                 log.warning("audit: records were not synced to disk within %.0f s", timeout)
 
     def _ask_sync(self) -> None:
+        """Sync now: somebody waits for durability."""
+        self._sync_now = True
         if self._thread is None:  # read after the commit: a writer that has just ended is seen as None
             self._start()
         else:
             self._wake.set()
 
     def _sync(self) -> None:
-        """fdatasync the WAL and the database file, then advance the anchor (on the writer's thread)."""
+        """fdatasync the WAL (or the database file), then advance the anchor (on the writer's thread)."""
+        self._sync_now = False  # reset before the head is read: whoever asked since is covered by this sync
+        self._sync_at = 0.0
         with self._synced:
             head = self._head
         if head is None or head[0] <= self.durable_seq or self.error is not None:
@@ -186,15 +202,19 @@ class LedgerWriter:
             base = ledger.db or self.path
             # PostgreSQL: durable when COMMIT returns, anchored by the ledger itself; no file to sync
             inline = is_postgres_url(self.path)
+            # The WAL alone: what is committed is in it, or was checkpointed into the database file,
+            # which SQLite syncs after every checkpoint (synchronous=NORMAL) before it reuses the WAL.
+            # Without a WAL (the last connection checkpointed and removed it), the file itself.
             for name in () if inline else (f"{base}-wal", base):
                 try:
                     fd = os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-                except FileNotFoundError:  # no WAL: the last connection checkpointed it into the (synced) file
+                except FileNotFoundError:
                     continue
                 try:
                     os.fdatasync(fd)
                 finally:
                     os.close(fd)
+                break
             if not inline and ledger.db is not None and ledger.key is not None:
                 from .anchor import advance_anchor
 
@@ -249,31 +269,38 @@ class LedgerWriter:
         idle = 0.0
         try:
             while True:
-                woken = True
-                if not self._behind():
-                    delay = max(0.0, min(MAX_DELAY, self._due - time.monotonic())) if items else MAX_DELAY
-                    woken = wake.wait(delay)
-                    wake.clear()
+                now = time.monotonic()
+                behind = self._behind()
                 # queued records are the flushes' to write, unless they wait too long (a slow tool): a
                 # drain here, while the turn writes, would make its commits wait for SQLite's lock
-                due = bool(items) and (self._stopping or time.monotonic() >= self._due)
-                if not due and not self._behind():
-                    if items:
-                        continue
-                    idle = 0.0 if woken else idle + MAX_DELAY
-                    if idle < IDLE_EXIT and not self._stopping:
-                        continue
-                    with self._lock:
-                        self._thread = None
-                        if not items and not self._behind():
-                            return
-                        self._thread = threading.current_thread()  # a record slipped in: keep going
-                    continue
-                idle = 0.0
-                if due:
+                if items and (self._stopping or now >= self._due):
+                    idle = 0.0
                     with self._io:
                         self._drain(nice=True)
-                self._sync()  # outside ``_io``: flushes on other threads commit meanwhile
+                    continue
+                # group commit: one fsync for every commit of the last SYNC_DELAY, sooner when a caller waits
+                if behind and (self._sync_now or self._stopping or now >= self._sync_at):
+                    idle = 0.0
+                    self._sync()  # outside ``_io``: flushes on other threads commit meanwhile
+                    continue
+                delay = MAX_DELAY
+                if items:
+                    delay = min(delay, self._due - now)
+                if behind:
+                    delay = min(delay, self._sync_at - now)
+                woken = wake.wait(max(0.0, delay))
+                wake.clear()
+                if woken or items or self._behind():
+                    idle = 0.0
+                    continue
+                idle += delay
+                if idle < IDLE_EXIT and not self._stopping:
+                    continue
+                with self._lock:
+                    self._thread = None
+                    if not items and not self._behind():
+                        return
+                    self._thread = threading.current_thread()  # a record slipped in: keep going
         finally:
             with self._lock:
                 if self._thread is threading.current_thread():  # ended by an error: restart on demand
@@ -306,6 +333,27 @@ class LedgerWriter:
             self._ledger = ledger
         return self._ledger
 
+    def _flusher(self) -> AuditLedger:
+        """The ledger a flush writes with: on the session store's own connection when the flush runs on
+        the thread that uses it (SQLite). One connection for the turn's writes and the ledger's: a commit
+        by a second connection makes SQLite drop the other's page cache, so each turn would re-read its
+        pages twice. The thread (and a flush from elsewhere, or after the store closed) uses its own."""
+        if self._owner is not threading.current_thread() or is_postgres_url(self.path):
+            return self._open()
+        try:
+            self._conn.total_changes  # noqa: B018 - raises once the store has closed its connection
+        except sqlite3.ProgrammingError:
+            return self._open()
+        if self._shared is None:
+            ledger = AuditLedger(self._conn, create=False, key=self.sync.key)
+            if ledger.db is not None and ledger.key is not None:
+                from .anchor import check_writable
+
+                check_writable(ledger.db)  # a broken audit home fails this write, not a later sync
+            ledger.anchor = False  # advanced by _sync once the records are durable
+            self._shared = ledger
+        return self._shared
+
     def _drain(self, nice: bool) -> None:
         """Commit every queued record in order (transactions of :data:`CHUNK`). Hold ``_io``."""
         items = self._items
@@ -315,7 +363,7 @@ class LedgerWriter:
         while items:
             batch.append(items.popleft())
         try:
-            ledger = self._open()
+            ledger = self._open() if nice else self._flusher()
         except BaseException as exc:  # the directory is gone, permissions: fail closed from now on
             self._fail(exc, len(batch))
             return
@@ -323,6 +371,7 @@ class LedgerWriter:
         # at once instead of after the 5 ms switch interval), unless a flush waits or the backlog is large.
         nice = nice and len(batch) < MAX_BACKLOG
         prepare = self.prepare
+        wake_thread = False
         for start in range(0, len(batch), CHUNK):
             chunk = batch[start:start + CHUNK]
             try:  # still attempted after an error: the chain stays as complete as the disk allows
@@ -338,12 +387,17 @@ class LedgerWriter:
                         for row in rows:
                             if row["session_id"] is not None:
                                 self._session_seq[row["session_id"]] = row["seq"]
+                    if not self._sync_at:
+                        self._sync_at = time.monotonic() + SYNC_DELAY
+                        wake_thread = True
             except BaseException as exc:  # disk full, locked too long: the next gate call fails closed
                 self._fail(exc, len(chunk))
             if nice and not self._urgent:
                 time.sleep(0)
-        if not nice:
-            self._ask_sync()
+        if self._thread is None:  # read after the commit: a writer that has just ended is seen as None
+            self._start()
+        elif wake_thread and self._thread is not threading.current_thread():
+            self._wake.set()  # once per group-commit window: the thread sleeps until _sync_at
 
     def _fail(self, exc: BaseException, lost: int) -> None:
         if self.error is None:

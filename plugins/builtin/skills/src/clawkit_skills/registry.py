@@ -9,9 +9,10 @@ source directory. A name found in several sources is taken from the highest one.
 :class:`SkillRegistry` keeps, per file, the last good compiled skill: a file that
 stops compiling keeps that version active and the error is reported (log + a
 queued event the plugin emits on the next turn). ``sync()`` rescans the source
-directories; ``refresh()`` (run at every turn start) only stats the directories and
-files the last scan saw and rescans when one of them changed (a file added, removed,
-renamed or edited changes its directory's or its own mtime); :meth:`SkillRegistry.start_watching`
+directories; ``refresh()`` (run at every turn start) rescans only when something changed
+since: on Linux it reads the inotify queue every scanned folder is watched on (one system
+call, see :mod:`.changes`), elsewhere it stats the directories and files the last scan saw
+(a file added, removed, renamed or edited changes its directory's or its own mtime); :meth:`SkillRegistry.start_watching`
 subscribes the registry to the process's one watchfiles thread, which calls ``sync()``
 as soon as a file changes.
 """
@@ -30,6 +31,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import changes
 from .compiler import CompiledSkill, SkillCompileError, compile_file, content_hash, missing_requirements
 from .claws import ClawsError
 
@@ -121,6 +123,13 @@ class SkillRegistry:
         self._unstatable: list[Path] = []
         self._racy = True
         self._watch_key: tuple | None = None
+        # the inotify check (see .changes): the notifier every scanned folder is watched on
+        # (None: stat instead), set when a watched folder saw an event since the last scan;
+        # symlinked skill files, whose targets' edits no folder event reports, are stat'ed
+        self._notifier: Any = None
+        self._changed = True
+        self._linked: list[Path] = []
+        self._unwatched = False
         self._available: tuple[tuple, list[CompiledSkill]] | None = None  # (version, skills, PATH) -> available()
 
     # discovery -----------------------------------------------------------------------------
@@ -130,15 +139,29 @@ class SkillRegistry:
         mtime, taken before it is listed so a later change always shows as a newer mtime)."""
         found: list[tuple[str, int, Path]] = []
         dirs: dict[str, int | None] = {}
+        notify = changes.notifier()
+        watch = self._watcher(notify) if notify is not None else None
+        self._unwatched = False
+        self._linked = []
         for rank, (label, root) in enumerate(self.sources):
-            self._walk(str(root), label, rank, found, dirs)
+            self._walk(str(root), label, rank, found, dirs, watch)
         self._dirs = dirs
+        self._notifier = None if notify is None or self._unwatched else notify
         return found
 
-    @staticmethod
-    def _walk(top: str, label: str, rank: int, found: list[tuple[str, int, Path]], dirs: dict[str, int | None]) -> None:
+    def _watcher(self, notify: Any) -> Any:
+        def watch(path: str) -> bool:
+            return notify.watch(path, self)
+
+        return watch
+
+    def _walk(self, top: str, label: str, rank: int, found: list[tuple[str, int, Path]], dirs: dict[str, int | None],
+              watch: Any = None) -> None:
         """``os.walk(top)`` order: a directory's files (sorted), then its sub-directories (sorted;
-        hidden, ``__*`` and ``node_modules`` skipped; symlinked directories not followed)."""
+        hidden, ``__*`` and ``node_modules`` skipped; symlinked directories not followed).
+        With ``watch``, each directory is watched before it is listed: a change made after
+        its listing always leaves an event."""
+        watched = watch(top) if watch is not None else False
         try:
             st = os.stat(top)
         except OSError:
@@ -147,6 +170,8 @@ class SkillRegistry:
         if not stat_mod.S_ISDIR(st.st_mode):
             dirs.setdefault(top, None)
             return
+        if watch is not None and not watched:
+            self._unwatched = True  # an existing folder without a watch: stat every turn
         dirs[top] = st.st_mtime_ns
         try:
             with os.scandir(top) as it:
@@ -165,22 +190,28 @@ class SkillRegistry:
                     subdirs.append(e.name)
             elif is_skill_file(e.name):
                 files.append(e.name)
+                if e.is_symlink():
+                    self._linked.append(Path(top) / e.name)
         for fn in sorted(files):
             found.append((label, rank, Path(top) / fn))
         for d in sorted(subdirs):
-            SkillRegistry._walk(os.path.join(top, d), label, rank, found, dirs)
+            self._walk(os.path.join(top, d), label, rank, found, dirs, watch)
 
     def refresh(self) -> bool:
-        """The per-turn check: stat what the last scan saw, :meth:`sync` only if something moved.
+        """The per-turn check: :meth:`sync` only if something moved since the last scan.
 
-        A skill file added, removed or renamed changes its directory's mtime; an edit changes
-        the file's own (mtime, size). Right after a change (timestamps within ``RACY_NS`` of
+        With inotify, a queued event on a scanned folder (see :meth:`_refresh_notified`).
+        Otherwise by stat: a skill file added, removed or renamed changes its directory's
+        mtime; an edit changes the file's own (mtime, size). Right after a change (timestamps within ``RACY_NS`` of
         the scan) the check is not trusted: every refresh rescans until things settle.
         True when the active set changed.
         """
         with self._lock:
             if self._dirs is None or self._racy:
                 return self.sync()
+            notify = self._notifier
+            if notify is not None and notify is changes.notifier():
+                return self._refresh_notified(notify)
             stat = os.stat
             for d, mtime in self._dirs.items():
                 try:
@@ -206,9 +237,35 @@ class SkillRegistry:
                     return self.sync()
             return False
 
+    def _refresh_notified(self, notify: Any) -> bool:
+        """:meth:`refresh` with every scanned folder watched: read the event queue; stat only
+        what no watch covers (folders that did not exist, symlinked files, unreadable ones)."""
+        notify.drain()
+        if self._changed:
+            return self.sync()
+        for d, mtime in self._dirs.items():  # type: ignore[union-attr]
+            if mtime is None and os.path.isdir(d):
+                return self.sync()
+        for path in self._linked:
+            state = self.files.get(path)
+            try:
+                st = os.stat(path)
+            except OSError:
+                return self.sync()
+            if state is None or (st.st_mtime_ns, st.st_size) != state.stamp:
+                return self.sync()
+        for path in self._unstatable:
+            if os.path.exists(path):
+                return self.sync()
+        return False
+
     def sync(self) -> bool:
         """Rescan the sources; recompile changed files. True when the active set changed."""
         with self._lock:
+            notify = changes.notifier()
+            if notify is not None:
+                notify.drain()  # events so far are for the state this scan reads
+            self._changed = False
             changed = False
             seen: set[Path] = set()
             unstatable: list[Path] = []
@@ -337,13 +394,17 @@ class SkillRegistry:
     def start_watching(self, step_ms: int = 50) -> None:
         """Have the shared watcher thread keep this registry current (idempotent; call again
         when source directories may have appeared, it re-watches only if the set changed)."""
-        present = None if self._dirs is None else tuple(str(p) for _, p in self.sources if self._dirs.get(str(p)) is not None)
-        thread = WATCHER.thread
-        key = (present, thread, step_ms)
-        if present is not None and key == self._watch_key and thread is not None and thread.is_alive():
+        dirs, thread, last = self._dirs, WATCHER.thread, self._watch_key
+        if last is not None and dirs is not None and last[0] is dirs and last[2] is thread and last[3] == step_ms \
+                and thread is not None and thread.is_alive():
+            return  # no scan since the last call (the usual turn), and the thread still runs
+        present = None if dirs is None else tuple(str(p) for _, p in self.sources if dirs.get(str(p)) is not None)
+        if present is not None and last is not None and last[1:] == (present, thread, step_ms) \
+                and thread is not None and thread.is_alive():
+            self._watch_key = (dirs, present, thread, step_ms)
             return  # nothing appeared or vanished since the last call, and the thread still runs
         WATCHER.add(self, step_ms)
-        self._watch_key = (present, WATCHER.thread, step_ms)
+        self._watch_key = (dirs, present, WATCHER.thread, step_ms)
 
     def stop_watching(self) -> None:
         self._watch_key = None

@@ -163,9 +163,10 @@ async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_i
                 "sha256": hashlib.sha256(out.answer.encode("utf-8", "replace")).hexdigest(),
                 "scope": {"tools": kin.tools, "grants": kin.grants, "depth": kin.depth},
             }
+    # no usage here: it rolls up through the tool result and is on the child's run record already (a Usage
+    # dump in an audited event also costs the ledger's secret screen a structural walk: "…_tokens" keys)
     ctx.emit("subagent.end", agent=name, call_id=step_id, child_session=session.id, child_run=out.run_id,
-             status=out.status, error=out.error, elapsed=elapsed, usage=out.usage.model_dump(exclude_defaults=True),
-             provenance=out.provenance or None)
+             status=out.status, error=out.error, elapsed=elapsed, provenance=out.provenance or None)
     return out
 
 

@@ -122,9 +122,23 @@ def _listed_skills(ctx: Any) -> list[Any]:
     return [sk for found in hooks.call_sync("list_skills", ctx=ctx) for sk in (found or [])]
 
 
+_infos_cache: list[tuple[TranslationConfig, list[Any], list[SkillInfo]]] = []  # the last (config, skills) seen
+
+
 def _skill_infos(ctx: Any, cfg: TranslationConfig) -> list[SkillInfo]:
+    listed = _listed_skills(ctx)
+    # the skills plugin hands out the same compiled objects until a file changes: reuse the infos
+    for c_cfg, c_listed, c_infos in _infos_cache:
+        if c_cfg is cfg and len(c_listed) == len(listed) and all(a is b for a, b in zip(c_listed, listed)):
+            return c_infos
+    infos = _build_skill_infos(listed, cfg)
+    _infos_cache[:] = [(cfg, listed, infos)]
+    return infos
+
+
+def _build_skill_infos(listed: list[Any], cfg: TranslationConfig) -> list[SkillInfo]:
     infos: dict[str, SkillInfo] = {}
-    for sk in _listed_skills(ctx):
+    for sk in listed:
         if sk.name not in infos:
             kws = tuple(cfg.skill_keywords.get(sk.name, ())) + tuple(getattr(sk, "keywords", None) or ())
             desc = f"{sk.description} {getattr(sk, 'trigger', '') or ''}"
@@ -168,13 +182,12 @@ def message_received(ctx, message):
     ctx.state["route"] = route
     _save_route(ctx.session, route)
     ctx.emit("translation.route", elapsed_us=elapsed_us, **route)
-    store = ctx.session.store
-    metrics.bump_with_turn(store, "routed")
-    metrics.bump_with_turn(store, f"profile:{route['profile']}")
+    counts = [(f"profile:{route['profile']}", 1.0)]
     if dispatch:
-        metrics.bump_with_turn(store, "dispatch_routes")
+        counts.append(("dispatch_routes", 1.0))
         if len(dispatch) > 1:
-            metrics.bump_with_turn(store, "dispatch_multi")
+            counts.append(("dispatch_multi", 1.0))
+    metrics.bump_with_turn(ctx.session.store, "routed", 1.0, *counts)
     return None
 
 
@@ -221,12 +234,17 @@ def _save_route(session: Any, route: dict[str, Any]) -> None:
         session.set(ROUTE_META_KEY, route)
         return
     try:
-        data = json.dumps(route, default=str, separators=(",", ":"), allow_nan=False)  # json() must accept it
-    except ValueError:
-        session.set(ROUTE_META_KEY, route)
-        return
+        json.dumps(route, separators=(",", ":"), allow_nan=False)  # plain JSON (json() must accept it)
+    except (ValueError, TypeError):
+        try:
+            route_json = json.loads(json.dumps(route, default=str, allow_nan=False))
+        except ValueError:
+            session.set(ROUTE_META_KEY, route)
+            return
+    else:
+        route_json = route  # written as is: the store serialises it now
     session.metadata[ROUTE_META_KEY] = route
-    write_key(session.id, ROUTE_META_KEY, json.loads(data))
+    write_key(session.id, ROUTE_META_KEY, route_json)
 
 
 def _restricting_profile(ctx: Any, cfg: TranslationConfig) -> ProfileConfig | None:
@@ -239,6 +257,8 @@ def _restricting_profile(ctx: Any, cfg: TranslationConfig) -> ProfileConfig | No
 
 def before_llm_call(ctx, request):
     cfg = settings(ctx.agent)
+    if not cfg.profiles:  # no profile restricts tools: nothing to do
+        return None
     pc = _restricting_profile(ctx, cfg)
     if pc is None:
         return None
@@ -338,11 +358,9 @@ def encode_for_transport(ctx: Any, message: CT1Message, skill: str | None = None
     """ClawDense text of ``message`` for another agent; counted in the metrics."""
     dense = transport_codec(ctx, skill).encode(message)
     if ctx is not None:  # committed with the turn's next write: no commit of their own on the dispatch path
-        store = ctx.session.store
-        metrics.bump_with_turn(store, "messages_encoded")
-        metrics.bump_with_turn(store, "transport_chars_dense", len(dense))
-        metrics.bump_with_turn(store, "transport_chars_ct1", len(ct1.serialize(message)))
-        metrics.bump_with_turn(store, "transport_chars_json", len(message.to_json()))
+        metrics.bump_with_turn(ctx.session.store, "messages_encoded", 1.0, ("transport_chars_dense", len(dense)),
+                               ("transport_chars_ct1", len(ct1.serialize(message))),
+                               ("transport_chars_json", len(message.to_json())))
     return dense
 
 

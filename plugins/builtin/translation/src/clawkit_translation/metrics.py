@@ -15,6 +15,7 @@ import logging
 import sqlite3
 import time
 import weakref
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -67,13 +68,29 @@ def ensure_table(store: Any) -> bool:
         return False
 
 
-def bump_with_turn(store: Any, metric: str, by: float = 1.0) -> None:
-    """Add ``by`` to ``metric``, committed with the store's next write (inside a turn: before it ends)."""
+def bump_with_turn(store: Any, metric: str, by: float = 1.0, *more: tuple[str, float]) -> None:
+    """Add ``by`` to ``metric`` (and each ``(metric, by)`` of ``more``), committed with the store's
+    next write (inside a turn: before it ends). Several metrics go in one statement: each queued
+    statement costs an execute in the turn's commit."""
     queue = store_queue(store)
     if queue is None or not ensure_table(store):
         bump(store.conn, metric, by)
+        for m, b in more:
+            bump(store.conn, m, b)
         return
-    queue(UPSERT, (metric, by, time.time()))
+    now = time.time()
+    if not more:
+        queue(UPSERT, (metric, by, now))
+        return
+    rows = ((metric, by), *more)
+    queue(_upsert_rows(len(rows)), tuple(v for m, b in rows for v in (m, b, now)))
+
+
+@lru_cache(maxsize=8)
+def _upsert_rows(n: int) -> str:
+    """UPSERT for ``n`` rows in one statement (distinct metrics: one row may not update twice)."""
+    head, tail = UPSERT.split(" ON CONFLICT", 1)
+    return head + ", (?, ?, ?)" * (n - 1) + " ON CONFLICT" + tail
 
 
 def read(db: str | Path) -> dict[str, float]:

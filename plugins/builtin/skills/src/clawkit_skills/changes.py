@@ -1,0 +1,90 @@
+"""The per-turn "did any skill folder change?" check, in one system call.
+
+Every registry's scanned folders are watched on one process-wide inotify descriptor
+(Linux; ``inotify_simple``). The kernel queues an event the moment a file in a watched
+folder is created, written, renamed, deleted or touched, so a check at the start of a
+turn sees every change made before it — unlike the watchfiles thread, which reports
+after its ~50 ms step. Reading an empty queue is one ``ioctl``: a turn that finds no
+event skips the stat of every folder and file the last scan saw.
+
+Where inotify is unavailable (another OS, no descriptors or watches left), :func:`notifier`
+returns None and the registry stats instead, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import weakref
+from typing import Any
+
+log = logging.getLogger("clawkit.skills")
+
+
+class FolderNotifier:
+    """One inotify descriptor; each watch descriptor maps to the registries watching it."""
+
+    def __init__(self) -> None:
+        from inotify_simple import INotify, flags
+
+        self.inotify = INotify(nonblocking=True)
+        self.mask = (flags.CREATE | flags.DELETE | flags.MODIFY | flags.CLOSE_WRITE | flags.MOVED_FROM | flags.MOVED_TO
+                     | flags.ATTRIB | flags.DELETE_SELF | flags.MOVE_SELF)
+        self.watchers: dict[int, "weakref.WeakSet[Any]"] = {}
+        self.everyone: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self.lock = threading.Lock()
+        self.pid = os.getpid()
+
+    def watch(self, path: str, registry: Any) -> bool:
+        """Watch folder ``path`` for ``registry``; False when it cannot be watched."""
+        try:
+            wd = self.inotify.add_watch(path, self.mask)
+        except OSError:
+            return False
+        with self.lock:
+            self.watchers.setdefault(wd, weakref.WeakSet()).add(registry)
+            self.everyone.add(registry)
+        return True
+
+    def drain(self) -> None:
+        """Read every queued event; each marks the registries watching its folder as changed."""
+        with self.lock:
+            try:
+                events = self.inotify.read(timeout=0)
+            except OSError as exc:  # pragma: no cover - a broken descriptor: everyone rescans
+                log.debug("skills inotify read failed: %r", exc)
+                events = [None]
+            for ev in events:
+                if ev is None or ev.wd == -1:  # a queue overflow: events were lost
+                    for reg in list(self.everyone):
+                        reg._changed = True
+                    continue
+                for reg in list(self.watchers.get(ev.wd, ())):
+                    reg._changed = True
+                if ev.mask & 0x8000:  # IN_IGNORED: the watch is gone (its folder was deleted)
+                    self.watchers.pop(ev.wd, None)
+
+
+_notifier: FolderNotifier | None = None
+_unavailable = False
+_init_lock = threading.Lock()
+
+
+def notifier() -> FolderNotifier | None:
+    """This process's notifier (a forked child gets its own), or None without inotify."""
+    global _notifier, _unavailable
+    n = _notifier
+    if n is not None and n.pid == os.getpid():
+        return n
+    if _unavailable:
+        return None
+    with _init_lock:
+        if _notifier is None or _notifier.pid != os.getpid():
+            try:
+                _notifier = FolderNotifier()
+            except Exception as exc:  # no inotify here (or no descriptors left): stat instead
+                log.debug("skills: no inotify (%r); changes are found by stat", exc)
+                _unavailable = True
+                return None
+        return _notifier
