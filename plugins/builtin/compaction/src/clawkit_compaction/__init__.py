@@ -35,11 +35,13 @@ def register_config(register):
 
 @hookimpl
 @hook_order(60)
-async def before_llm_call(ctx, request):
-    """Compact when the request would exceed the window minus the reserve."""
-    from .plugin import before_llm_call as impl
+def before_llm_call(ctx, request):
+    """Compact when the request would exceed the window minus the reserve (an awaitable then;
+    the usual call, far below the limit, returns None without a coroutine)."""
+    from .plugin import compact_over_limit, over_limit
 
-    return await impl(ctx, request)
+    over = over_limit(ctx, request)
+    return None if over is None else compact_over_limit(ctx, request, *over)
 
 
 @hookimpl
