@@ -75,6 +75,15 @@ class MemoryVariant(bt.ClawkitVariant):
         self.agent.pm.register(self.spy)
         self.agent.hooks._cache.clear()
 
+    def worker_cpu_us(self) -> float | None:
+        """CPU the memory thread has used so far (recalls and indexing, wherever they fell), in us."""
+        from clawkit_memory.service import memory_for
+
+        thread = memory_for(self.agent.config).executor._thread
+        if thread is None or thread.ident is None or not thread.is_alive():
+            return None
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident)) * 1e6
+
     async def turn(self) -> str:
         self.n += 1
         text = f"What is 2 + 3? (question {self.n} about Ada's work)" if self.fresh else bt.PROMPT
@@ -151,14 +160,18 @@ async def main_async(args: argparse.Namespace) -> int:
     base = med["kernel only"]
     print(f"\nper turn, new session per turn, persistence on ({args.rounds} interleaved rounds, {took:.0f} s);"
           " recall parts in us (medians)\n")
-    print(f"{'variant':36s} {'median us':>10s} {'p90 us':>8s} {'added us':>9s} {'turns':>6s}  recall")
+    print("thread cpu: the memory thread's CPU (recalls, indexing finished turns) per turn over all of the row's"
+          " turns, warm-up included, wherever it fell (between batches too)\n")
+    print(f"{'variant':36s} {'median us':>10s} {'p90 us':>8s} {'added us':>9s} {'thread cpu':>10s} {'turns':>6s}  recall")
     for v in rows:
         name = v.name
-        extra = ""
+        extra, thread = "", ""
         if isinstance(v, MemoryVariant):
             extra = fmt_split(recall_split(v.per_turn[-len(samples[name]):]), len(samples[name]))
+            used = v.worker_cpu_us()
+            thread = f"{used / v.n:.0f}" if used is not None else "-"
         print(f"{name:36s} {med[name]:10.0f} {bt.pct(samples[name], 0.9) * 1e6:8.0f} {med[name] - base:9.0f} "
-              f"{len(samples[name]):6d}  {extra}")
+              f"{thread:>10s} {len(samples[name]):6d}  {extra}")
     print(f"load average {os.getloadavg()[0]:.1f} at end")
     for v in rows:
         v.close()

@@ -201,6 +201,27 @@ def truncate_to_tokens(text: str, max_tokens: int, model: str | None = None) -> 
     return head if len(tokens) <= max_tokens else counter.decode(tokens[:max_tokens])
 
 
+_schema_sizes: dict[int, tuple[Any, int, Any, int, int]] = {}  # id(schema) -> (schema, len, its properties, size)
+
+
+def _schema_chars(schema: Any) -> int:
+    """``len(str(schema))``, remembered per schema dict: tool schemas are built once and offered
+    on every model call (``str`` of one costs microseconds; a request offers dozens). A dict
+    that gained or lost keys, or whose ``properties`` were replaced, is measured again."""
+    if not isinstance(schema, dict):
+        return len(str(schema))
+    props = schema.get("properties")
+    hit = _schema_sizes.get(id(schema))
+    if hit is not None and hit[0] is schema and hit[1] == len(schema) and hit[2] is props \
+            and (not isinstance(props, dict) or hit[4] == len(props)):
+        return hit[3]
+    size = len(str(schema))
+    if len(_schema_sizes) > 4096:
+        _schema_sizes.clear()
+    _schema_sizes[id(schema)] = (schema, len(schema), props, size, len(props) if isinstance(props, dict) else -1)
+    return size
+
+
 def max_request_tokens(request: Any) -> int:
     """An upper bound of a request's tokens (system, tool schemas, messages with their
     per-message and per-call overheads), computed without a tokenizer.
@@ -210,7 +231,7 @@ def max_request_tokens(request: Any) -> int:
     below a window limit without loading or running tiktoken."""
     chars = len(request.system)
     for t in request.tools:
-        chars += len(t.name) + len(t.description) + len(str(t.parameters)) + 100
+        chars += len(t.name) + len(t.description) + _schema_chars(t.parameters) + 100
     overhead = 0
     for m in request.messages:
         chars += len(m.content)

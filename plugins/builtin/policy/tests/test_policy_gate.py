@@ -293,3 +293,39 @@ def test_ledger_records_every_decision_execution_and_security_event(build_agent,
     exe = next(r for r in recs if r["kind"] == "execution")
     assert exe["status"] == "ok" and exe["ended"] >= exe["started"]
     assert ledger.verify().ok
+
+
+def test_call_hash_is_sha256_of_the_name_and_the_sorted_compact_json_arguments():
+    """Stored approvals bind to this hash: it must not change when the encoder behind it does."""
+    import datetime
+    import hashlib
+    import json
+
+    from clawkit_policy.scope import call_hash
+
+    for args in ({"b": 1, "a": [1.5, None, True]}, {"path": "ünï/cødé", "n": {"z": 1e-7, "y": "\u2028"}},
+                 {"when": datetime.date(2026, 1, 2)}, {}):
+        text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        assert call_hash("tool", args) == hashlib.sha256(f"tool\n{text}".encode()).hexdigest()
+
+
+def test_the_workspace_real_path_is_resolved_again_once_the_workspace_is_re_pointed(tmp_path):
+    import os
+
+    from clawkit_policy.gate import workspace_real
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    link = tmp_path / "ws"
+    link.symlink_to(tmp_path / "a")
+    assert workspace_real(str(link)) == os.path.realpath(tmp_path / "a")
+    assert workspace_real(str(link)) == os.path.realpath(tmp_path / "a")  # remembered
+    link.unlink()
+    link.symlink_to(tmp_path / "b")
+    assert workspace_real(str(link)) == os.path.realpath(tmp_path / "b")
+    link.unlink()
+    (tmp_path / "a").rename(tmp_path / "old")
+    (tmp_path / "a").mkdir()  # a new directory where the remembered real path pointed
+    link.symlink_to(tmp_path / "a")
+    assert workspace_real(str(link)) == os.path.realpath(tmp_path / "a")
+    assert os.stat(workspace_real(str(link))).st_ino == os.stat(tmp_path / "a").st_ino

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import sqlite3
 import subprocess
@@ -194,3 +195,18 @@ def test_truncation_with_a_rewritten_head_is_caught_by_the_anchor(db, capsys):
     tamper(db, "DROP TABLE policy_audit")
     code, _, err = cli("--db", str(db), "audit", "verify", capsys=capsys)
     assert code == 1 and "dropped" in err
+
+
+@pytest.mark.parametrize("size", [16, 32, 64, 65, 200])
+def test_record_mac_is_hmac_sha256_of_the_compact_row(size):
+    """record_hash computes HMAC-SHA256 from copies of the keyed pads; any HMAC library verifies it."""
+    import hashlib
+    import hmac
+    import os
+
+    from clawkit_policy.ledger import COLUMNS, record_hash
+
+    key = os.urandom(size)
+    values = {c: f"v{i}" for i, c in enumerate(COLUMNS)}
+    payload = json.dumps([values[c] for c in COLUMNS], separators=(",", ":"), ensure_ascii=False).encode()
+    assert record_hash(values, key) == hmac.new(key, payload, hashlib.sha256).hexdigest()

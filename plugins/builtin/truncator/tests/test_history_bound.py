@@ -27,3 +27,17 @@ def test_the_bound_never_underestimates_the_real_count(system, contents, args):
     if max_request_tokens(request) < real:
         raise AssertionError(f"bound said under {real} tokens: {json.dumps([system, contents, args])[:300]}")
     assert max_request_tokens(request) < 10 * real + 100_000
+
+
+def test_the_bound_follows_a_tool_schema_edited_in_place():
+    # the schema's size is remembered per dict: a schema that grows must be measured again
+    request = LlmRequest(model="m", messages=[], system="", tools=[
+        ToolDef(name="t", description="", parameters={"type": "object", "properties": {"path": {"type": "string"}}})])
+    params = request.tools[0].parameters
+    before = max_request_tokens(request)
+    assert max_request_tokens(request) == before
+    params["properties"]["pattern"] = {"type": "string", "description": "x" * 500}
+    grown = max_request_tokens(request)
+    assert grown >= before + 4 * 500
+    params["description"] = "y" * 300
+    assert max_request_tokens(request) >= grown + 4 * 300

@@ -114,12 +114,14 @@ def message_received(ctx, message):
     """Sets the bounded wait, counts turns, and asks for re-classification every N turns."""
     cfg = settings(ctx.agent)
     ctx.state["classify_wait"] = cfg.wait_ms / 1000.0
+    _remember(ctx)
+    if cfg.model is None:
+        return  # nothing will be sent: no event for the kernel to wait on
     # set when the classifier's request leaves: the kernel's wait (and our timeout) count from there,
     # never from a provider's first import
     ctx.state["classify_sent"] = asyncio.Event()
-    _remember(ctx)
     n = cfg.reclassify_every
-    if not n or cfg.model is None:
+    if not n:
         return
     session = ctx.session
     turns = int(session.get("classifier.turns", 0) or 0) + 1

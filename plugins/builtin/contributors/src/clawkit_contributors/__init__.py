@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_exports
+from clawkit.lazy import lazy_exports, lazy_module
 
 if TYPE_CHECKING:
     from clawkit.prompt import PromptContributor
@@ -37,6 +37,9 @@ _EXPORTS = {
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+# imported by the first hook call (an import statement costs microseconds per call)
+_settings = lazy_module(__name__, "settings")
+_workspace = lazy_module(__name__, "workspace")
 
 
 _BUILTINS: list[Any] | None = None
@@ -82,21 +85,27 @@ def _config_contributors(agent: Any) -> list[PromptContributor]:
 
 def workspace_prompts(agent: Any) -> WorkspacePrompts:
     """The (watched) workspace sections directory of ``agent``."""
-    from .settings import settings_of
-    from .workspace import prompts_for, prompts_for_cached
+    hit = _keys.get(id(agent))
+    if hit is None or hit[0] is not agent:  # the config's part of the key, once per config object
+        from .settings import settings_of
 
-    cfg = settings_of(agent)
-    key = (cfg.prompts_dir, str(agent.workspace), cfg.watch)
-    wp = prompts_for_cached(key)  # two calls per turn: skip the path arithmetic
+        cfg = settings_of(agent)
+        if len(_keys) > 64:
+            _keys.clear()
+        hit = _keys[id(agent)] = (agent, (cfg.prompts_dir, str(agent.workspace), cfg.watch))
+    key = hit[1]
+    workspace = _workspace()
+    wp = workspace.prompts_for_cached(key)  # two calls per turn: skip the path arithmetic
     if wp is None:
-        directory = Path(cfg.prompts_dir)
+        directory = Path(key[0])
         if not directory.is_absolute():
             directory = Path(agent.workspace) / directory
-        wp = prompts_for(directory, cfg.watch, cache_key=key)
+        wp = workspace.prompts_for(directory, key[2], cache_key=key)
     _users[id(agent)] = wp
     return wp
 
 
+_keys: dict[int, tuple[Any, tuple[str, str, bool]]] = {}  # agent config id -> (config, its prompts key)
 _users: dict[int, WorkspacePrompts] = {}  # open agent config id -> the prompts directory it reads
 
 
@@ -111,9 +120,7 @@ def agent_closing(agent):
 
 @hookimpl
 def register_prompt_contributor(register, agent):
-    from .settings import settings_of
-
-    off = set(settings_of(agent).disable)
+    off = _settings().settings_of(agent).disable
     for c in _builtins():
         if c.id not in off:
             register(c)
@@ -124,14 +131,27 @@ def register_prompt_contributor(register, agent):
 
 
 _reported: dict[str, int] = {}
+_described: list[Any] = [None, None, {}]  # the last (tool registry, its visible list, descriptions)
+
+
+def _descriptions(tools: Any) -> dict[str, str]:
+    """Tool name -> description of the visible tools; rebuilt when the registry's visible
+    list changes (it is a new list whenever a tool is added, removed or allowed)."""
+    if tools is None:
+        return {}
+    visible = tools.visible()
+    if _described[0] is tools and _described[1] is visible:
+        return dict(_described[2])  # a copy: the turn's state is the turn's
+    described = {t.name: t.definition.description for t in visible}
+    _described[:] = [tools, visible, described]
+    return dict(described)
 
 
 @hookimpl
 @hook_order(60)
 def message_received(ctx, message):
     """Hands tool descriptions to the tools section and reports malformed workspace files."""
-    described = {t.name: t.definition.description for t in ctx.tools.visible()} if ctx.tools is not None else {}
-    ctx.state["contributors.tool_descriptions"] = described
+    ctx.state["contributors.tool_descriptions"] = _descriptions(ctx.tools)
     wp = workspace_prompts(ctx.agent)
     key = f"{ctx.session.id}:{wp.directory}"
     if wp.errors and _reported.get(key) != wp.generation:

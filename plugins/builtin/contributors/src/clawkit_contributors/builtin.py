@@ -161,8 +161,12 @@ class Runtime(PromptContributor):
     id = "runtime"
     priority = 900
 
+    _system: str | None = None
+
     def contribute(self, ctx: ContributorContext) -> PromptSection:
-        system = f"{platform.system()} {platform.release()} ({platform.machine()})".strip()
+        system = Runtime._system
+        if system is None:  # fixed for the process
+            system = Runtime._system = f"{platform.system()} {platform.release()} ({platform.machine()})".strip()
         today = _dt.date.today().isoformat()
         cwd = os.path.abspath(ctx.workspace)
         return PromptSection("Runtime", f"- OS: {system}\n- Date: {today}\n- Working directory: {cwd}")

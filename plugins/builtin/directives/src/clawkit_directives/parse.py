@@ -38,6 +38,8 @@ class Parsed:
 
 
 def parse(text: str) -> Parsed:
+    if "/" not in text:  # most messages: no directive can be in them
+        return Parsed(text)
     code = [m.span() for m in _CODE.finditer(text)]
     found: list[tuple[str, str]] = []
     cuts: list[tuple[int, int]] = []

@@ -269,8 +269,11 @@ class ThinkContributor(PromptContributor):
         return PromptSection("Reasoning", THINK_TEXT.get(level, THINK_TEXT["medium"]))
 
 
+_THINK = ThinkContributor()  # stateless: one instance serves every agent and turn
+
+
 def register_prompt_contributor(register, agent):
-    register(ThinkContributor())
+    register(_THINK)
 
 
 # --- /verbose ------------------------------------------------------------------------------

@@ -113,13 +113,20 @@ def _realpath(db: str) -> str:
 
 
 def anchor_path(db: str) -> Path:
-    return _anchor_path(str(audit_home()), _name(db))
+    return Path(_paths(db)[0])
+
+
+def _paths(db: str) -> tuple[str, str]:
+    """(anchor file, its lock file) of ``db``, in the audit home as the environment names it now."""
+    env = os.environ
+    return _paths_in(env.get("CLAWKIT_AUDIT_HOME"), env.get("XDG_CONFIG_HOME"), env.get("HOME"), db)
 
 
 @lru_cache(maxsize=64)
-def _anchor_path(home: str, name: str) -> Path:
-    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return Path(home) / "anchors" / f"{digest}.json"
+def _paths_in(home: str | None, xdg: str | None, user: str | None, db: str) -> tuple[str, str]:
+    digest = hashlib.sha256(_name(db).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    path = audit_home() / "anchors" / f"{digest}.json"
+    return str(path), str(path.with_suffix(".lock"))
 
 
 def _mac(key: bytes, db: str, seq: int, head: str) -> str:
@@ -166,12 +173,12 @@ def _parse(key: bytes | None, db: str, raw: bytes, path: str) -> dict[str, Any]:
 
 
 def _lock_file(db: str) -> int:
-    path = anchor_path(db).with_suffix(".lock")
+    path = _paths(db)[1]
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
     try:
         return os.open(path, flags, 0o600)
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         return os.open(path, flags, 0o600)
 
 
@@ -208,7 +215,7 @@ def advance_anchor(key: bytes, db: str, seq: int, head: str) -> None:
 
 
 def _advance(key: bytes, db: str, seq: int, head: str) -> None:
-    path = str(anchor_path(db))
+    path = _paths(db)[0]
     fd = _anchor_fd(path)
     if fd is None:  # the first anchor of this database (or it was deleted): a whole new file
         write_anchor(key, db, seq, head)

@@ -58,7 +58,7 @@ class Turn:
     _approvals: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.ws_real = os.path.realpath(self.workspace)
+        self.ws_real = workspace_real(self.workspace)
 
     def real_path(self, raw: str) -> str:
         """``raw`` resolved against the workspace (symlinks, ``..``, ``~``) afresh at every call: a
@@ -127,6 +127,34 @@ class Pending:
                 for v in values:
                     if v in self.slot[key]:
                         self.slot[key].remove(v)
+
+
+_ws_real: dict[str, tuple[str, tuple[int, int]]] = {}
+
+
+def workspace_real(workspace: str) -> str:
+    """``os.path.realpath(workspace)``, remembered while the workspace and the remembered real path are
+    still the same directory (device and inode): two ``stat`` calls a turn instead of a walk of every
+    path component. A workspace (or a directory on its path) replaced or re-pointed is resolved again."""
+    found = _ws_real.get(workspace)
+    if found is not None:
+        try:
+            now, then = os.stat(workspace), os.stat(found[0])
+        except OSError:
+            pass
+        else:
+            if (now.st_dev, now.st_ino) == found[1] == (then.st_dev, then.st_ino):
+                return found[0]
+    real = os.path.realpath(workspace)
+    try:
+        st = os.stat(real)
+    except OSError:  # not there (yet): nothing to remember
+        _ws_real.pop(workspace, None)
+        return real
+    if len(_ws_real) >= 256:
+        _ws_real.clear()
+    _ws_real[workspace] = (real, (st.st_dev, st.st_ino))
+    return real
 
 
 def config(ctx: Any) -> PolicyConfig:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import ipaddress
-import json
 import os
 import shlex
 import socket
@@ -36,8 +35,9 @@ _WILDCARDS = frozenset("*?[")
 
 def call_hash(name: str, arguments: dict[str, Any]) -> str:
     """SHA-256 of the tool name and its canonical arguments: what an approval binds to."""
-    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(f"{name}\n{canonical}".encode()).hexdigest()
+    from .ledger import canonical  # the same text as json.dumps(sort_keys, compact, ensure_ascii=False, default=str)
+
+    return hashlib.sha256(f"{name}\n{canonical(arguments)}".encode()).hexdigest()
 
 
 def is_within(path: str, root: str) -> bool:

@@ -27,10 +27,10 @@ Durability (group commit). A commit is made with ``synchronous=NORMAL``: once
 :meth:`flush` returns, the records are in the WAL and survive the process being
 killed (SIGKILL, OOM, a crash), but not yet a power loss. The thread then makes
 them durable off the reply path, at most :data:`SYNC_DELAY` after the first commit
-not yet synced (at once when a caller waits for it) — ``fdatasync`` of the WAL
-(and the database file), one for every record committed so far, by this or any
-other session: one fsync and one anchor write per window instead of per turn,
-which cost a busy process's turns more than their own work — and only then
+not yet synced (at once when a caller waits for it) — ``fdatasync`` of the WAL,
+one for every record committed so far, by this or any other session: one fsync
+and one anchor write per window instead of per turn (with many sessions at once,
+per commit), which cost a busy process's turns more than their own work — and only then
 advances the anchor outside the database (:func:`.anchor.advance_anchor`):
 the anchor never claims a record a power loss could take. A gate does not decide
 a session's next call while that session's earlier records are not yet durable
@@ -68,7 +68,7 @@ log = logging.getLogger("clawkit.policy")
 _live: "weakref.WeakSet[LedgerWriter]" = weakref.WeakSet()
 IDLE_EXIT = 1.0  # seconds a writer thread waits for work before it ends (restarted on demand)
 MAX_DELAY = 0.25  # seconds a record may wait for the thread when nobody flushes
-SYNC_DELAY = 0.02  # seconds a commit may wait for its fsync when nobody waits for it (group commit window)
+SYNC_DELAY = 0.05  # seconds a commit may wait for its fsync when nobody waits for it (group commit window)
 BATCH = 256  # records waiting that wake the writer thread by themselves
 CHUNK = 64  # records per transaction (hash-chained inside it: the GIL is held for ~0.3 ms)
 YIELD_EVERY = 8  # records prepared between voluntary GIL releases (thread only)
@@ -190,7 +190,7 @@ class LedgerWriter:
             self._wake.set()
 
     def _sync(self) -> None:
-        """fdatasync the WAL and the database file, then advance the anchor (on the writer's thread)."""
+        """fdatasync the WAL (or the database file), then advance the anchor (on the writer's thread)."""
         self._sync_now = False  # reset before the head is read: whoever asked since is covered by this sync
         self._sync_at = 0.0
         with self._synced:
@@ -202,15 +202,19 @@ class LedgerWriter:
             base = ledger.db or self.path
             # PostgreSQL: durable when COMMIT returns, anchored by the ledger itself; no file to sync
             inline = is_postgres_url(self.path)
+            # The WAL alone: what is committed is in it, or was checkpointed into the database file,
+            # which SQLite syncs after every checkpoint (synchronous=NORMAL) before it reuses the WAL.
+            # Without a WAL (the last connection checkpointed and removed it), the file itself.
             for name in () if inline else (f"{base}-wal", base):
                 try:
                     fd = os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-                except FileNotFoundError:  # no WAL: the last connection checkpointed it into the (synced) file
+                except FileNotFoundError:
                     continue
                 try:
                     os.fdatasync(fd)
                 finally:
                     os.close(fd)
+                break
             if not inline and ledger.db is not None and ledger.key is not None:
                 from .anchor import advance_anchor
 

@@ -20,6 +20,7 @@ The shield fails closed: an internal error blocks the call or withholds the resu
 from __future__ import annotations
 
 import fnmatch
+import re
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +96,7 @@ class Shield:
         self.attestor: Attestor = NoopAttestor()
         self._validators: dict[str, tuple[int, Any]] = {}
         self._workspaces: dict[str, str] = {}
+        self._untrusted_rx: tuple[tuple[str, ...], Any] | None = None
 
     @property
     def enforcing(self) -> bool:
@@ -170,15 +172,18 @@ class Shield:
             return None
         schema = definition.parameters or {"type": "object"}
         cached = self._validators.get(definition.name)
-        if cached is None or cached[0] != id(schema):
+        if cached is None or cached[0] is not schema:
             import jsonschema  # only when a tool call is checked: a turn without tools never pays for it
 
             cls = jsonschema.validators.validator_for(schema)
             cls.check_schema(schema)  # a broken schema is an internal error: fail closed
-            cached = (id(schema), cls(schema))
+            cached = (schema, cls(schema), _plain_spec(schema), _schema_key(schema))
+            self._validators[definition.name] = cached
+        elif cached[2] is not None and _schema_key(schema) != cached[3]:  # the same dict, edited in place
+            cached = (schema, cached[1], _plain_spec(schema), _schema_key(schema))
             self._validators[definition.name] = cached
         validator = cached[1]
-        if _plainly_valid(schema, call.arguments) or validator.is_valid(call.arguments):
+        if _plainly_valid_spec(cached[2], call.arguments) or validator.is_valid(call.arguments):
             return None
         errors = sorted(validator.iter_errors(call.arguments), key=lambda e: list(e.absolute_path))[:3]
         parts = []
@@ -269,7 +274,12 @@ class Shield:
             return False
         if meta.get("untrusted") is True:
             return True
-        return any(fnmatch.fnmatchcase(call.name, p) for p in self.config.untrusted_tools)
+        patterns = tuple(self.config.untrusted_tools)
+        if self._untrusted_rx is None or self._untrusted_rx[0] != patterns:  # compiled once per list
+            rx = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)) if patterns else None
+            self._untrusted_rx = (patterns, rx)
+        rx = self._untrusted_rx[1]
+        return rx is not None and rx.match(call.name) is not None
 
     def inspect_result(self, ctx: Any, call: ToolCall, result: ToolResult) -> ToolResult | None:
         """Personal data redacted (``pii_scan``), then untrusted content scanned and wrapped."""
@@ -377,6 +387,57 @@ def _plainly_valid(schema: dict[str, Any], args: dict[str, Any]) -> bool:
     return True
 
 
+def _schema_key(schema: dict[str, Any]) -> Any:
+    props = schema.get("properties")
+    return (len(schema), len(props) if isinstance(props, dict) else -1, id(props))
+
+
+def _plain_spec(schema: dict[str, Any]) -> tuple[bool, dict[str, Any], tuple[str, ...]] | None:
+    """What :func:`_plainly_valid` reads of a flat schema, worked out once per schema: (no
+    additional properties, property -> Python type(s) or None, required names); None when
+    the schema is not that simple (jsonschema always decides then)."""
+    if set(schema) - {"type", "properties", "required", "additionalProperties", "title", "description"} or schema.get("type") != "object":
+        return None
+    props = schema.get("properties") or {}
+    if schema.get("additionalProperties") not in (False, None, True) or not isinstance(props, dict):
+        return None
+    kinds: dict[str, Any] = {}
+    for key, sub in props.items():
+        if not isinstance(sub, dict) or set(sub) - _PLAIN_KEYS:
+            return None
+        kind = sub.get("type")
+        if kind in _SIMPLE_TYPES:
+            kinds[key] = (_SIMPLE_TYPES[kind],)
+        elif kind == "integer":
+            kinds[key] = (int,)
+        elif kind == "number":
+            kinds[key] = (int, float)
+        elif kind is None:
+            kinds[key] = None
+        else:
+            return None
+    return schema.get("additionalProperties") is False, kinds, tuple(schema.get("required") or ())
+
+
+def _plainly_valid_spec(spec: tuple[bool, dict[str, Any], tuple[str, ...]] | None, args: dict[str, Any]) -> bool:
+    """:func:`_plainly_valid` with the schema's part worked out beforehand (:func:`_plain_spec`)."""
+    if spec is None or not isinstance(args, dict):
+        return False
+    closed, kinds, required = spec
+    for k in required:
+        if k not in args:
+            return False
+    for key, value in args.items():
+        if key not in kinds:
+            if closed:
+                return False
+            continue
+        allowed = kinds[key]
+        if allowed is not None and type(value) not in allowed:
+            return False
+    return True
+
+
 def _trust(session: Any) -> float:
     try:
         return max(0.0, min(1.0, float(session.get("trust", 1.0))))
@@ -469,6 +530,8 @@ def after_tool_call(ctx, call, result):
 @hook_order(70)
 def before_llm_call(ctx, request):
     """Scan untrusted text other plugins put into the prompt; an internal error taints the session."""
+    if not ctx.state.get("untrusted_content"):
+        return None  # nothing to scan (the usual model call)
     config = _config(ctx)
     if getattr(config, "enabled", True) is False:
         return None

@@ -150,6 +150,8 @@ def after_tool_call(ctx, call, result):
     if not isinstance(result.content, str) or not result.content:
         return None
     budget = budget_tokens(cfg, context_window(ctx), ctx)
+    if len(result.content) * 4 <= budget:  # plan_cut's first test, before a counter is made: fits
+        return None
     return cut_result(ctx, call, result, cfg, budget)
 
 
