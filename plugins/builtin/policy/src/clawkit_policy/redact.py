@@ -136,12 +136,69 @@ def _patterns(values: tuple[str, ...]) -> tuple[Any, Any]:
 
 
 #: Words at least one of which occurs wherever a secret-named key or an assignment/bearer secret could be.
+#: (:func:`may_hold_secrets` searches them as the literals of _SCREEN_LITERALS.)
 _SCREEN_WORDS = r"(?i:key|secret|token|passw|passphrase|auth|cookie|credential|bearer|_pass|_pwd|_pw\b|://[^\s/@]+:[^\s/@]+@|webhook|hooks\.slack)"
 
 
+# A prefilter in front of the regex passes, made of C-level byte searches that hold the GIL. re2 releases the
+# GIL for every match: with any other thread busy (a memory indexer, a tool, the audit writer) each call waited
+# ~50 us to get it back, for a search worth 1 us. The prefilter is a sound over-approximation: whatever the
+# full pattern (or the screen) could match contains one of its literals, so "no literal" proves "no match".
+
+#: a literal every token format contains (case-sensitive, as in :data:`TOKENS`); "://" covers every
+#: credential and webhook URL
+_TOKEN_LITERALS = (b"sk-", b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_", b"glpat-", b"xox", b"AKIA",
+                   b"ASIA", b"AIza", b"npm_", b"hf_", b"eyJ", b"-----BEGIN", b"://")
+#: an ASSIGNMENT's keyword ends in one of these (lower case); what may follow it up to the value, as in ASSIGNMENT
+_ASSIGNMENT_WORDS = (b"key", b"secret", b"token", b"passw", b"passphrase", b"_pass", b"_pw")
+_ASSIGNMENT_TAIL = re.compile(rb"[A-Za-z0-9_\-]*[\"']?[\t\n\f\r ]*[:=][\t\n\f\r ]*[\"']?[^\t\n\f\r \"',;]{4}")
+#: the screen's words (lower case), as in _SCREEN_WORDS
+_SCREEN_LITERALS = (b"key", b"secret", b"token", b"passw", b"passphrase", b"auth", b"cookie", b"credential",
+                    b"bearer", b"_pass", b"_pw", b"webhook", b"hooks.slack")
+#: UTF-8 of the non-ASCII letters a case-insensitive match may fold onto ASCII ones (U+017F long s, U+212A
+#: Kelvin sign for re2; U+0130/U+0131 dotted/dotless i for ``re``, which matches key names): a text holding
+#: one gets the full pass
+_FOLDS = (b"\xc5\xbf", b"\xe2\x84\xaa", b"\xc4\xb0", b"\xc4\xb1")
+
+
+def _may_match(data: bytes, values: tuple[bytes, ...]) -> bool:
+    """False only if the full pattern of :func:`_patterns` (for these secret ``values``) finds nothing in ``data``."""
+    for lit in _TOKEN_LITERALS:
+        if lit in data:
+            return True
+    for lit in values:
+        if lit in data:
+            return True
+    for lit in _FOLDS:
+        if lit in data:
+            return True
+    low = data.lower()  # ASCII only, as re2's (?i) apart from _FOLDS; byte offsets unchanged
+    if b"bearer" in low:
+        return True
+    for word in _ASSIGNMENT_WORDS:
+        at = low.find(word)
+        while at >= 0:
+            if _ASSIGNMENT_TAIL.match(data, at + len(word)):
+                return True
+            at = low.find(word, at + 1)
+    return False
+
+
 @lru_cache(maxsize=8)
-def _screen(values: tuple[str, ...]) -> Any:
-    """A pattern that finds something in the canonical JSON text of a value whenever :func:`redact`
+def _encoded(values: tuple[str, ...]) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """(secret values as UTF-8, the same plus their JSON-escaped forms) for the prefilters."""
+    raw = tuple(v.encode("utf-8", "surrogatepass") for v in values)
+    escaped = {json.dumps(v, ensure_ascii=False)[1:-1].encode("utf-8", "surrogatepass") for v in values}
+    return raw, raw + tuple(escaped - set(raw))
+
+
+def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
+    """False when :func:`redact` would leave every value whose canonical JSON text (or plain
+    string, for a string value) is in ``json_text`` unchanged: one pass to skip the structural walk.
+
+    Byte searches for a literal of every secret kind (see :func:`_may_match`): a secret value raw
+    or JSON-escaped, a token format's prefix, a word of every key name, bearer token and assignment.
+    Like the pattern it replaced, it finds something in the canonical JSON text of a value whenever :func:`redact`
     would change that value (it may also find things that :func:`redact` leaves alone).
 
     JSON escaping works character by character, so a secret inside a string shows up in its JSON text
@@ -149,26 +206,14 @@ def _screen(values: tuple[str, ...]) -> Any:
     characters JSON never escapes, and key names, bearer tokens and assignments all contain a word
     of :data:`_SCREEN_WORDS`.
     """
-    variants = sorted({v for value in values for v in (value, json.dumps(value, ensure_ascii=False)[1:-1])},
-                      key=lambda v: (-len(v), v))
-    re2 = _re2()
-    if re2 is not None:
-        options = re2.Options()
-        options.max_mem = 64 << 20
-        try:
-            quoted = "|".join(re2.escape(v) for v in variants)
-            source = "|".join(((f"(?:{quoted})",) if quoted else ()) + TOKENS + (_SCREEN_WORDS,))
-            return re2.compile(source.encode(), options)
-        except Exception:  # pragma: no cover
-            pass
-    literal = "|".join(re.escape(v) for v in variants)
-    return re.compile("|".join(((f"(?:{literal})",) if literal else ()) + TOKENS + (_SCREEN_WORDS,)).encode())
-
-
-def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
-    """False when :func:`redact` would leave every value whose canonical JSON text (or plain
-    string, for a string value) is in ``json_text`` unchanged: one pass to skip the structural walk."""
-    return _screen(secret_values(extra_names)).search(json_text.encode("utf-8", "surrogatepass")) is not None
+    data = json_text.encode("utf-8", "surrogatepass")
+    values = _encoded(secret_values(extra_names))[1]
+    for group in (_TOKEN_LITERALS, values, _FOLDS):
+        for lit in group:
+            if lit in data:
+                return True
+    low = data.lower()
+    return any(word in low for word in _SCREEN_LITERALS)
 
 
 #: (text, pattern): the last string found clean and the pattern that scanned it
@@ -188,8 +233,8 @@ def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
         out = _splice(text, small.finditer(text), MARK)
     else:
         data = text.encode("utf-8", "surrogatepass")
-        if big.search(data) is None:  # one DFA pass; the common case
-            out = text
+        if not _may_match(data, _encoded(secret_values(extra_names))[0]) or big.search(data) is None:
+            out = text  # the common case: no literal of any secret kind (or one DFA pass found nothing)
         else:
             out = _splice(data, big.finditer(data), _MARK_BYTES).decode("utf-8", "surrogatepass")
     if out is text:
