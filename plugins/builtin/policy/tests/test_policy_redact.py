@@ -126,13 +126,12 @@ def test_the_prefilter_never_hides_what_the_full_pattern_finds(secret_env):
     """_may_match is an over-approximation of the full re2 pattern: False must mean no match."""
     values = redact_mod.secret_values()
     _, big = redact_mod._patterns(values)
-    raw = redact_mod._encoded(values)[0]
     samples = [f"x {t} y" for t in TOKENS] + ["password=hunter22", "Authorization: Bearer abcdefghijklmnop==",
                                                  '{"client_secret": "abcdefg"}', "ſecret=abcd", "\u212aEY: 'abcd'"]
     for text in [*samples, *_fragments()]:
         data = text.encode("utf-8", "surrogatepass")
         if big.search(data) is not None:
-            assert redact_mod._may_match(data, raw), text
+            assert redact_mod._may_match(text, values), text
 
 
 def test_the_screen_never_hides_a_value_redact_would_change(secret_env):
@@ -148,4 +147,4 @@ def test_the_screen_never_hides_a_value_redact_would_change(secret_env):
 def test_clean_texts_pass_the_prefilter_without_a_regex_pass():
     for text in ('{"model":"fake/bench","usage":{"prompt_tokens":20,"completion_tokens":5,"total_tokens":25,"cost":null}}',
                  "What is 2 + 3?", '{"tool_calls":[{"id":"call_1","name":"add","arguments":{"a":2,"b":3}}]}'):
-        assert not redact_mod._may_match(text.encode(), ())
+        assert not redact_mod._may_match(text, ())

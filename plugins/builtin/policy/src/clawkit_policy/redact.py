@@ -145,51 +145,59 @@ _SCREEN_WORDS = r"(?i:key|secret|token|passw|passphrase|auth|cookie|credential|b
 # ~50 us to get it back, for a search worth 1 us. The prefilter is a sound over-approximation: whatever the
 # full pattern (or the screen) could match contains one of its literals, so "no literal" proves "no match".
 
-#: a literal every token format contains (case-sensitive, as in :data:`TOKENS`); "://" covers every
-#: credential and webhook URL
-_TOKEN_LITERALS = (b"sk-", b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_", b"glpat-", b"xox", b"AKIA",
-                   b"ASIA", b"AIza", b"npm_", b"hf_", b"eyJ", b"-----BEGIN", b"://")
-#: an ASSIGNMENT's keyword ends in one of these (lower case); what may follow it up to the value, as in ASSIGNMENT
-_ASSIGNMENT_WORDS = (b"key", b"secret", b"token", b"passw", b"passphrase", b"_pass", b"_pw")
-_ASSIGNMENT_TAIL = re.compile(rb"[A-Za-z0-9_\-]*[\"']?[\t\n\f\r ]*[:=][\t\n\f\r ]*[\"']?[^\t\n\f\r \"',;]{4}")
+#: an ASSIGNMENT's keyword ends in one of these (lower case); then what ASSIGNMENT requires up to its value
+#: (every part but the value is forced, so the one match below is the only candidate)
+_ASSIGNMENT_WORDS = ("key", "secret", "token", "passw", "passphrase", "_pass", "_pw")
+_ASSIGNMENT_TAIL = re.compile(r"[A-Za-z0-9_\-]*[\"']?[\t\n\f\r ]*[:=][\t\n\f\r ]*[\"']?([^\t\n\f\r \"',;]*)")
 #: the screen's words (lower case), as in _SCREEN_WORDS
-_SCREEN_LITERALS = (b"key", b"secret", b"token", b"passw", b"passphrase", b"auth", b"cookie", b"credential",
-                    b"bearer", b"_pass", b"_pw", b"webhook", b"hooks.slack")
-#: UTF-8 of the non-ASCII letters a case-insensitive match may fold onto ASCII ones (U+017F long s, U+212A
-#: Kelvin sign for re2; U+0130/U+0131 dotted/dotless i for ``re``, which matches key names): a text holding
-#: one gets the full pass
-_FOLDS = (b"\xc5\xbf", b"\xe2\x84\xaa", b"\xc4\xb0", b"\xc4\xb1")
+_SCREEN_LITERALS = ("key", "secret", "token", "passw", "passphrase", "auth", "cookie", "credential", "bearer", "_pass",
+                    "_pw", "webhook", "hooks.slack")
+#: _FOLDS: non-ASCII letters a case-insensitive match may fold onto ASCII ones (U+017F long s, U+212A Kelvin
+#: sign for re2; U+0130/U+0131 dotted/dotless i for ``re``, which matches key names; U+0130 is also the one
+#: letter whose lower case is longer): a text holding one gets the full pass
 
 
-def _may_match(data: bytes, values: tuple[bytes, ...]) -> bool:
-    """False only if the full pattern of :func:`_patterns` (for these secret ``values``) finds nothing in ``data``."""
-    for lit in _TOKEN_LITERALS:
-        if lit in data:
+def _has_literal(text: str, values: tuple[str, ...]) -> bool:
+    """Does ``text`` hold a literal every match of a token format contains (:data:`TOKENS`, case-sensitive;
+    "://" for every credential and webhook URL), a secret value, or a letter of _FOLDS? Spelt out: a loop
+    over a table cost twice as much."""
+    if "-" in text and ("sk-" in text or "glpat-" in text or "xox" in text or "-----BEGIN" in text):
+        return True
+    if "_" in text and ("ghp_" in text or "gho_" in text or "ghu_" in text or "ghs_" in text or "ghr_" in text
+                        or "github_pat_" in text or "npm_" in text or "hf_" in text):
+        return True
+    if "A" in text and ("AKIA" in text or "ASIA" in text or "AIza" in text):
+        return True
+    if "eyJ" in text or "://" in text:
+        return True
+    for value in values:
+        if value in text:
             return True
-    for lit in values:
-        if lit in data:
-            return True
-    for lit in _FOLDS:
-        if lit in data:
-            return True
-    low = data.lower()  # ASCII only, as re2's (?i) apart from _FOLDS; byte offsets unchanged
-    if b"bearer" in low:
+    return not text.isascii() and ("\u017f" in text or "\u212a" in text or "\u0130" in text or "\u0131" in text)
+
+
+def _may_match(text: str, values: tuple[str, ...]) -> bool:
+    """False only if the full pattern of :func:`_patterns` (for these secret ``values``) finds nothing in
+    ``text`` (scanned as UTF-8 by re2: a value of at least 4 bytes, ASCII case folding apart from _FOLDS)."""
+    if _has_literal(text, values):
+        return True
+    low = text.lower()  # offsets unchanged: no letter of a text without _FOLDS lowers to more than one
+    if "bearer" in low:
         return True
     for word in _ASSIGNMENT_WORDS:
         at = low.find(word)
         while at >= 0:
-            if _ASSIGNMENT_TAIL.match(data, at + len(word)):
+            m = _ASSIGNMENT_TAIL.match(text, at + len(word))
+            if m is not None and (len(m[1]) >= 4 or len(m[1].encode("utf-8", "surrogatepass")) >= 4):
                 return True
             at = low.find(word, at + 1)
     return False
 
 
 @lru_cache(maxsize=8)
-def _encoded(values: tuple[str, ...]) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
-    """(secret values as UTF-8, the same plus their JSON-escaped forms) for the prefilters."""
-    raw = tuple(v.encode("utf-8", "surrogatepass") for v in values)
-    escaped = {json.dumps(v, ensure_ascii=False)[1:-1].encode("utf-8", "surrogatepass") for v in values}
-    return raw, raw + tuple(escaped - set(raw))
+def _escaped(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Secret values and their JSON-escaped forms (as a canonical JSON text holds them)."""
+    return tuple(dict.fromkeys(values + tuple(json.dumps(v, ensure_ascii=False)[1:-1] for v in values)))
 
 
 def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
@@ -206,13 +214,9 @@ def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
     characters JSON never escapes, and key names, bearer tokens and assignments all contain a word
     of :data:`_SCREEN_WORDS`.
     """
-    data = json_text.encode("utf-8", "surrogatepass")
-    values = _encoded(secret_values(extra_names))[1]
-    for group in (_TOKEN_LITERALS, values, _FOLDS):
-        for lit in group:
-            if lit in data:
-                return True
-    low = data.lower()
+    if _has_literal(json_text, _escaped(secret_values(extra_names))):
+        return True
+    low = json_text.lower()
     return any(word in low for word in _SCREEN_LITERALS)
 
 
@@ -225,16 +229,19 @@ def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
     global _last_clean
     if not text or len(text) < SHORTEST:
         return text
-    small, big = _patterns(secret_values(extra_names))
+    values = secret_values(extra_names)
+    small, big = _patterns(values)
     last = _last_clean
     if last[0] is text and last[1] is small:  # this very string, scanned by these very patterns
         return text
     if big is None:
         out = _splice(text, small.finditer(text), MARK)
+    elif not _may_match(text, values):
+        out = text  # the common case: no literal of any secret kind, and no regex pass (see _may_match)
     else:
         data = text.encode("utf-8", "surrogatepass")
-        if not _may_match(data, _encoded(secret_values(extra_names))[0]) or big.search(data) is None:
-            out = text  # the common case: no literal of any secret kind (or one DFA pass found nothing)
+        if big.search(data) is None:
+            out = text
         else:
             out = _splice(data, big.finditer(data), _MARK_BYTES).decode("utf-8", "surrogatepass")
     if out is text:
