@@ -57,7 +57,7 @@ def test_metadata_classification_and_deferred_writes(store):
         store.row("missing")
 
 
-def test_events_usage_ride_with_the_next_message(store, db):
+def test_observations_are_committed_together_at_the_turns_end(store, db):
     sid = store.create("a")
     store.event(sid, "run1", "tool_blocked", {"why": "policy", "n": 1}, time.time())
     store.record_usage(sid, "run1", "m", Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15, cost=0.5))
@@ -65,8 +65,12 @@ def test_events_usage_ride_with_the_next_message(store, db):
     other = SessionStore(db)  # another process's view: nothing committed yet
     try:
         assert other.conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
-        store.append(sid, Message(role="user", content="x"))
+        store.append(sid, Message(role="user", content="x"))  # a message commits itself alone
+        assert other.conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 1
+        assert other.conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
+        store.flush()  # the turn's end
         assert other.conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 1
+        assert other.conn.execute("SELECT COUNT(*) FROM usage").fetchone()[0] == 2
     finally:
         other.close()
     assert store.events(sid)[0]["data"] == {"why": "policy", "n": 1}

@@ -35,7 +35,8 @@ per variant (``n`` calibrated so a batch takes ~``--batch-seconds``), variants
 interleaved so machine load hits them alike. Figures: median and p90 of the per-turn
 wall times of all batches, in microseconds; ratios against clawkit in the same run.
 ``--profile`` adds a cProfile of clawkit's reference turn with its top costs (file:line);
-``--profile-plugin NAME`` profiles "kernel + NAME" and lists that plugin's own costs.
+``--profile-plugin NAME`` profiles "kernel + NAME" and lists that plugin's own costs;
+``--hook-times`` adds, per plugin row, the median time per turn spent inside its hooks.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ class Variant:
 
 
 CPU: dict[str, list[float]] = {}  # per variant: [process CPU seconds (all threads), turns]
+HOOK: dict[str, list[float]] = {}  # per plugin row (--hook-times): seconds inside its hooks, per turn
 
 
 async def run_batch(v: Variant, n: int) -> list[float]:
@@ -127,7 +129,18 @@ async def run_batch(v: Variant, n: int) -> list[float]:
     before = ToolRuns.count
     perf = time.perf_counter
     bad: list[str] = []
-    if v.is_async:
+    acc = getattr(v, "hook_acc", None)
+    if acc is not None:  # --hook-times: the time spent inside the plugin's own hooks, per turn
+        hooks = HOOK.setdefault(v.name, [])
+        for _ in range(n):
+            h0 = acc[0]
+            t0 = perf()
+            out = await v.turn()
+            samples.append(perf() - t0)
+            hooks.append(acc[0] - h0)
+            if out != ANSWER:
+                bad.append(repr(out))
+    elif v.is_async:
         for _ in range(n):
             t0 = perf()
             out = await v.turn()
@@ -186,6 +199,10 @@ def clawkit_plugins() -> list[tuple[str, str]]:
     for ep in metadata.entry_points(group="clawkit"):
         seen.setdefault(ep.name, ep.dist.name if ep.dist else "?")
     return sorted(seen.items())
+
+
+class _Timed(list):
+    timed = True
 
 
 class ClawkitVariant(Variant):
@@ -256,6 +273,36 @@ class ClawkitVariant(Variant):
         cfg = validate_agent(data, "<bench>", {}, collect_sections(HookRunner(pm)))
         self.agent = Agent(cfg, pm=pm, provider=FakeModel(), persist=self.persist)
         self.loaded = sorted(n for n, _ in pm.list_name_plugin() if n != "bench-tools")
+        if self.hook_times:
+            self._time_hooks()
+
+    hook_times = False
+
+    def _time_hooks(self) -> None:
+        """Wrap the loaded plugins' hook implementations with a clock (``self.hook_acc``)."""
+        runner, acc, mine = self.agent.hooks, [0.0], set(self.loaded)
+        real = runner.impls
+        perf = time.perf_counter
+
+        def timed(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def call(**kw: Any) -> Any:  # the sync part: an awaitable's body runs when the kernel awaits it
+                t0 = perf()
+                try:
+                    return fn(**kw)
+                finally:
+                    acc[0] += perf() - t0
+            return call
+
+        def impls(name: str):
+            cached = runner._cache.get(name)
+            if cached is None or not getattr(cached, "timed", False):
+                cached = _Timed((p, timed(f) if p in mine else f, a) for p, f, a in real(name))
+                runner._cache[name] = cached
+            return cached
+
+        runner._cache.clear()
+        runner.impls = impls  # type: ignore[method-assign]
+        self.hook_acc = acc
 
     def start_batch(self) -> None:
         self.session_id, self.in_session = None, 0
@@ -629,6 +676,7 @@ async def measure(variants: list[Variant], rounds: int, batch_seconds: float) ->
     gc.freeze()  # setup garbage out of the way: a full collection of this heap takes ~100 ms
     samples: dict[str, list[float]] = {v.name: [] for v in variants}
     CPU.clear()
+    HOOK.clear()
     for _ in range(rounds):
         for v in variants:
             samples[v.name] += await run_batch(v, sizes[v.name])
@@ -660,6 +708,9 @@ async def main_async(args: argparse.Namespace) -> int:
     if args.per_plugin:
         variants += [ClawkitVariant(f"+ {n}", plugins=[n], persist=True, group="plugin") for n, _ in plugins
                      if args.plugin_rows is None or n in args.plugin_rows]
+    for v in variants:
+        if isinstance(v, ClawkitVariant) and v.group == "plugin" and args.hook_times:
+            v.hook_times = True
     skipped: list[str] = []
     versions: dict[str, str] = {"clawkit-kernel": dist_version("clawkit-kernel") or "?"}
     for make in PEERS:
@@ -719,10 +770,16 @@ async def main_async(args: argparse.Namespace) -> int:
     plugin_rows = [v for v in ready if v.group == "plugin"]
     if plugin_rows:
         print(f"\nper plugin: kernel + one plugin, persistence on, new session per turn (kernel only: {kernel:.0f} us)")
-        print(f"  {'plugin':24s} {'median us':>10s} {'p90 us':>9s} {'cpu us':>8s} {'added us':>9s} {'added cpu':>10s}")
+        hooked = bool(HOOK)
+        print(f"  {'plugin':24s} {'median us':>10s} {'p90 us':>9s} {'cpu us':>8s} {'added us':>9s} {'added cpu':>10s}"
+              + (f" {'hooks us':>9s}" if hooked else ""))
         for v in sorted(plugin_rows, key=lambda v: -med[v.name]):
+            hk = f" {statistics.median(HOOK[v.name]) * 1e6:9.1f}" if v.name in HOOK else ""
             print(f"  {v.name[2:]:24s} {med[v.name]:10.0f} {p90[v.name]:9.0f} {cpu[v.name]:8.0f} {med[v.name] - kernel:9.0f} "
-                  f"{cpu[v.name] - cpu['kernel only']:10.0f}")
+                  f"{cpu[v.name] - cpu['kernel only']:10.0f}{hk}")
+        if hooked:
+            print("  hooks us: median per turn of the wall time inside the plugin's own hook implementations (their"
+                  " synchronous part; SQL they queue runs in the kernel's commit) — steadier than 'added' on a busy machine")
     if llm:
         whole, alone = ref / llm, med["kernel only"] / llm
         print(f"\ngoals (issue 13): every builtin plugin, persistence on <= 1.0x llm: {whole:.2f}x "
@@ -758,6 +815,8 @@ def main() -> int:
                    metavar="N,N,...", help="stored sessions at which --growth measures (default 10,100,1000,10000)")
     p.add_argument("--profile-plugin", default=None, metavar="NAME",
                    help="cProfile 'kernel + NAME' (as --profile '+ NAME') and list that plugin's own costs")
+    p.add_argument("--hook-times", action="store_true",
+                   help="per-plugin rows also report the time inside the plugin's own hooks per turn (median)")
     p.add_argument("--profile-turns", type=int, default=200)
     p.add_argument("--top", type=int, default=25)
     args = p.parse_args()

@@ -261,7 +261,7 @@ class ModelSide:
 
     async def _deliver_final(self, ctx: TurnContext, text: str, deliver: Deliver | None, *, streamed: bool, persist: bool = False) -> str:
         if persist:
-            self._append(ctx.session, Message(role="assistant", content=text, metadata={"handled_by_plugin": True}), ctx)
+            self._append(ctx.session, Message(role="assistant", content=text, metadata={"handled_by_plugin": True}), ctx, defer=True)
         out = await self._send(ctx, Outbound(kind="final_reply", content=text, metadata={"streamed": streamed}), deliver)
         return "" if out.cancelled else out.content
 

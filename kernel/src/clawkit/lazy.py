@@ -8,12 +8,23 @@ module thin and loads its real modules on first use::
     __getattr__ = lazy_exports(__name__, {"TruncatorConfig": "plugin", "cut": "cut"})
 
 ``pkg.TruncatorConfig`` then imports ``pkg.plugin`` the first time it is asked for.
+
+Thin hookimpls reach their implementation through :func:`lazy_module`: a ``from .plugin
+import impl`` statement inside a hook costs microseconds on every call (the import
+machinery runs each time), the accessor a function call::
+
+    _plugin = lazy_module(__name__, "plugin")
+
+    @hookimpl
+    def before_llm_call(ctx, request):
+        return _plugin().before_llm_call(ctx, request)
 """
 
 from __future__ import annotations
 
 import sys
 from importlib import import_module
+from types import ModuleType
 from typing import Any, Callable
 
 
@@ -29,3 +40,16 @@ def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], Any]:
         return value
 
     return __getattr__
+
+
+def lazy_module(package: str, name: str) -> Callable[[], ModuleType]:
+    """An accessor for ``package.<name>``, imported by its first call and kept."""
+    module: ModuleType | None = None
+
+    def get() -> ModuleType:
+        nonlocal module
+        if module is None:
+            module = import_module(f".{name}", package)
+        return module
+
+    return get

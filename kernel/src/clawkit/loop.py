@@ -203,7 +203,7 @@ class Agent(ModelSide):
         while len(self._sessions) >= SESSION_CACHE:
             self._sessions.pop(next(iter(self._sessions)))  # the least recently used
         if session_id is None or not self.store.exists(session_id):
-            sid = self.store.create(self.config.name, session_id)
+            sid = self.store.create(self.config.name, session_id, defer=True)  # committed with the first message
             s = Session(self.store, sid, self.config, new=True)
             self._sessions[sid] = s
             self._session = s
@@ -463,7 +463,8 @@ class Agent(ModelSide):
                 if not response.content.strip():
                     response.content = _fallback_summary(result)  # the wrap-up reply is never empty
             assistant = Message(role="assistant", content=response.content, tool_calls=response.tool_calls)
-            self._append(session, assistant, ctx)
+            # a call is on disk before it runs; a final answer rides with the turn's end (one commit less)
+            self._append(session, assistant, ctx, defer=not response.tool_calls)
             if not response.tool_calls:
                 result.reply = await self._deliver_final(ctx, response.content, deliver, streamed=request.stream and deliver is not None)
                 return
@@ -483,8 +484,8 @@ class Agent(ModelSide):
         self._append(ctx.session, Message(role="user", content=note, metadata={"kernel_note": True, "wrap_up": True}), ctx)
         return False
 
-    def _append(self, session: Session, message: Message, ctx: TurnContext) -> None:
-        session.store.append(session.id, message, ctx.run_id)
+    def _append(self, session: Session, message: Message, ctx: TurnContext, *, defer: bool = False) -> None:
+        session.store.append(session.id, message, ctx.run_id, defer=defer)
         session.history.append(message)
 
     def _keep_partial(self, ctx: TurnContext, result: TurnResult, text: str, reason: str, error: str) -> None:

@@ -15,7 +15,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from pydantic_core import to_json as _to_json
+
+from .checkpoint import Checkpointer
 from .errors import UsageError
+from .sessionlock import SessionLocks
 from .storage import POSTGRESQL, SQLITE, Column, Index, Table, declare, is_postgres_url, script
 from .types import Message, SessionClassification, ToolResult, Usage, new_id
 
@@ -56,6 +60,7 @@ TABLES = (
 SCHEMA = script(TABLES, SQLITE)
 
 
+_MESSAGE_SQL = "INSERT INTO messages (session_id, run_id, role, content, data, created) VALUES (?, ?, ?, ?, ?, ?)"
 _EVENT_SQL = "INSERT INTO events (session_id, run_id, type, data, ts) VALUES (?, ?, ?, ?, ?)"
 _USAGE_SQL = (
     "INSERT INTO usage (session_id, run_id, model, prompt_tokens, completion_tokens, total_tokens, cost, ts)"
@@ -123,7 +128,9 @@ def _map_strings(value: Any, fn: Any) -> Any:
 
 
 def _dump(value: Any) -> str:
-    return json.dumps(value, default=str, separators=(",", ":"))
+    """Compact JSON text (pydantic-core's serializer: ~5x json.dumps on the small dicts of events and
+    steps); what JSON cannot hold becomes its ``str``. A lone surrogate raises ValueError."""
+    return _to_json(value, fallback=str).decode()
 
 
 class SessionStore:
@@ -136,6 +143,7 @@ class SessionStore:
 
     dialect = SQLITE
     _run_end_sql = _RUN_END_SQL
+    _checkpointer: Any = None
 
     def __init__(self, path: str | Path = ".clawkit/state.db", *, persist: bool = True):
         if is_postgres_url(path):
@@ -156,19 +164,30 @@ class SessionStore:
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.execute("PRAGMA busy_timeout=5000")
             self.conn.executescript(SCHEMA)
-        self._pending: list[tuple] = []
+            if persist:  # checkpoints (the fsyncs) in a thread of their own, see clawkit.checkpoint
+                self._checkpointer = Checkpointer(str(self.path))
+                self.conn.execute("PRAGMA wal_autocheckpoint=0")
+        self._pending: list[tuple] = []  # plugins' queued writes: committed with the next message
+        #: observations (events, usage, runs, steps): committed once, at the turn's end (or on flush)
+        self._observed: list[tuple] = []
         self._pending_meta: dict[str, str] = {}
         #: text -> text with secrets removed, applied to every message and event before it is stored
         #: (a security plugin sets it; the policy plugin does). The model still sees this turn's text.
         self.redact: Any = None
         #: JSON value -> JSON value with secrets removed (may blank values by their key), for structured data
         self.redact_value: Any = None
-        self._locks: dict[str, Any] = {}
+        self._locks: dict[str, Any] = {}  # PostgreSQL advisory locks held: session id -> [None, count]
+        #: cross-process session locks (none in memory: nobody else can see this store)
+        self._session_locks = SessionLocks(self.path.parent / "locks") if self.dialect == SQLITE and persist else None
 
     def close(self) -> None:
         self.flush()
         for sid in list(self._locks):
             self.unlock(sid)
+        if self._session_locks is not None:
+            self._session_locks.close()
+        if self._checkpointer is not None:
+            self._checkpointer.close()
         self.conn.close()
 
     # one process per session at a time ---------------------------------------------------
@@ -185,85 +204,67 @@ class SessionStore:
         return _dump(_map_strings(value, self.redact))
 
     def try_lock(self, session_id: str) -> bool:
-        """Take the session for a turn, or return False when another process holds it. The lock is an
-        ``flock`` on a file next to the database (it dies with its process); re-entrant within a
-        store; always granted in memory. Release with :meth:`unlock`."""
-        import fcntl
-        import hashlib
-        import os
-
-        if str(self.path) == ":memory:":
-            return True
-        held = self._locks.get(session_id)
-        if held is not None:
-            held[1] += 1
-            return True
+        """Take the session for a turn, or return False when another process holds it (see
+        :mod:`clawkit.sessionlock`: it dies with its process); re-entrant within a store; always
+        granted in memory. Release with :meth:`unlock`."""
         if self.dialect == POSTGRESQL:  # an advisory lock: held by this connection, gone with it
+            held = self._locks.get(session_id)
+            if held is not None:
+                held[1] += 1
+                return True
             if not self.conn.try_advisory_lock(session_id):
                 self._holder = "another worker"
                 return False
             self._locks[session_id] = [None, 1]
             return True
-        folder = self.path.parent / "locks"
-        name = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ".lock"
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        try:
-            fd = os.open(folder / name, flags, 0o600)
-        except FileNotFoundError:  # the first lock here (a mkdir on every turn is a syscall too many)
-            folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(folder / name, flags, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            try:
-                self._holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            finally:
-                os.close(fd)
-            return False
-        # the holder's pid, padded to a fixed width instead of truncating first: ext4 flushes a
-        # file truncated to zero and rewritten (auto_da_alloc), which cost ~4 ms per turn
-        os.pwrite(fd, f"{os.getpid():<20}".encode(), 0)
-        self._locks[session_id] = [fd, 1]
-        return True
+        if self._session_locks is None:
+            return True
+        if self._session_locks.acquire(session_id):
+            return True
+        self._holder = self._session_locks.holder
+        return False
 
     def busy(self, session_id: str, waited: float) -> SessionBusy:
         """The error for a session another process kept for longer than ``waited`` seconds."""
-        return SessionBusy(f"session {session_id} is in use by another process (pid {getattr(self, '_holder', '?')}); "
+        holder = getattr(self, "_holder", None)
+        return SessionBusy(f"session {session_id} is in use by another process{f' (pid {holder})' if holder else ''}; "
                            f"waited {waited:g} s — try again when its turn ends")
 
     def unlock(self, session_id: str) -> None:
-        import fcntl
-        import os
-
+        if self.dialect != POSTGRESQL:
+            if self._session_locks is not None:
+                self._session_locks.release(session_id)
+            return
         held = self._locks.get(session_id)
         if held is None:
             return
         held[1] -= 1
         if held[1] <= 0:
             self._locks.pop(session_id, None)
-            if held[0] is None:
-                self.conn.advisory_unlock(session_id)
-                return
-            try:
-                fcntl.flock(held[0], fcntl.LOCK_UN)
-            finally:
-                os.close(held[0])
+            self.conn.advisory_unlock(session_id)
 
     # sessions -------------------------------------------------------------------------
 
-    def create(self, agent: str, session_id: str | None = None) -> str:
+    def create(self, agent: str, session_id: str | None = None, *, defer: bool = False) -> str:
+        """A new session row: written at once, or (``defer``) with the next commit — a turn's first
+        message — so starting a session costs no commit of its own. Every read of the row (and
+        every direct write to it) commits what is queued first."""
         sid = session_id or new_id("ses")
         now = time.time()
-        self.conn.execute(
-            "INSERT INTO sessions (id, agent, created, updated) VALUES (?, ?, ?, ?)", (sid, agent, now, now)
-        )
+        sql, row = "INSERT INTO sessions (id, agent, created, updated) VALUES (?, ?, ?, ?)", (sid, agent, now, now)
+        if defer:
+            self._pending.append((sql, row))
+        else:
+            self.conn.execute(sql, row)
         return sid
 
     def exists(self, session_id: str) -> bool:
+        if self._pending:
+            self.flush()
         return self.conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
 
     def row(self, session_id: str) -> dict[str, Any]:
-        if session_id in self._pending_meta:
+        if self._pending or session_id in self._pending_meta:
             self.flush()
         cur = self.conn.execute(
             "SELECT id, agent, created, updated, metadata, classification FROM sessions WHERE id = ?", (session_id,)
@@ -274,6 +275,8 @@ class SessionStore:
         return {"id": r[0], "agent": r[1], "created": r[2], "updated": r[3], "metadata": r[4], "classification": r[5]}
 
     def list(self, limit: int = 50) -> list[dict[str, Any]]:
+        if self._pending:
+            self.flush()
         rows = self.conn.execute(
             "SELECT s.id, s.agent, s.created, s.updated, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
             " FROM sessions s ORDER BY s.updated DESC LIMIT ?",
@@ -299,6 +302,8 @@ class SessionStore:
         """
         if now:
             self._pending_meta.pop(session_id, None)
+            if self._pending:
+                self.flush()
             self.conn.execute(
                 "UPDATE sessions SET metadata = ?, updated = ? WHERE id = ?", (_dump(metadata), time.time(), session_id)
             )
@@ -315,6 +320,8 @@ class SessionStore:
             self.queue(_META_KEY_SQL, ('$."' + key.replace('"', '') + '"', text, time.time(), session_id))
 
     def save_classification(self, session_id: str, c: SessionClassification | None) -> None:
+        if self._pending:
+            self.flush()
         self.conn.execute(
             "UPDATE sessions SET classification = ? WHERE id = ?", (c.model_dump_json() if c else None, session_id)
         )
@@ -330,7 +337,10 @@ class SessionStore:
 
     # messages, events, usage ----------------------------------------------------------
 
-    def append(self, session_id: str, message: Message, run_id: str | None = None) -> int:
+    def append(self, session_id: str, message: Message, run_id: str | None = None, *, defer: bool = False) -> int:
+        """Store a message: committed now (with whatever is queued), or (``defer``) with the next
+        commit — the turn's last message rides with the turn's end. Returns its row id (0 when
+        deferred)."""
         data = None
         if message.tool_calls or message.tool_result or message.blocks or message.metadata:
             try:
@@ -344,15 +354,24 @@ class SessionStore:
             if data is not None:
                 data = self._redact_json(data)
         row = (session_id, run_id, message.role, content, data, time.time())
-        sql = "INSERT INTO messages (session_id, run_id, role, content, data, created) VALUES (?, ?, ?, ?, ?, ?)"
-        if not (self._pending or self._pending_meta) or self.conn.in_transaction:
+        sql = _MESSAGE_SQL
+        if defer and not self.conn.in_transaction:
+            self.queue(sql, row)
+            return 0
+        if self.conn.in_transaction:
             return int(self.conn.execute(sql, row).lastrowid or 0)
-        with self.conn:  # queued events and the message: one commit
+        if self._checkpointer is not None:
+            self._checkpointer.committed()
+        if not (self._pending or self._pending_meta):
+            return int(self.conn.execute(sql, row).lastrowid or 0)
+        with self.conn:  # queued writes and the message: one commit
             self.conn.execute("BEGIN")
             self._write_pending()
             return int(self.conn.execute(sql, row).lastrowid or 0)
 
     def messages(self, session_id: str) -> list[Message]:
+        if self._pending:  # a message appended with ``defer``
+            self.flush()
         rows = self.conn.execute(
             "SELECT role, content, data FROM messages WHERE session_id = ? ORDER BY id", (session_id,)
         ).fetchall()
@@ -364,6 +383,7 @@ class SessionStore:
 
     def replace_messages(self, session_id: str, messages: list[Message], run_id: str | None = None) -> None:
         """Rewrite a session's history atomically (compaction)."""
+        self.flush()  # a deferred message must not be written after the new history
         with self.conn:
             self.conn.execute("BEGIN")
             self.conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
@@ -371,19 +391,18 @@ class SessionStore:
                 self.append(session_id, m, run_id)
 
     def event(self, session_id: str | None, run_id: str | None, type: str, data: dict[str, Any], ts: float) -> None:
-        """Queue an event; it is committed with the next message (one transaction) or on flush.
+        """Queue an event; it is committed at the turn's end (:meth:`flush`).
 
-        Events and usage rows are observations, so they ride along with the writes
-        that matter instead of paying a commit each; the turn's end flushes the rest.
+        Events, usage rows, runs and steps are observations: they cost no commit of their
+        own and are written together, once per turn.
         """
         try:
             text = _dump(data)
-            text.encode("utf-8")
         except (ValueError, TypeError):
             text = _dump(_scrub(json.loads(json.dumps(data, default=str))))
         if self.redact is not None:
             text = self._redact_json(text)
-        self.queue(_EVENT_SQL, (session_id, run_id, type, text, ts))
+        self._observe(_EVENT_SQL, (session_id, run_id, type, text, ts))
 
     def queue(self, sql: str, params: tuple = ()) -> None:
         """Queue a write to commit with the next message (or at the turn's end).
@@ -398,12 +417,26 @@ class SessionStore:
 
     _queue = queue  # the name plugins used before it was public
 
+    def _observe(self, sql: str, params: tuple) -> None:
+        """Queue an observation (an event, usage, a step, a run's end). Observations are committed
+        together at the turn's end instead of riding with each message: every commit rewrites each
+        page it touches into the WAL, so spreading them over a turn's message commits wrote the
+        events, runs and steps pages (and their indexes) several times."""
+        self._observed.append((sql, params))
+        if len(self._observed) >= 256:
+            self.flush()
+
     def flush(self) -> None:
-        """Commit queued writes (events, usage rows, deferred metadata, plugins' queue)."""
-        if self._pending or self._pending_meta:
+        """Commit queued writes (events, usage rows, runs, steps, deferred metadata, plugins' queue)."""
+        if self._pending or self._pending_meta or self._observed:
+            if self._checkpointer is not None:
+                self._checkpointer.committed()
             with self.conn:
                 self.conn.execute("BEGIN")
                 self._write_pending()
+                for sql, row in self._observed:
+                    self.conn.execute(sql, row)
+                self._observed.clear()
 
     def _write_pending(self) -> None:
         for sql, row in self._pending:
@@ -428,8 +461,8 @@ class SessionStore:
         return [{"type": t, "data": json.loads(d), "ts": ts, "run_id": r} for t, d, ts, r in rows]
 
     def record_usage(self, session_id: str, run_id: str | None, model: str | None, usage: Usage) -> None:
-        """Queue one model call's usage (committed with the next message, like events)."""
-        self.queue(
+        """Queue one model call's usage (committed at the turn's end, like events)."""
+        self._observe(
             _USAGE_SQL,
             (session_id, run_id, model, usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, usage.cost, time.time()),
         )
@@ -446,24 +479,25 @@ class SessionStore:
     # runs and steps: the Task/Run/Step/Trace vocabulary, persisted ----------------------
 
     def run_start(self, run: dict[str, Any]) -> None:
-        """Record a run (one turn of one agent) as started; queued like events.
+        """Record a run (one turn of one agent) as started, with the turn's first commit (so a run
+        whose process died stays visible as ``running``).
 
         ``run`` holds ``id, trace_id, task_id, session_id, agent`` and optionally
         ``parent_run_id``/``parent_step_id`` (the step of another run that spawned it)
         and ``data`` (anything else worth showing: the tools it was offered).
         """
-        self.queue(_RUN_SQL, (run["id"], run["trace_id"], run.get("task_id"), run["session_id"], run["agent"],
+        self._pending.append((_RUN_SQL, (run["id"], run["trace_id"], run.get("task_id"), run["session_id"], run["agent"],
                               run.get("parent_run_id"), run.get("parent_step_id"), run.get("started") or time.time(),
-                              _dump(run.get("data") or {})))
+                              _dump(run.get("data") or {}))))
 
     def run_end(self, run_id: str, status: str, data: dict[str, Any] | None = None) -> None:
         """Close a run with its outcome (``done``, ``error``, ``cancelled``…); ``data`` is merged in."""
-        self.queue(self._run_end_sql, (time.time(), status, _dump(data or {}), run_id))
+        self._observe(self._run_end_sql, (time.time(), status, _dump(data or {}), run_id))
 
     def step(self, run_id: str, step_id: str, kind: str, name: str, started: float, ended: float | None,
              status: str, data: dict[str, Any] | None = None) -> None:
         """Record one step of a run: a model call (``llm``) or a tool call (``tool``)."""
-        self.queue(_STEP_SQL, (step_id, run_id, kind, name, started, ended, status, _dump(data or {})))
+        self._observe(_STEP_SQL, (step_id, run_id, kind, name, started, ended, status, _dump(data or {})))
 
     def _runs(self, where: str, args: tuple) -> list[dict[str, Any]]:
         self.flush()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 
 from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_exports
+from clawkit.lazy import lazy_exports, lazy_module
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic and json_repair
 # load (with :mod:`clawkit_classifier.classifier`) only when a hook first runs.
@@ -24,22 +24,19 @@ __all__ = ["ClassifierConfig", "ClassifierOutput", "SYSTEM_PROMPT", "classify", 
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+_classifier = lazy_module(__name__, "classifier")  # the implementation, imported by the first hook call
 
 
 @hookimpl
 def register_config(register):
-    from .classifier import register_config as impl
-
-    impl(register)
+    _classifier().register_config(register)
 
 
 @hookimpl
 @hook_order(70)
 def message_received(ctx, message):
     """Sets the bounded wait, counts turns, and asks for re-classification every N turns."""
-    from .classifier import message_received as impl
-
-    impl(ctx, message)
+    _classifier().message_received(ctx, message)
 
 
 @hookimpl
@@ -47,14 +44,10 @@ def on_event(event):
     """After a compaction the conversation changed: classify it again next turn."""
     if event.type not in ("compaction", "compaction.after"):  # COMPACTION_EVENTS; called for every event
         return
-    from .classifier import on_event as impl
-
-    impl(event)
+    _classifier().on_event(event)
 
 
 @hookimpl
 async def classify_session(session, messages):
     """Classify with ``plugins.classifier.model``; None (unclassified) on any failure."""
-    from .classifier import classify_session as impl
-
-    return await impl(session, messages)
+    return await _classifier().classify_session(session, messages)

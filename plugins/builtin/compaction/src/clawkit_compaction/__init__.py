@@ -15,7 +15,7 @@ from __future__ import annotations
 
 
 from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_exports
+from clawkit.lazy import lazy_exports, lazy_module
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic and the kernel
 # types load (with :mod:`clawkit_compaction.plugin`) only when a hook first runs.
@@ -24,27 +24,24 @@ __all__ = ["CompactionConfig", "compact", "SUMMARY_FLAG"]
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+_plugin = lazy_module(__name__, "plugin")  # the implementation, imported by the first hook call
 
 
 @hookimpl
 def register_config(register):
-    from .plugin import register_config as impl
-
-    impl(register)
+    _plugin().register_config(register)
 
 
 @hookimpl
 @hook_order(60)
-async def before_llm_call(ctx, request):
-    """Compact when the request would exceed the window minus the reserve."""
-    from .plugin import before_llm_call as impl
-
-    return await impl(ctx, request)
+def before_llm_call(ctx, request):
+    """Compact when the request would exceed the window minus the reserve (an awaitable then;
+    the usual call, far below the limit, returns None without a coroutine)."""
+    over = _plugin().over_limit(ctx, request)
+    return None if over is None else _plugin().compact_over_limit(ctx, request, *over)
 
 
 @hookimpl
 async def llm_call_failed(ctx, request, error):
     """Compact harder and retry once when the provider says the context overflowed."""
-    from .plugin import llm_call_failed as impl
-
-    return await impl(ctx, request, error)
+    return await _plugin().llm_call_failed(ctx, request, error)

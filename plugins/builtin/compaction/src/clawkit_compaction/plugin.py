@@ -149,15 +149,28 @@ async def compact(ctx: Any, request: Any, cfg: CompactionConfig, *, window: int,
     return True
 
 
-async def before_llm_call(ctx, request):
-    """Compact when the request would exceed the window minus the reserve."""
+def over_limit(ctx, request) -> tuple[CompactionConfig, int] | None:
+    """``(config, window)`` when the request exceeds the window minus the reserve, else None
+    (synchronous: most model calls are far below the limit and need no coroutine)."""
     cfg = _config(ctx)
     window = _window(ctx, request)
     limit = _limit(cfg, ctx, window)
     if max_request_tokens(request) <= limit or request_tokens(request, get_counter(request.model)) <= limit:
         return None
+    return cfg, window
+
+
+async def compact_over_limit(ctx, request, cfg: CompactionConfig, window: int):
     await compact(ctx, request, cfg, window=window, trigger="threshold")
     return request
+
+
+async def before_llm_call(ctx, request):
+    """Compact when the request would exceed the window minus the reserve."""
+    over = over_limit(ctx, request)
+    if over is None:
+        return None
+    return await compact_over_limit(ctx, request, *over)
 
 
 async def llm_call_failed(ctx, request, error):

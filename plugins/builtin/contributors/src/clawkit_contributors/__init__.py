@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_exports
+from clawkit.lazy import lazy_exports, lazy_module
 
 if TYPE_CHECKING:
     from clawkit.prompt import PromptContributor
@@ -37,6 +37,9 @@ _EXPORTS = {
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+# imported by the first hook call (an import statement costs microseconds per call)
+_settings = lazy_module(__name__, "settings")
+_workspace = lazy_module(__name__, "workspace")
 
 
 _BUILTINS: list[Any] | None = None
@@ -82,8 +85,6 @@ def _config_contributors(agent: Any) -> list[PromptContributor]:
 
 def workspace_prompts(agent: Any) -> WorkspacePrompts:
     """The (watched) workspace sections directory of ``agent``."""
-    from .workspace import prompts_for, prompts_for_cached
-
     hit = _keys.get(id(agent))
     if hit is None or hit[0] is not agent:  # the config's part of the key, once per config object
         from .settings import settings_of
@@ -93,12 +94,13 @@ def workspace_prompts(agent: Any) -> WorkspacePrompts:
             _keys.clear()
         hit = _keys[id(agent)] = (agent, (cfg.prompts_dir, str(agent.workspace), cfg.watch))
     key = hit[1]
-    wp = prompts_for_cached(key)  # two calls per turn: skip the path arithmetic
+    workspace = _workspace()
+    wp = workspace.prompts_for_cached(key)  # two calls per turn: skip the path arithmetic
     if wp is None:
         directory = Path(key[0])
         if not directory.is_absolute():
             directory = Path(agent.workspace) / directory
-        wp = prompts_for(directory, key[2], cache_key=key)
+        wp = workspace.prompts_for(directory, key[2], cache_key=key)
     _users[id(agent)] = wp
     return wp
 
@@ -118,9 +120,7 @@ def agent_closing(agent):
 
 @hookimpl
 def register_prompt_contributor(register, agent):
-    from .settings import settings_of
-
-    off = set(settings_of(agent).disable)
+    off = _settings().settings_of(agent).disable
     for c in _builtins():
         if c.id not in off:
             register(c)

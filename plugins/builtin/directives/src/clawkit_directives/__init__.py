@@ -12,7 +12,7 @@ from __future__ import annotations
 
 
 from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_exports
+from clawkit.lazy import lazy_exports, lazy_module
 
 from .parse import VALUES, Parsed, parse
 
@@ -27,45 +27,36 @@ _EXPORTS = dict.fromkeys(
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+_plugin = lazy_module(__name__, "plugin")  # the implementation, imported by the first hook call
 
 
 @hookimpl
 def register_config(register):
-    from .plugin import register_config as impl
-
-    impl(register)
+    _plugin().register_config(register)
 
 
 @hookimpl
 @hook_order(20)
 def message_received(ctx, message):
     """Strip directives; persist a directive-only message's settings and answer it."""
-    from .plugin import message_received as impl
-
-    return impl(ctx, message)
+    return _plugin().message_received(ctx, message)
 
 
 @hookimpl
 @hook_order(20)
 def before_llm_call(ctx, request):
     """Set the provider's reasoning effort for /think, where the model accepts it."""
-    from .plugin import before_llm_call as impl
-
-    return impl(ctx, request)
+    return _plugin().before_llm_call(ctx, request)
 
 
 @hookimpl
 def register_prompt_contributor(register, agent):
     """The ``/think`` prompt section."""
-    from .plugin import register_prompt_contributor as impl
-
-    impl(register, agent)
+    _plugin().register_prompt_contributor(register, agent)
 
 
 @hookimpl
 @hook_order(20)
 def message_sending(ctx, outbound):
     """Show tool calls (and with ``full`` their results) and token usage for /verbose."""
-    from .plugin import message_sending as impl
-
-    return impl(ctx, outbound)
+    return _plugin().message_sending(ctx, outbound)

@@ -84,18 +84,29 @@ def service_loaded(agent: Any) -> bool:
     return id(agent) in getattr(service, "_by_agent", ())
 
 
+_PLACES: dict[int, tuple[Any, Any, list[str]]] = {}  # id(agent config) -> (config, memory section, paths to probe)
+
+
 def _idle(ctx: Any, state_db: Any) -> bool:
     """True when memory surely holds nothing and nothing waits to be indexed: no service yet in
     this process, no memory database, no memory files, no other session of this agent. Then the
     index (numpy, sqlite-vec) and the embedding runtime are not even loaded."""
-    from . import service_loaded
-    from .config import MEMORY_ROOTS, config_of, db_path
-
     if service_loaded(ctx.agent):
         return False
-    cfg = config_of(ctx.agent)
-    workspace = Path(ctx.agent.workspace)
-    if cfg.paths or db_path(workspace, cfg).exists() or any((workspace / r).exists() for r in MEMORY_ROOTS):
+    import os
+
+    agent = ctx.agent
+    known = _PLACES.get(id(agent))
+    if known is None or known[0] is not agent:  # worked out once per agent config (this runs every message)
+        from .config import MEMORY_ROOTS, config_of, db_path
+
+        cfg = config_of(agent)
+        workspace = Path(agent.workspace)
+        if len(_PLACES) >= 256:
+            _PLACES.clear()
+        known = _PLACES[id(agent)] = (agent, cfg, [str(db_path(workspace, cfg)), *(str(workspace / r) for r in MEMORY_ROOTS)])
+    cfg = known[1]
+    if cfg.paths or any(os.path.exists(p) for p in known[2]):
         return False
     if state_db is None or not cfg.sessions:
         return True
@@ -107,12 +118,37 @@ def _idle(ctx: Any, state_db: Any) -> bool:
     return other is None
 
 
+_ACTIVE: dict[str, float] = {}  # session id -> when its turn started: the turns in flight in this process
+_LAST = [float("-inf")]  # when a turn last started or ended (time.monotonic)
+STALE_TURN = 600.0  # a turn in flight this long is taken as lost (its end was never seen)
+
+
+def quiet_for() -> float:
+    """Seconds since a turn of this process last started or ended; 0 while one is in flight.
+    Memory indexes finished turns in such quiet moments, not while a reply is being made."""
+    import time
+
+    now = time.monotonic()
+    if _ACTIVE:
+        for sid, began in list(_ACTIVE.items()):
+            if now - began > STALE_TURN:
+                _ACTIVE.pop(sid, None)
+        if _ACTIVE:
+            return 0.0
+    return now - _LAST[0]
+
+
 @hookimpl
 @hook_order(50)
 def message_received(ctx, message):
     """Start retrieval for the incoming message, and the file watcher on first use."""
+    import time
+
     from .recall import start_recall, state_db_of
 
+    if len(_ACTIVE) >= 4096:
+        quiet_for()  # drop lost turns
+    _ACTIVE[ctx.session.id] = _LAST[0] = time.monotonic()
     state_db = state_db_of(ctx)
     if _idle(ctx, state_db):
         if state_db is not None:
@@ -135,6 +171,10 @@ def message_received(ctx, message):
 def on_event(event):
     """When a turn ends, its session's new finished turns are indexed in the background."""
     if event.type == "turn.end":
+        if _ACTIVE.pop(event.session_id, None) is not None:
+            import time
+
+            _LAST[0] = time.monotonic()
         ending = _ENDING.pop(event.session_id, None)
         if ending is not None:
             ending[0].index_sessions_later(ending[1])

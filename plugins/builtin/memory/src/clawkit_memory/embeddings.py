@@ -111,6 +111,11 @@ class LocalMiniLM:
         pooled = (hidden * w).sum(axis=1) / np.clip(w.sum(axis=1), 1e-9, None)
         return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory in this process (embedding costs no load)."""
+        return self._session is not None or (self._model_path, self._tokenizer_path, self.threads) in _LOADED
+
     def load(self) -> None:
         """Load the model now (once per process), so a later ``embed`` does only the model's work."""
         if self._session is None:

@@ -63,6 +63,7 @@ class IndexReport:
     cached: int = 0
     paths: list[str] = field(default_factory=list)
     more: bool = False  # a bounded run stopped with work left
+    sources: int = 0  # memory files a sync saw (on disk or indexed before)
 
 
     def add(self, other: "IndexReport") -> "IndexReport":
@@ -233,22 +234,27 @@ class MemoryIndex:
         with self.lock:
             self._ensure_vectors()
             with self.transaction():
-                self._delete_chunks("partition = ? AND path = ?", (partition, path))
-                ids = []
-                for c, h, t in zip(chunks, hashes, times):
-                    tags = "," + ",".join(tags_of(c.text)) + ","
-                    cur = self.conn.execute(
-                        "INSERT INTO memory_chunks (partition, kind, path, start_line, end_line, heading, text, hash,"
-                        " tags, session_id, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (partition, kind, path, c.start_line, c.end_line, c.heading, c.text, h, tags, session_id, t),
-                    )
-                    ids.append(cur.lastrowid)
-                    self.conn.execute("INSERT INTO memory_fts (rowid, text, heading, path) VALUES (?, ?, ?, ?)",
-                                      (cur.lastrowid, c.text, c.heading, path))
-                if chunks:
-                    self._insert_vectors([(i, partition) for i in ids], vecs)
+                self._write_chunks(partition, kind, path, chunks, hashes, times, vecs, session_id)
         if report is not None:
             report.chunks += len(chunks)
+
+    def _write_chunks(self, partition: str, kind: str, path: str, chunks: list[Chunk], hashes: list[str],
+                      times: list[float], vecs: Any, session_id: str | None) -> None:
+        """The rows of one source's chunks (inside a transaction, vectors already computed)."""
+        self._delete_chunks("partition = ? AND path = ?", (partition, path))
+        ids = []
+        for c, h, t in zip(chunks, hashes, times):
+            tags = "," + ",".join(tags_of(c.text)) + ","
+            cur = self.conn.execute(
+                "INSERT INTO memory_chunks (partition, kind, path, start_line, end_line, heading, text, hash,"
+                " tags, session_id, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (partition, kind, path, c.start_line, c.end_line, c.heading, c.text, h, tags, session_id, t),
+            )
+            ids.append(cur.lastrowid)
+            self.conn.execute("INSERT INTO memory_fts (rowid, text, heading, path) VALUES (?, ?, ?, ?)",
+                              (cur.lastrowid, c.text, c.heading, path))
+        if chunks:
+            self._insert_vectors([(i, partition) for i in ids], vecs)
 
     # --- files -------------------------------------------------------------------------
 
@@ -325,6 +331,7 @@ class MemoryIndex:
         candidates = {self.rel(f): f for f in self.expand(roots)}
         for key in known:
             candidates.setdefault(key, self.abs(key))
+        report.sources = len(candidates)
         for key, f in candidates.items():
             try:
                 st = f.stat()
@@ -387,10 +394,7 @@ class MemoryIndex:
                 batch, done = self._read_touched(conn, meta_key, agent, size)
                 if batch is None:
                     return report
-                for sid, last_id, rows in batch:
-                    self._index_episode(partition, sid, last_id, rows, report)
-                with self.lock:
-                    mdb.set_meta(self.conn, meta_key, done)
+                self._index_episodes(partition, batch, meta_key, done, report)
                 if len(batch) < size:
                     return report
                 if max_sessions is not None and report.files + report.unchanged >= max_sessions:
@@ -426,32 +430,53 @@ class MemoryIndex:
         upto = touched[-1][1] if len(touched) >= limit else top
         return batch, json.dumps({"first": first, "id": upto})
 
-    def _index_episode(self, partition: str, sid: str, last_id: int, rows: list, report: IndexReport) -> None:
-        key = f"session:{sid}"
+    def _index_episodes(self, partition: str, batch: list, meta_key: str, done: str, report: IndexReport) -> None:
+        """Index a batch of touched sessions: their finished turns chunked, the missing embeddings
+        computed in one batch (outside the index lock: a search may run meanwhile), then every
+        session's chunks and the new watermark written in one transaction."""
+        keys = [f"session:{sid}" for sid, _, _ in batch]
+        known: dict[str, tuple] = {}
         with self.lock:
-            known = self.conn.execute("SELECT hash, forgotten_before FROM memory_sources WHERE partition = ?"
-                                      " AND path = ?", (partition, key)).fetchone()
-        if known is not None and known[0] == str(last_id):
-            report.unchanged += 1
-            return
-        floor = (known[1] if known else None) or 0.0
-        turns = [t for t in finished_turns(rows) if t.created >= floor]
-        self._replace_episode(partition, key, sid, turns, report)
+            for s in range(0, len(keys), 500):
+                part = keys[s : s + 500]
+                known.update((r[0], r[1:]) for r in self.conn.execute(
+                    f"SELECT path, hash, forgotten_before FROM memory_sources WHERE partition = ? AND path IN"
+                    f" ({','.join('?' * len(part))})", (partition, *part)))
+        plans = []
+        for key, (sid, last_id, rows) in zip(keys, batch):
+            old = known.get(key)
+            if old is not None and old[0] == str(last_id):
+                report.unchanged += 1
+                continue
+            floor = (old[1] if old else None) or 0.0
+            chunks: list[Chunk] = []
+            times: list[float] = []
+            for t in finished_turns(rows):  # each turn keeps its own time, for decay and --older-than
+                if t.created >= floor:
+                    for c in chunk_turn(t, self.chunking.tokens, self.chunking.overlap):
+                        chunks.append(c)
+                        times.append(t.created)
+            hashes = [content_hash(c.embed_text()) for c in chunks]
+            plans.append((key, sid, last_id, floor, chunks, times, hashes))
+        texts = [c.embed_text() for p in plans for c in p[4]]
+        vecs = self.vectors_for(texts, [h for p in plans for h in p[6]], report) if texts else None
         with self.lock:
-            self.conn.execute(
-                "INSERT OR REPLACE INTO memory_sources (partition, path, kind, hash, indexed_at, forgotten_before)"
-                " VALUES (?, ?, 'episode', ?, ?, ?)", (partition, key, str(last_id), time.time(), floor or None))
-        report.files += 1
-        report.paths.append(key)
-
-    def _replace_episode(self, partition: str, key: str, sid: str, turns: list, report: IndexReport) -> None:
-        chunks: list[Chunk] = []
-        times: list[float] = []
-        for t in turns:  # each turn keeps its own time, for decay and --older-than
-            for c in chunk_turn(t, self.chunking.tokens, self.chunking.overlap):
-                chunks.append(c)
-                times.append(t.created)
-        self.replace_chunks(partition, "episode", key, chunks, created=times, session_id=sid, report=report)
+            if texts:
+                self._ensure_vectors()
+            with self.transaction():
+                at = 0
+                now = time.time()
+                for key, sid, last_id, floor, chunks, times, hashes in plans:
+                    self._write_chunks(partition, "episode", key, chunks, hashes, times,
+                                       vecs[at : at + len(chunks)] if chunks else None, sid)
+                    at += len(chunks)
+                    self.conn.execute(
+                        "INSERT OR REPLACE INTO memory_sources (partition, path, kind, hash, indexed_at, forgotten_before)"
+                        " VALUES (?, ?, 'episode', ?, ?, ?)", (partition, key, str(last_id), now, floor or None))
+                    report.files += 1
+                    report.chunks += len(chunks)
+                    report.paths.append(key)
+                mdb.set_meta(self.conn, meta_key, done)
 
     # --- forgetting and stats ----------------------------------------------------------
 

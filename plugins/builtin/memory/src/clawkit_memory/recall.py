@@ -46,13 +46,20 @@ def start_recall(ctx: Any, mem: "AgentMemory", text: str) -> None:
     """Kick off retrieval for ``text`` on the memory worker; the contributor collects it from
     ``ctx.state``. Nothing starts when there is surely nothing to recall (empty memory)."""
     extra = session_partitions(ctx)
+    started = time.perf_counter()
+    sid = ctx.session.id
+    rc = mem.cfg.recall
+    known = mem.cached_recall(text, sid, extra)
+    if known is not None:  # the same query, nothing new since: answered here, no thread hand-off
+        ctx.state[STATE_KEY] = {"hits": known, "timed_out": False, "started": started, "max_chars": rc.max_chars,
+                                "waited_ms": (time.perf_counter() - started) * 1000, "timings": {
+                                    "refresh_ms": 0.0, "embed_ms": 0.0, "search_ms": 0.0, "cached": 1.0}}
+        return
     if not mem.maybe_has_memory(extra):
         return
-    started = time.perf_counter()
     timings: dict[str, float] = {}
     ready: concurrent.futures.Future = concurrent.futures.Future()  # resolved when only the search remains
     st: dict[str, Any] = {}
-    sid = ctx.session.id
 
     def job() -> Any:
         if "hits" in st:  # the prompt was built without it (many turns at once: the queue was long): skip
@@ -62,7 +69,6 @@ def start_recall(ctx: Any, mem: "AgentMemory", text: str) -> None:
         return mem.recall(text, session_id=sid, extra_partitions=extra, timings=timings, ready=ready)
 
     future = mem.executor.submit(job)
-    rc = mem.cfg.recall
     st.update({"future": future, "ready": ready, "started": started, "budget_ms": rc.budget_ms,
                "load_wait_ms": rc.load_wait_ms, "max_chars": rc.max_chars, "timings": timings})
     ctx.state[STATE_KEY] = st

@@ -24,7 +24,10 @@ from .worker import MemoryWorker
 log = logging.getLogger("clawkit.memory")
 
 SAFETY_SYNC_SECONDS = 2.0  # with a watcher running, a stat sweep at most this often
-SESSIONS_PER_STEP = 16  # sessions indexed per step of episode indexing
+SESSIONS_PER_STEP = 64  # sessions indexed per step of episode indexing (one transaction, one embedding batch)
+MAX_DEFER = 5.0  # seconds a finished turn waits at most for a quiet moment before it is indexed anyway
+URGENT_SESSIONS = 16  # sessions a process's first turn indexes ahead of its recall (the rest: background)
+EXIT_FLUSH_SECONDS = 2.0  # closing indexes the turns still waiting for at most this long
 
 _indexes: dict[Path, MemoryIndex] = {}
 _services: dict[tuple[Path, str], "AgentMemory"] = {}
@@ -132,8 +135,13 @@ class AgentMemory:
         self._episodes_queued = False
         self._episodes_running = 0
         self._episodes_guard = threading.Lock()
+        self._pending_since: float | None = None  # when the oldest turn not yet indexed ended
+        self._flushing = False  # closing: pending turns are indexed now, not in a quiet moment
+        self._flush_deadline = 0.0
         self.last_episodes: IndexReport | None = None
-        self._last_recall: tuple[tuple, list[Hit]] | None = None  # (query, partitions, index version), hits
+        # (query, partitions) -> (index version, candidates, their vectors, their sessions, answer)
+        self._recalls: dict[tuple, tuple] = {}
+        self._no_files = False  # the last file sync saw no memory file (on disk or indexed)
 
     @property
     def workspace(self) -> Path:
@@ -152,6 +160,7 @@ class AgentMemory:
                 return IndexReport()
             report = self.index.sync(self.partition, self.roots)
             self._last_sync = time.monotonic()
+            self._no_files = report.sources == 0
             return report
 
     def sync_sessions(self, state_db: Any, *, max_sessions: int | None = None) -> IndexReport:
@@ -161,11 +170,16 @@ class AgentMemory:
             return IndexReport()
         return self.index.sync_sessions(state_db, self.partition, self.agent_name, max_sessions=max_sessions)
 
-    def index_sessions_later(self, state_db: Any, *, delay: float = EPISODE_DELAY) -> None:
-        """Queue episode indexing as background work on the memory thread (after a turn ends):
-        it runs ``delay`` seconds later when no recall waits, in bounded steps, so it never
-        sits on a turn's path. At most one step is queued at a time."""
-        self._queue_sessions(state_db, delay)
+    def index_sessions_later(self, state_db: Any, *, delay: float | None = None) -> None:
+        """Queue episode indexing as background work on the memory thread (after a turn ends).
+        It waits for a quiet moment — no turn of this process in flight and none for ``delay``
+        seconds — or until the oldest unindexed turn has waited ``MAX_DEFER`` seconds, then
+        indexes every pending session in bounded batches (one transaction and one embedding
+        batch each), so a busy process is not taxed turn by turn. At most one step is queued."""
+        with self._episodes_guard:
+            if self._pending_since is None:
+                self._pending_since = time.monotonic()
+        self._queue_sessions(state_db, EPISODE_DELAY if delay is None else delay)
 
     def _queue_sessions(self, state_db: Any, delay: float | None) -> None:
         if not self.cfg.sessions:
@@ -177,22 +191,33 @@ class AgentMemory:
             self._episodes_running += 1
         try:
             if delay is None:  # urgent: ahead of the recall submitted next
-                self.executor.submit(self._index_sessions_step, state_db)
+                self.executor.submit(self._index_sessions_step, state_db, True)
             else:
-                self.executor.later(delay, self._index_sessions_step, state_db)
+                self.executor.later(delay, self._index_sessions_step, state_db, False)
         except RuntimeError:  # shut down
             with self._episodes_guard:
                 self._episodes_queued = False
                 self._episodes_running -= 1
 
-    def _index_sessions_step(self, state_db: Any) -> None:
+    def _index_sessions_step(self, state_db: Any, now: bool = False) -> None:
         with self._episodes_guard:
             self._episodes_queued = False  # a turn ending from now on queues another step
+            since = self._pending_since
         try:
-            report = self.sync_sessions(state_db, max_sessions=SESSIONS_PER_STEP)
+            if not now and not self._flushing:
+                from . import quiet_for
+
+                wait = EPISODE_DELAY - quiet_for()
+                if wait > 0 and since is not None and time.monotonic() - since < MAX_DEFER:
+                    self._queue_sessions(state_db, max(wait, 0.02))  # a reply is being made: later
+                    return
+            report = self.sync_sessions(state_db, max_sessions=URGENT_SESSIONS if now else SESSIONS_PER_STEP)
             self.last_episodes = report
-            if report.more:
-                self._queue_sessions(state_db, 0.0)
+            if report.more and not (self._flushing and time.monotonic() > self._flush_deadline):
+                self._queue_sessions(state_db, None if self._flushing else 0.0)
+            else:
+                with self._episodes_guard:
+                    self._pending_since = None
         except Exception:
             log.exception("memory: indexing past sessions failed")
         finally:
@@ -206,11 +231,14 @@ class AgentMemory:
         key = str(state_db)
         if key not in self._state_dbs:
             self._state_dbs.add(key)
+            with self._episodes_guard:  # the rest of a backlog waits for quiet moments too
+                if self._pending_since is None:
+                    self._pending_since = time.monotonic()
             self._queue_sessions(state_db, None)
 
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Run queued background work now and wait for everything queued (tests, CLI)."""
-        self.executor.flush(timeout=timeout)
+        self._run_queued(timeout)
 
     def maybe_has_memory(self, extra_partitions: list[str] | None = None) -> bool:
         """Whether a recall could find anything; answers in microseconds and never blocks.
@@ -301,17 +329,17 @@ class AgentMemory:
         t["refresh_ms"] = (t1 - t0) * 1000
         parts = self.readable(extra_partitions)
         with self.index.lock:
-            version = (self.index.generation, self.index.conn.execute("PRAGMA data_version").fetchone()[0])
-            key = (query, tuple(parts), session_id, version)
-            if self._last_recall is not None and self._last_recall[0] == key:
+            entry = self._recalls.get((query, tuple(parts)))
+            version = self._version()
+            if entry is not None and entry[0] == version:
                 # nothing written since the same query: the same answer, without a search
                 t["embed_ms"] = t["search_ms"] = 0.0
                 t["cached"] = 1.0
-                return list(self._last_recall[1])
+                return self._pick(entry, session_id)
             empty = not self.searcher._count(parts)
         if empty:
             t["embed_ms"] = t["search_ms"] = 0.0
-            self._last_recall = (key, [])
+            self._remember(query, parts, version, [], {})
             return []
         load = getattr(self.index.provider, "load", None)
         if load is not None:
@@ -323,22 +351,78 @@ class AgentMemory:
         self.index.query_vector(query)  # the model's work, timed on its own; search() takes it from the cache
         t3 = time.perf_counter()
         t["embed_ms"] = (t3 - t2) * 1000
-        rc = self.cfg.recall
-        # more candidates than needed: near-duplicates (the same conversation had three times) go
-        hits = self.search(query, k=max(4 * rc.k, 12), extra_partitions=extra_partitions, exclude_session=session_id,
-                           refresh=False)
-        found = self.distinct([h for h in hits if h.similarity >= rc.min_similarity], rc.dedup_similarity)[: rc.k]
+        # more candidates than needed: near-duplicates (the same conversation had three times) go; and
+        # five more, so that the current session's own turns can be left out of a cached answer too
+        hits = self.search(query, k=self._wanted() + 5, extra_partitions=extra_partitions, refresh=False)
+        with self.index.lock:
+            vecs = self.searcher.vectors([h.id for h in hits]) if len(hits) > 1 else {}
+        entry = self._remember(query, parts, version, hits, vecs)
+        found = self._pick(entry, session_id)
         t["search_ms"] = (time.perf_counter() - t3) * 1000
-        self._last_recall = (key, found)
-        return list(found)
+        return found
 
-    def distinct(self, hits: list[Hit], threshold: float) -> list[Hit]:
+    def _wanted(self) -> int:
+        return max(4 * self.cfg.recall.k, 12)
+
+    def _version(self) -> tuple:
+        """What changes whenever the index does: this process's writes and any other connection's
+        commits (``PRAGMA data_version``). The caller holds the index lock."""
+        return (self.index.generation, self.index.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def _remember(self, query: str, parts: list[str], version: tuple, hits: list[Hit], vecs: dict) -> tuple:
+        """Keep a search's candidates for the same query until the index changes. The answer does
+        not depend on the session (its own turns are filtered out of the candidates), so a new
+        session asking what an earlier one asked is answered without a search."""
+        rc = self.cfg.recall
+        general = self.distinct([h for h in hits[: self._wanted()] if h.similarity >= rc.min_similarity],
+                                rc.dedup_similarity, vecs)[: rc.k]
+        entry = (version, hits, vecs, {h.session_id for h in hits if h.session_id}, general)
+        if len(self._recalls) >= 256:
+            self._recalls.clear()
+        self._recalls[(query, tuple(parts))] = entry
+        return entry
+
+    def _pick(self, entry: tuple, session_id: str | None) -> list[Hit]:
+        """The recall's answer from a search's candidates, without ``session_id``'s own turns."""
+        _, hits, vecs, sessions, general = entry
+        if session_id not in sessions:
+            return list(general)
+        rc = self.cfg.recall
+        mine = [h for h in hits if h.session_id != session_id][: self._wanted()]
+        return self.distinct([h for h in mine if h.similarity >= rc.min_similarity], rc.dedup_similarity, vecs)[: rc.k]
+
+    def cached_recall(self, query: str, session_id: str | None, extra_partitions: list[str] | None) -> list[Hit] | None:
+        """The recall's answer when it is known without a search — the same query was answered
+        since the index last changed and memory files cannot have changed unseen — else None.
+        Never blocks (runs on the event loop): a busy index means None."""
+        entry = self._recalls.get((query, tuple(self.readable(extra_partitions))))
+        if entry is None or not self._files_fresh():
+            return None
+        index = self.index
+        if not index.lock.acquire(blocking=False):
+            return None
+        try:
+            if self._version() != entry[0]:
+                return None
+        finally:
+            index.lock.release()
+        return self._pick(entry, session_id)
+
+    def _files_fresh(self) -> bool:
+        """Whether :meth:`refresh` would find nothing to do: the watcher runs and the safety sweep
+        is not due, or there are no memory files at all (none on disk, none indexed)."""
+        if self.watching:
+            return time.monotonic() - self._last_sync < SAFETY_SYNC_SECONDS
+        return self._no_files and not self._globbed and not any(os.path.exists(p) for p in self._root_paths)
+
+    def distinct(self, hits: list[Hit], threshold: float, vecs: dict | None = None) -> list[Hit]:
         """``hits`` (best first) without those whose text is a near-duplicate of a better one:
         the same words, or embeddings at least ``threshold`` similar."""
         if len(hits) <= 1:
             return hits
-        with self.index.lock:
-            vecs = self.searcher.vectors([h.id for h in hits])
+        if vecs is None:
+            with self.index.lock:
+                vecs = self.searcher.vectors([h.id for h in hits])
         kept: list[Hit] = []
         seen_text: set[str] = set()
         for h in hits:
@@ -360,4 +444,32 @@ class AgentMemory:
             self._watcher.join(timeout=2)
             if self._watcher.is_alive():
                 log.warning("memory: the file watcher of %s did not stop within 2 s", self.partition)
+        self.flush_episodes(EXIT_FLUSH_SECONDS)
         self.executor.shutdown(timeout=timeout)
+
+    def flush_episodes(self, budget: float) -> bool:
+        """Index the finished turns still waiting for a quiet moment, now, for at most ``budget``
+        seconds (closing). Only when the embedding model is already loaded: an exit never loads
+        it — what is left is caught up by the next process (the watermark keeps the place).
+        True when nothing is left waiting."""
+        if not self._episodes_running:
+            return True
+        index = self.index
+        provider = index._provider
+        if not hasattr(provider, "embed") or not getattr(provider, "loaded", False):
+            return False
+        try:
+            self._run_queued(budget)
+        except Exception:  # over budget (a step still runs: shutdown joins it) or shut down
+            return False
+        return not self._episodes_running
+
+    def _run_queued(self, timeout: float) -> None:
+        """Run every queued job now — episode steps without waiting for a quiet moment — and wait
+        for them (``TimeoutError`` after ``timeout`` seconds)."""
+        self._flush_deadline = time.monotonic() + timeout
+        self._flushing = True
+        try:
+            self.executor.flush(timeout=timeout)
+        finally:
+            self._flushing = False

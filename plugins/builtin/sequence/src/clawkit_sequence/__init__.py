@@ -26,7 +26,7 @@ from __future__ import annotations
 
 
 from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_exports
+from clawkit.lazy import lazy_exports, lazy_module
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic loads (with
 # :mod:`clawkit_sequence.rules`) only when a hook first runs.
@@ -36,28 +36,23 @@ _EXPORTS = dict.fromkeys(
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+_rules = lazy_module(__name__, "rules")  # the implementation, imported by the first hook call
 
 
 @hookimpl
 def register_config(register):
-    from .rules import register_config as impl
-
-    impl(register)
+    _rules().register_config(register)
 
 
 @hookimpl
 @hook_order(30)
 def before_tool_call(ctx, call):
     """Block calls whose prerequisites have not run (an error here blocks: the kernel fails closed)."""
-    from .rules import before_tool_call as impl
-
-    return impl(ctx, call)
+    return _rules().before_tool_call(ctx, call)
 
 
 @hookimpl
 @hook_order(40)
 def after_tool_call(ctx, call, result):
     """Record prerequisite calls in the session database."""
-    from .rules import after_tool_call as impl
-
-    return impl(ctx, call, result)
+    return _rules().after_tool_call(ctx, call, result)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 
 from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_exports
+from clawkit.lazy import lazy_exports, lazy_module
 
 __all__ = [
     "SkillsConfig", "SkillRegistry", "SkillEntry", "CompiledSkill", "SkillCompileError", "ClawsError",
@@ -47,6 +47,19 @@ _EXPORTS = {
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+# the implementation, imported by the first hook call (an import statement costs microseconds per call)
+_state = lazy_module(__name__, "state")
+_skilltools = lazy_module(__name__, "skilltools")
+_CONTRIBUTORS: list = []
+
+
+def _contributors() -> list:
+    """The two prompt contributors (stateless: one pair serves every agent and turn)."""
+    if not _CONTRIBUTORS:
+        from .contributors import ActiveSkillsContributor, SkillIndexContributor
+
+        _CONTRIBUTORS[:] = [SkillIndexContributor(), ActiveSkillsContributor()]
+    return _CONTRIBUTORS
 
 
 # --- hooks -------------------------------------------------------------------------------------------
@@ -74,44 +87,39 @@ def register_tools(register, agent):
 @hookimpl
 @hook_order(30)
 def message_received(ctx, message):
-    from .skilltools import sync_tools
-    from .state import flush_counters, registry_for, settings
-
-    reg = registry_for(ctx)
-    cfg = settings(ctx.agent)
+    state = _state()
+    reg = state.registry_for(ctx)
+    cfg = state.settings(ctx.agent)
     reg.refresh()
     if cfg.watch:
         reg.start_watching()
     ctx.state["skills.registry"] = reg
     for type_, data in reg.drain_events():
         ctx.emit(type_, **data)
-    flush_counters(ctx, reg)
-    sync_tools(ctx, reg, cfg)
+    state.flush_counters(ctx, reg)
+    _skilltools().sync_tools(ctx, reg, cfg)
 
 
 @hookimpl
 def register_prompt_contributor(register, agent):
-    from .contributors import ActiveSkillsContributor, SkillIndexContributor
-
-    register(SkillIndexContributor())
-    register(ActiveSkillsContributor())
+    for c in _contributors():
+        register(c)
 
 
 @hookimpl
 @hook_order(10)
 def before_llm_call(ctx, request):
-    from .state import active_skills, bump, registry_for, settings
-
+    state = _state()
     # the kernel offers the skill tools itself (SkillTool.offered: only while the skill is active)
-    reg = ctx.state.get("skills.registry") or registry_for(ctx)
-    active = active_skills(ctx, reg)
+    reg = ctx.state.get("skills.registry") or state.registry_for(ctx)
+    active = state.active_skills(ctx, reg)
     ctx.state["skills.active"] = [s.name for s in active]
     ctx.state["capability_requests"] = [dict(item) for s in active for item in s.capability_requests]
     if active and not ctx.state.get("_skills_selected_emitted"):
         ctx.state["_skills_selected_emitted"] = True
         ctx.emit("skills.active", skills=[s.name for s in active], tools=[t.name for s in active for t in s.tool_definitions])
         for s in active:
-            bump(ctx.session.store.conn, f"active:{s.name}")
+            state.bump(ctx.session.store.conn, f"active:{s.name}")
 
 
 @hookimpl
@@ -140,13 +148,12 @@ def before_tool_call(ctx, call):
 
 @hookimpl
 def list_skills(ctx):
-    from .state import admitted, registry_for
-
+    state = _state()
     reg = ctx.state.get("skills.registry")
     if reg is None:
-        reg = registry_for(ctx)
+        reg = state.registry_for(ctx)
         reg.refresh()
-    return [s for s in reg.available() if admitted(ctx.tools, s)]
+    return [s for s in reg.available() if state.admitted(ctx.tools, s)]
 
 
 @hookimpl

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 
 from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_exports
+from clawkit.lazy import lazy_exports, lazy_module
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic, the router's and
 # scrubber's patterns and the codec load (with :mod:`clawkit_translation.device`) only
@@ -48,48 +48,39 @@ __all__ = [
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+_device = lazy_module(__name__, "device")  # the implementation, imported by the first hook call
 
 
 @hookimpl
 def register_config(register):
-    from .device import register_config as impl
-
-    impl(register)
+    _device().register_config(register)
 
 
 @hookimpl
 @hook_order(40)
 def message_received(ctx, message):
     """encode_inbound: route the message (``ctx.state["route"]``, session metadata, an event)."""
-    from .device import message_received as impl
-
-    return impl(ctx, message)
+    return _device().message_received(ctx, message)
 
 
 @hookimpl
 @hook_order(30)
 def before_llm_call(ctx, request):
     """A routed profile with a ``tools`` allowlist narrows the request's tools."""
-    from .device import before_llm_call as impl
-
-    return impl(ctx, request)
+    return _device().before_llm_call(ctx, request)
 
 
 @hookimpl
 def register_prompt_contributor(register, agent):
     """``translation.profile``: the routed profile's configured prompt text."""
-    from .device import register_prompt_contributor as impl
-
-    impl(register, agent)
+    _device().register_prompt_contributor(register, agent)
 
 
 @hookimpl(tryfirst=True)
 @hook_order(10)
 def message_sending(ctx, outbound):
     """decode_outbound: strip transport artifacts; encode routed CT/1 messages as ClawDense."""
-    from .device import message_sending as impl
-
-    return impl(ctx, outbound)
+    return _device().message_sending(ctx, outbound)
 
 
 @hookimpl

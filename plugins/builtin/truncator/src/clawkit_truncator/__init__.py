@@ -16,7 +16,7 @@ from __future__ import annotations
 
 
 from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_exports
+from clawkit.lazy import lazy_exports, lazy_module
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic, the kernel types and
 # the output store (sqlite3) load (with :mod:`clawkit_truncator.plugin`) only when a hook runs.
@@ -28,36 +28,29 @@ __all__ = ["TruncatorConfig", "read_tool_output", "marker_text", "budget_tokens"
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+_plugin = lazy_module(__name__, "plugin")  # the implementation, imported by the first hook call
 
 
 @hookimpl
 def register_config(register):
-    from .plugin import register_config as impl
-
-    impl(register)
+    _plugin().register_config(register)
 
 
 @hookimpl
 @hook_order(20)
 def after_tool_call(ctx, call, result):
     """Cut a result over its budget before it enters the context."""
-    from .plugin import after_tool_call as impl
-
-    return impl(ctx, call, result)
+    return _plugin().after_tool_call(ctx, call, result)
 
 
 @hookimpl
 @hook_order(50)
 def before_llm_call(ctx, request):
     """Trim old tool results in the request once it fills the window."""
-    from .plugin import before_llm_call as impl
-
-    return impl(ctx, request)
+    return _plugin().before_llm_call(ctx, request)
 
 
 @hookimpl
 def register_tools(register, agent):
     """``read_tool_output``: read back parts of a truncated result."""
-    from .plugin import register_tools as impl
-
-    impl(register, agent)
+    _plugin().register_tools(register, agent)
