@@ -15,8 +15,8 @@ session per turn, a real SQLite file), driven by its harness. Rows:
 For the memory rows the recall's own timings (``ctx.state["memory.recall"]``) are
 reported next to the wall time: ``waited`` (message arrival -> prompt built), ``embed``
 (the query embedding: the model's work), ``search`` (BM25 + KNN + fusion) and
-``refresh`` (memory-file freshness). ``--growth`` adds the per-turn cost after 100 … 2000
-sessions in one database, with the same split, measured with every earlier session indexed
+``refresh`` (memory-file freshness). ``--growth`` adds the per-turn cost after 10 … 10,000
+sessions in one database (``--growth-sizes``), with the same split, measured with every earlier session indexed
 (back-to-back turns outrun the background episode indexing, which waits for the memory
 thread to be free; the interleaved rows above include that lag).
 """
@@ -112,15 +112,17 @@ def fmt_split(sp: dict[str, float], turns: int) -> str:
             f"search {sp['search']:.0f}, refresh {sp['refresh']:.0f}")
 
 
-async def growth(memory_md: bool) -> None:
+async def growth(memory_md: bool, sizes: list[int]) -> None:
     from clawkit_memory.service import memory_for
 
     v = MemoryVariant("growth", memory_md=memory_md)
     v.setup()
     print(f"\ngrowth: kernel + memory, {'small MEMORY.md' if memory_md else 'empty workspace'}, new session per turn")
     done = 0
-    for target in (100, 500, 1000, 2000):
-        while done < target - 50:
+    first = None
+    for target in sizes:
+        batch = min(50, max(10, target // 2))
+        while done < target - batch:
             await v.turn()
             done += 1
         # steady state: every earlier session indexed (back-to-back turns outrun the background
@@ -129,10 +131,16 @@ async def growth(memory_md: bool) -> None:
         mem.sync_sessions(v.agent.store.path)
         if hasattr(mem, "wait_idle"):  # (absent in versions that indexed episodes inside the recall)
             mem.wait_idle()
-        s = await bt.run_batch(v, 50)
-        done += 50
-        print(f"  after {done:5d} sessions: median {statistics.median(s) * 1e6:6.0f} us  p90 {bt.pct(s, 0.9) * 1e6:6.0f} us"
-              f"   {fmt_split(recall_split(v.per_turn[-50:]), 50)}")
+        chunks = mem.index.conn.execute("SELECT COUNT(*) FROM memory_chunks").fetchone()[0]
+        s = await bt.run_batch(v, batch)
+        done += batch
+        med = statistics.median(s) * 1e6
+        first = first or med
+        states = [st for st in v.per_turn[-batch:] if st is not None]
+        searched = [st["timings"].get("search_ms", 0.0) * 1000 for st in states if not st["timings"].get("cached")]
+        print(f"  after {done:5d} sessions ({chunks:5d} chunks): median {med:6.0f} us ({med / first:4.2f}x the first)"
+              f"  p90 {bt.pct(s, 0.9) * 1e6:6.0f} us   {fmt_split(recall_split(v.per_turn[-batch:]), batch)}; searched in"
+              f" {len(searched)}/{batch} turns" + (f" ({max(searched):.0f} us)" if searched else ""))
     v.close()
 
 
@@ -178,7 +186,7 @@ async def main_async(args: argparse.Namespace) -> int:
     if args.growth:
         gc.collect()
         for memory_md in (False, True):
-            await growth(memory_md)
+            await growth(memory_md, args.growth_sizes)
     return 0
 
 
@@ -186,7 +194,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--batch-seconds", type=float, default=0.25)
-    p.add_argument("--growth", action="store_true", help="per-turn cost after 100 … 2000 sessions")
+    p.add_argument("--growth", action="store_true", help="per-turn cost as sessions accumulate (--growth-sizes)")
+    p.add_argument("--growth-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[10, 100, 1000, 10000],
+                   metavar="N,N,...", help="stored sessions at which --growth measures (default 10,100,1000,10000)")
     p.add_argument("--no-fresh", dest="fresh", action="store_false", help="skip the fresh-query row")
     args = p.parse_args()
     try:

@@ -5,12 +5,11 @@ post-processing (``after_tool_call``), persistence — several calls concurrentl
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from typing import TYPE_CHECKING, Any
 
 from .context import current_call
-from .hooks import HookFailure, maybe_await
+from .hooks import HookFailure, isawaitable, maybe_await
 from .types import Decision, Message, Outbound, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -135,7 +134,7 @@ class ToolExecutor:
         for plugin, fn, argnames in self.hooks.impls("before_tool_call"):
             try:
                 res = fn(**{k: {"ctx": ctx, "call": call}[k] for k in argnames})
-                if inspect.isawaitable(res):
+                if isawaitable(res):
                     res = await res
                 if res is not None and not isinstance(res, Decision):
                     raise TypeError(f"before_tool_call must return a Decision or None, got {type(res).__name__}")

@@ -89,6 +89,7 @@ class HttpProvider:
         self._client: Any = None
         self._loop: Any = None
         self._shards: list[list[Any]] = []  # [client, requests in flight]; the first is ``_client``
+        self._tls: Any = None  # the TLS context all pools share
 
     # --- plumbing -----------------------------------------------------------------------
 
@@ -137,7 +138,9 @@ class HttpProvider:
     def _new_client(self) -> Any:
         import httpx
 
-        return httpx.AsyncClient(timeout=httpx.Timeout(self.config.timeout),
+        if self._tls is None:  # one TLS context for every pool: loading the CA bundle costs ~25 ms each
+            self._tls = httpx.create_ssl_context()
+        return httpx.AsyncClient(timeout=httpx.Timeout(self.config.timeout), verify=self._tls,
                                  limits=httpx.Limits(max_connections=self.max_connections,
                                                      max_keepalive_connections=min(self.max_connections, 100)))
 

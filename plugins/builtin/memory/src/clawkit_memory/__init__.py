@@ -84,18 +84,29 @@ def service_loaded(agent: Any) -> bool:
     return id(agent) in getattr(service, "_by_agent", ())
 
 
+_PLACES: dict[int, tuple[Any, Any, list[str]]] = {}  # id(agent config) -> (config, memory section, paths to probe)
+
+
 def _idle(ctx: Any, state_db: Any) -> bool:
     """True when memory surely holds nothing and nothing waits to be indexed: no service yet in
     this process, no memory database, no memory files, no other session of this agent. Then the
     index (numpy, sqlite-vec) and the embedding runtime are not even loaded."""
-    from . import service_loaded
-    from .config import MEMORY_ROOTS, config_of, db_path
-
     if service_loaded(ctx.agent):
         return False
-    cfg = config_of(ctx.agent)
-    workspace = Path(ctx.agent.workspace)
-    if cfg.paths or db_path(workspace, cfg).exists() or any((workspace / r).exists() for r in MEMORY_ROOTS):
+    import os
+
+    agent = ctx.agent
+    known = _PLACES.get(id(agent))
+    if known is None or known[0] is not agent:  # worked out once per agent config (this runs every message)
+        from .config import MEMORY_ROOTS, config_of, db_path
+
+        cfg = config_of(agent)
+        workspace = Path(agent.workspace)
+        if len(_PLACES) >= 256:
+            _PLACES.clear()
+        known = _PLACES[id(agent)] = (agent, cfg, [str(db_path(workspace, cfg)), *(str(workspace / r) for r in MEMORY_ROOTS)])
+    cfg = known[1]
+    if cfg.paths or any(os.path.exists(p) for p in known[2]):
         return False
     if state_db is None or not cfg.sessions:
         return True
