@@ -320,7 +320,7 @@ def message_sending(ctx, outbound):
     cfg = settings(ctx.agent)
     meta = outbound.metadata
     if outbound.kind == "routed" and meta.get("ct1") is not None and (outbound.target != "user" or meta.get("to")):
-        message = meta["ct1"] if isinstance(meta["ct1"], CT1Message) else ct1.parse(str(meta["ct1"]))
+        message = _ct1_of(meta["ct1"])
         meta["transport"] = "clawdense"
         if meta.get("dispatch"):  # a task handed to a sub-agent (its dispatch record)
             metrics.bump_with_turn(ctx.session.store, "subagent_dispatches")
@@ -347,6 +347,17 @@ def message_sending(ctx, outbound):
         _count_stripped(ctx, outbound.kind, n)
         return out
     return None
+
+
+def _ct1_of(value: Any) -> CT1Message:
+    """``metadata["ct1"]``: a :class:`CT1Message`, its :meth:`~CT1Message.to_dict` mapping (what a plugin
+    that cannot import this one sends: no text to parse on the dispatch path) or CT/1 text."""
+    if isinstance(value, CT1Message):
+        return value
+    if isinstance(value, dict):
+        params = tuple((value.get("params") or {}).items()) + tuple((f, ct1.FLAG) for f in value.get("flags") or ())
+        return CT1Message(str(value["verb"]), value.get("action"), params, value.get("payload", ct1.NO_PAYLOAD))
+    return ct1.parse(str(value))
 
 
 def _count_stripped(ctx: Any, kind: str, n: int) -> None:
