@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
+import math
 import re
 import time
 from functools import lru_cache
@@ -233,18 +234,32 @@ def _save_route(session: Any, route: dict[str, Any]) -> None:
     if not callable(write_key) or not isinstance(getattr(session, "metadata", None), dict):
         session.set(ROUTE_META_KEY, route)
         return
-    try:
-        json.dumps(route, separators=(",", ":"), allow_nan=False)  # plain JSON (json() must accept it)
-    except (ValueError, TypeError):
+    if _plain_json(route):
+        route_json = route  # written as is: the store serialises it now
+    else:
         try:
             route_json = json.loads(json.dumps(route, default=str, allow_nan=False))
-        except ValueError:
+        except ValueError:  # NaN or infinity: SQLite's json() would refuse the commit
             session.set(ROUTE_META_KEY, route)
             return
-    else:
-        route_json = route  # written as is: the store serialises it now
     session.metadata[ROUTE_META_KEY] = route
     write_key(session.id, ROUTE_META_KEY, route_json)
+
+
+def _plain_json(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is JSON as it is (str keys; str, bool, int, finite float, None, lists
+    and dicts of those): what a route is, checked without serialising it."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if depth > 8:
+        return False
+    if isinstance(value, list):
+        return all(_plain_json(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain_json(v, depth + 1) for k, v in value.items())
+    return False
 
 
 def _restricting_profile(ctx: Any, cfg: TranslationConfig) -> ProfileConfig | None:
