@@ -204,13 +204,15 @@ class AgentMemory:
     def _index_sessions_step(self, state_db: Any, now: bool = False) -> None:
         with self._episodes_guard:
             self._episodes_queued = False  # a turn ending from now on queues another step
+            if self._pending_since is None and not now:  # (a step that just finished had reset it)
+                self._pending_since = time.monotonic()
             since = self._pending_since
         try:
             if not now and not self._flushing:
                 from . import quiet_for
 
                 wait = EPISODE_DELAY - quiet_for()
-                if wait > 0 and since is not None and time.monotonic() - since < MAX_DEFER:
+                if wait > 0 and time.monotonic() - since < MAX_DEFER:
                     self._queue_sessions(state_db, max(wait, 0.02))  # a reply is being made: later
                     return
             report = self.sync_sessions(state_db, max_sessions=URGENT_SESSIONS if now else SESSIONS_PER_STEP)
@@ -219,7 +221,8 @@ class AgentMemory:
                 self._queue_sessions(state_db, None if self._flushing else 0.0)
             else:
                 with self._episodes_guard:
-                    self._pending_since = None
+                    if self._pending_since == since:  # else a turn ended meanwhile: it waits for quiet too
+                        self._pending_since = None
         except Exception:
             log.exception("memory: indexing past sessions failed")
         finally:
