@@ -25,7 +25,10 @@ has settled (``agent.drain()``, then until the process has been idle for 0.3 s �
 than memory's delay before it indexes a turn's episode), so work spilling past a block's
 last turn is charged to that block. ``added`` is computed per round (D − P − C of
 that round's blocks) and reported as the median over rounds with its interquartile range
-and a bootstrap 95% interval of the median: the spread says how far to trust the figure.
+and a bootstrap 95% interval of the median: the spread says how far to trust the figure —
+for wall time, all threads' CPU, and the main thread's CPU (the turn's own path: on a shared
+machine the steadiest; the background threads' share, memory's episode indexing above all,
+swings by ±1 ms between runs and is broken down by thread below the summary).
 ``--profile`` adds cProfiles of D and of C (top functions by own time), to find what D adds.
 """
 
@@ -37,6 +40,7 @@ import cProfile
 import gc
 import io
 import itertools
+import os
 import pstats
 import random
 import statistics
@@ -134,26 +138,63 @@ async def settle(quiet: float = 0.002, limit: float = 2.0) -> None:
             return
 
 
-def thread_cpu() -> dict[str, float]:
-    """CPU seconds so far of each live thread, summed by kind ("memory-lead" → "memory")."""
-    out: dict[str, float] = {}
-    for t in threading.enumerate():
+FINISHED: list[tuple[int, str, float]] = []  # (native id, kind, CPU seconds) of every Python thread that ended
+_thread_run = threading.Thread.run
+
+
+def _run_and_record(self: threading.Thread) -> None:
+    """Thread.run, then the thread's total CPU noted (a short-lived thread — the audit writer ends
+    after a second idle and starts again on demand — would otherwise vanish from the breakdown)."""
+    try:
+        _thread_run(self)
+    finally:
+        FINISHED.append((threading.get_native_id(), _kind(self.name), time.thread_time()))
+
+
+threading.Thread.run = _run_and_record  # type: ignore[method-assign]  # measuring only: behaviour unchanged
+
+
+def _kind(name: str) -> str:
+    kind = name.split(":")[0]
+    return "memory" if kind.startswith("memory-") else kind  # "memory-lead" → "memory"
+
+
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """CPU seconds so far of every thread of the process, Python's and native ones (a library's own
+    pool): native id → (kind, seconds), read from the thread's CPU clock (Linux: ``/proc/self/task``)."""
+    names = {t.native_id: _kind(t.name) for t in threading.enumerate()}
+    out: dict[int, tuple[str, float]] = {}
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = list(names)
+    for tid in tids:
         try:
-            used = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
-        except (OSError, TypeError, AttributeError):  # ended meanwhile, or no per-thread clocks here
+            used = time.clock_gettime((~tid << 3) | 6)  # CPUCLOCK_SCHED of thread ``tid``
+        except OSError:  # ended meanwhile
             continue
-        kind = t.name.split(":")[0]
-        kind = "memory" if kind.startswith("memory-") else kind
-        out[kind] = out.get(kind, 0.0) + used
+        out[tid] = (names.get(tid, "native threads"), used)
+    return out
+
+
+def cpu_by_kind(before: dict[int, tuple[str, float]], finished_from: int) -> dict[str, float]:
+    """CPU seconds each kind of thread used since ``before`` (Python threads that ended meanwhile included)."""
+    out: dict[str, float] = {}
+    now = thread_cpu()
+    for tid, kind, used in FINISHED[finished_from:]:
+        if tid not in now:
+            out[kind] = out.get(kind, 0.0) + used - before.get(tid, (kind, 0.0))[1]
+    for tid, (kind, used) in now.items():
+        out[kind] = out.get(kind, 0.0) + used - before.get(tid, (kind, 0.0))[1]
     return out
 
 
 async def block(agent: Agent, n: int) -> tuple[float, float, dict[str, float]]:
     """Wall and CPU seconds per turn over ``n`` turns (CPU: all threads, read once settled), and
-    the CPU per turn of each kind of thread (threads that ended meanwhile count as "other")."""
+    the CPU per turn of each kind of thread ("other": what no thread clock accounts for)."""
     gc.collect()
     await settle()
-    threads0 = thread_cpu()
+    threads0, finished0 = thread_cpu(), len(FINISHED)
     c0, t0 = time.process_time(), time.perf_counter()
     for _ in range(n):
         await agent.turn(TASK)
@@ -161,7 +202,7 @@ async def block(agent: Agent, n: int) -> tuple[float, float, dict[str, float]]:
     await agent.drain()
     await settle(SETTLE)
     cpu = time.process_time() - c0
-    threads = {k: (v - threads0.get(k, 0.0)) / n for k, v in thread_cpu().items()}
+    threads = {k: v / n for k, v in cpu_by_kind(threads0, finished0).items()}
     threads["other"] = cpu / n - sum(threads.values())
     return wall / n, cpu / n, threads
 
@@ -195,7 +236,7 @@ async def main(turns: int, size: int, prof: bool, top: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         agents = build(Path(tmp))
         for a in agents.values():  # warm-up: imports, first-use caches, the child agent itself
-            for _ in range(10):
+            for _ in range(20):
                 await a.turn("warm up: find the Node.js CVEs")
         check = await agents["delegation"].turn(TASK)
         assert check.tool_calls and not check.tool_calls[0]["is_error"], check.tool_calls
@@ -222,15 +263,16 @@ async def main(turns: int, size: int, prof: bool, top: int) -> None:
             wq, cq = quartiles(wall[k]), quartiles(cpu[k])
             print(f"  {label[k]:<34}{wq[1]:>14.3f}{cq[1]:>13.3f}   [{wq[0]:.2f}-{wq[2]:.2f}] [{cq[0]:.2f}-{cq[2]:.2f}]")
         added = {}
-        for kind, data in (("wall", wall), ("CPU", cpu)):
+        main_cpu = {k: [t.get("MainThread", 0.0) * 1000 for t in by_thread[k]] for k in VARIANTS}
+        for kind, data in (("wall", wall), ("CPU", cpu), ("main-thread CPU", main_cpu)):
             per_round = [d - p - c for d, p, c in zip(data["delegation"], data["plain tool"], data["child alone"])]
             q1, med, q3 = quartiles(per_round)
             lo, hi = median_ci(per_round)
             added[kind] = med
-            print(f"added = D - P - C per round, {kind:<4}: median {med:6.3f} ms   IQR [{q1:.3f}, {q3:.3f}]   "
+            print(f"added = D - P - C per round, {kind:<15}: median {med:6.3f} ms   IQR [{q1:.3f}, {q3:.3f}]   "
                   f"95% CI of the median [{lo:.3f}, {hi:.3f}]   ({len(per_round)} rounds)")
         kinds = sorted({k for v in by_thread.values() for t in v for k in t})
-        print("CPU ms/turn by thread (mean over blocks; 'other' = threads that ended within a block):")
+        print("CPU ms/turn by thread (mean over blocks; 'other' = process CPU no thread clock accounts for):")
         print(f"  {'thread':<22}" + "".join(f"{k[:1].upper():>9}" for k in VARIANTS) + f"{'D-P-C':>9}")
         for kind in kinds:
             mean = {k: statistics.fmean(t.get(kind, 0.0) for t in by_thread[k]) * 1000 for k in VARIANTS}
@@ -238,8 +280,9 @@ async def main(turns: int, size: int, prof: bool, top: int) -> None:
                 continue
             row = "".join(f"{mean[k]:9.3f}" for k in VARIANTS)
             print(f"  {kind:<22}{row}{mean['delegation'] - mean['plain tool'] - mean['child alone']:9.3f}")
-        print(f"goal <= 1 ms: {'met' if added['wall'] <= 1.0 else 'NOT met'} (wall), "
-              f"{'met' if added['CPU'] <= 1.0 else 'NOT met'} (CPU)")
+        verdict = {k: "met" if v <= 1.0 else "NOT met" for k, v in added.items()}
+        print(f"goal <= 1 ms (medians): {verdict['wall']} (wall), {verdict['CPU']} (CPU, all threads), "
+              f"{verdict['main-thread CPU']} (main-thread CPU: the turn's own path, least disturbed by other work)")
         if prof:
             n = max(50, min(turns, 200))
             await profiled(agents["delegation"], n, top, "D delegation")

@@ -313,10 +313,20 @@ class Agent(ModelSide):
                      duration=time.time() - started, agent=self.config.name)
             raise
         finally:
-            await ctx.finish()
-            session.store.run_end(ctx.run_id, status, {"usage": result.usage.model_dump(exclude_defaults=True)})
-            session.store.flush()
+            await self._end_run(ctx, status, result)
         return result
+
+    async def _end_run(self, ctx: TurnContext, status: str, result: TurnResult) -> None:
+        """Close the run: its end, the answer and the turn's observations are committed first (one
+        commit, before any cleanup can delay it), then the ``at_end`` callbacks run and what they
+        reported is committed too."""
+        store = ctx.session.store
+        store.run_end(ctx.run_id, status, {"usage": result.usage.model_dump(exclude_defaults=True)})
+        try:
+            store.flush()
+        finally:
+            await ctx.finish()
+            store.flush()
 
     async def _durable(self, ctx: TurnContext) -> None:
         """An execution engine's step runner for this turn (``durable_steps``), if one runs it."""
@@ -419,9 +429,7 @@ class Agent(ModelSide):
             status = "cancelled"
             raise
         finally:
-            await ctx.finish()
-            self.store.run_end(ctx.run_id, status, {"usage": result.usage.model_dump(exclude_defaults=True)})
-            session.store.flush()
+            await self._end_run(ctx, status, result)
         return result
 
     async def _loop(self, ctx: TurnContext, result: TurnResult, deliver: Deliver | None, *, tools_on: bool = True) -> None:

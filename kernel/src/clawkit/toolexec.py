@@ -114,9 +114,12 @@ class ToolExecutor:
         limit = float(getattr(self.agent.config.limits, "tool_timeout", 0) or 0)
 
         async def execute() -> ToolResult:
+            if not limit:
+                return await tool.run(ctx, call, in_thread=in_thread)
             try:
-                return await asyncio.wait_for(tool.run(ctx, call, in_thread=in_thread), limit) if limit else await tool.run(ctx, call, in_thread=in_thread)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(limit):  # no task of its own, unlike wait_for
+                    return await tool.run(ctx, call, in_thread=in_thread)
+            except TimeoutError:
                 ctx.emit("tool.timeout", tool=call.name, call_id=call.id, seconds=limit)
                 return _error(call, f"{call.name} did not finish within {limit:g} s (limits.tool_timeout); it was abandoned", timed_out=True)
 

@@ -105,3 +105,46 @@ def test_lone_surrogates_survive():
 def test_structured_values_lose_secret_named_keys():
     out = redact({"api_key": "x", "command": "curl -H 'Authorization: Bearer abcdefghijklmnop'", "n": [1, "ghp_" + "a" * 20]})
     assert out == {"api_key": MARK, "command": f"curl -H 'Authorization: {MARK}'", "n": [1, MARK]}
+
+
+def _fragments():
+    import random
+
+    rng = random.Random(1313)
+    parts = ["key", "KEY", "Key", "api_key", "apikey", "secret", "SeCrEt", "token", "TOKENS", "passwd", "password",
+             "passphrase", "db_pass", "x_pwd", "a_pw", "bearer", "Bearer ", "auth", "cookie", "credential", "webhook",
+             "hooks.slack.com", "ſecret", "\u212aey", "credentıals", "=", ":", "\": \"", "'", " ", "\t", "\v", "\u00a0",
+             "\u2003", ",", ";", "\"", "-", "_", "abcd", "é", "ü", "12", "1234", "abcdefghijklmnop", "sk-", "ghp_",
+             "github_pat_", "glpat-", "xoxb-", "AKIA", "ASIA", "AIza", "npm_", "hf_", "eyJ", ".", "-----BEGIN RSA PRIVATE KEY-----",
+             "-----END RSA PRIVATE KEY-----", "\n", "https://", "u:p@", "postgres://", "/webhooks/", "A" * 16, "a" * 36,
+             "acme-live-0123456789", "tök-ünïcode-987654"]
+    for _ in range(4000):
+        yield "".join(rng.choice(parts) for _ in range(rng.randint(1, 12)))
+
+
+def test_the_prefilter_never_hides_what_the_full_pattern_finds(secret_env):
+    """_may_match is an over-approximation of the full re2 pattern: False must mean no match."""
+    values = redact_mod.secret_values()
+    _, big = redact_mod._patterns(values)
+    samples = [f"x {t} y" for t in TOKENS] + ["password=hunter22", "Authorization: Bearer abcdefghijklmnop==",
+                                                 '{"client_secret": "abcdefg"}', "ſecret=abcd", "\u212aEY: 'abcd'"]
+    for text in [*samples, *_fragments()]:
+        data = text.encode("utf-8", "surrogatepass")
+        if big.search(data) is not None:
+            assert redact_mod._may_match(text, values), text
+
+
+def test_the_screen_never_hides_a_value_redact_would_change(secret_env):
+    """may_hold_secrets(canonical JSON) is True whenever redact() changes the value: keys and strings alike."""
+    from clawkit_policy.ledger import canonical
+
+    for text in _fragments():
+        for value in ({"v": text}, {text: "value1234"}, [text], text):
+            if redact(value) != value:
+                assert redact_mod.may_hold_secrets(canonical(value)), value
+
+
+def test_clean_texts_pass_the_prefilter_without_a_regex_pass():
+    for text in ('{"model":"fake/bench","usage":{"prompt_tokens":20,"completion_tokens":5,"total_tokens":25,"cost":null}}',
+                 "What is 2 + 3?", '{"tool_calls":[{"id":"call_1","name":"add","arguments":{"a":2,"b":3}}]}'):
+        assert not redact_mod._may_match(text, ())

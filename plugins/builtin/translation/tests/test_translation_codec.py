@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import string
 
 import pytest
@@ -259,3 +260,16 @@ def test_multi_line_text_travels_raw_after_the_head_line():
         codec.decode("@fs:w a.py <<50\nshort")
     with pytest.raises(CT1Error, match="array"):
         codec.decode("@fs:w a.py c=[<<1]\nx")
+
+
+def test_a_routed_dispatch_given_as_a_mapping_is_the_message_its_text_would_be():
+    # what clawkit-subagents passes (it does not import this plugin): no CT/1 text to parse on the spawn path
+    from clawkit_translation.device import _ct1_of
+
+    goal = 'Find the Node.js CVEs, "quoted" -> and\nnext line'
+    text = f"CT/1 TASK subagent agent=\"researcher\" task=\"step_1\" goal={json.dumps(goal)}"
+    mapping = {"verb": "TASK", "action": "subagent", "params": {"agent": "researcher", "task": "step_1", "goal": goal}}
+    assert _ct1_of(mapping) == ct1.parse(text) == _ct1_of(text)
+    assert encode(_ct1_of(mapping)) == encode(ct1.parse(text))
+    flagged = CT1Message("REQ", "web_search", (("q", "x"), ("urgent", FLAG)), {"k": [1, 2]})
+    assert _ct1_of(flagged.to_dict()) == flagged

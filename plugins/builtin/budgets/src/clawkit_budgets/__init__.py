@@ -23,6 +23,9 @@ plugin adds it to the parent's ``ctx.usage``.
 from __future__ import annotations
 
 from clawkit import hook_order, hookimpl
+from clawkit.lazy import lazy_module
+
+_plugin = lazy_module(__name__, "plugin")  # the implementation, imported by the first hook call
 
 
 @hookimpl
@@ -36,33 +39,25 @@ def register_config(register):
 @hook_order(15)
 def message_received(ctx, message):
     """Record the session's usage before this run; refuse the turn if it is already spent."""
-    from .plugin import start
-
-    start(ctx)
+    _plugin().start(ctx)
 
 
 @hookimpl(tryfirst=True)
 @hook_order(15)
 def before_tool_call(ctx, call):
     """Block the call (and stop the turn) once a cap is reached."""
-    from .plugin import gate
-
-    return gate(ctx, call)
+    return _plugin().gate(ctx, call)
 
 
 @hookimpl
 @hook_order(50)
 def after_tool_call(ctx, call, result):
     """Count the session's tool calls."""
-    from .plugin import count_tool
-
-    count_tool(ctx)
+    _plugin().count_tool(ctx)
 
 
 @hookimpl(trylast=True)
 @hook_order(80)
 def before_llm_call(ctx, request):
     """Stop before a model call past a cap; warn near one."""
-    from .plugin import before_model
-
-    before_model(ctx, request)
+    _plugin().before_model(ctx, request)

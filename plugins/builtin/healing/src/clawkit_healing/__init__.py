@@ -18,6 +18,9 @@ metadata (``healing``), so they carry across turns and survive a restart.
 from __future__ import annotations
 
 from clawkit import hook_order, hookimpl
+from clawkit.lazy import lazy_module
+
+_plugin = lazy_module(__name__, "plugin")  # the implementation, imported by the first hook call
 
 
 @hookimpl
@@ -29,8 +32,7 @@ def register_config(register):
 
 @hookimpl
 @hook_order(35)
-async def before_llm_call(ctx, request):
-    """Count the tool results since the last request (blocked ones too) and add the notes they call for."""
-    from .plugin import intervene
-
-    await intervene(ctx, request)
+def before_llm_call(ctx, request):
+    """Count the tool results since the last request (blocked ones too) and add the notes they call for
+    (an awaitable only when there are notices to deliver)."""
+    return _plugin().intervene_now(ctx, request)

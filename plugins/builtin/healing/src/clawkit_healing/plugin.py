@@ -48,6 +48,12 @@ def _state(session: Any) -> dict[str, Any]:
     return st
 
 
+def _snapshot(st: dict[str, Any]) -> tuple:
+    """What :func:`observe` and :func:`intervene` may change, to tell whether a write is due."""
+    return (st.get("failures", 0), st.get("since_progress", 0), tuple(st.get("seen") or ()), st.get("noted_failures", 0),
+            st.get("plan_done"))
+
+
 def _sig(call: Any) -> str:
     return hashlib.sha1(call.signature().encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
@@ -86,9 +92,19 @@ def _history_tokens(request: Any) -> int:
 
 
 async def intervene(ctx: Any, request: Any) -> None:
+    pending = intervene_now(ctx, request)
+    if pending is not None:
+        await pending
+
+
+def intervene_now(ctx: Any, request: Any) -> Any:
+    """:func:`intervene`'s work, synchronously; an awaitable (the notices to deliver) only
+    when there are notes — most model calls need no coroutine."""
     cfg = _config(ctx)
     if not cfg.enabled:
-        return
+        return None
+    stored = ctx.session.get(KEY)
+    before = _snapshot(stored) if isinstance(stored, dict) else _snapshot({})
     st = _state(ctx.session)
     observe(ctx, st)
     notes: list[str] = []
@@ -107,9 +123,14 @@ async def intervene(ctx: Any, request: Any) -> None:
             quote = last if len(last) <= cfg.focus_quote_chars else last[: cfg.focus_quote_chars] + "\u2026"
             notes.append(FOCUS.format(text=quote))
             ctx.emit("healing.focus", history_tokens=_history_tokens(request), window=window)
-    ctx.session.set(KEY, st)
+    if _snapshot(st) != before:  # an unchanged state (most model calls) is not written again
+        ctx.session.set(KEY, st)
     if not notes:
-        return
+        return None
     request.system = (request.system + "\n\n" if request.system else "") + "\n\n".join(notes)
+    return _notify(ctx, notes)
+
+
+async def _notify(ctx: Any, notes: list[str]) -> None:
     for note in notes:
         await ctx.notice(note.split(".")[0] + ".", source="healing")

@@ -14,6 +14,9 @@ import os
 from typing import Any
 
 from clawkit import hook_order, hookimpl
+from clawkit.lazy import lazy_module
+
+_logs = lazy_module(__name__, "logs")  # imported by the first hook call
 
 _telemetry: Any = None  # the running Telemetry, once a turn enabled it
 _off: set[int] = set()  # ids of configs seen with telemetry off (cheap repeat check)
@@ -84,9 +87,7 @@ def register_commands(cli):
 @hookimpl(tryfirst=True)
 @hook_order(5)
 def message_received(ctx, message):
-    from .logs import remember_workspace
-
-    remember_workspace(ctx)
+    _logs().remember_workspace(ctx)
     t = _for(ctx)
     if t is not None:
         t.run_start(ctx, message)

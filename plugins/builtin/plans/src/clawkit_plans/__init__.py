@@ -18,6 +18,9 @@ The tool is offered only when the agent's ``tools:`` allows ``update_plan``.
 from __future__ import annotations
 
 from clawkit import hook_order, hookimpl
+from clawkit.lazy import lazy_module
+
+_plan = lazy_module(__name__, "plan")  # imported by the first hook call
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin; the implementation (pydantic)
 # loads on first use.
@@ -41,9 +44,7 @@ def register_tools(register, agent):
 @hookimpl
 def register_prompt_contributor(register, agent):
     """The ``## Plan`` section (or a one-line hint when there is no plan yet)."""
-    from .plan import PlanContributor
-
-    register(PlanContributor())
+    register(_plan().PlanContributor())
 
 
 @hookimpl(trylast=True)

@@ -136,12 +136,77 @@ def _patterns(values: tuple[str, ...]) -> tuple[Any, Any]:
 
 
 #: Words at least one of which occurs wherever a secret-named key or an assignment/bearer secret could be.
+#: (:func:`may_hold_secrets` searches them as the literals of _SCREEN_LITERALS.)
 _SCREEN_WORDS = r"(?i:key|secret|token|passw|passphrase|auth|cookie|credential|bearer|_pass|_pwd|_pw\b|://[^\s/@]+:[^\s/@]+@|webhook|hooks\.slack)"
 
 
+# A prefilter in front of the regex passes, made of C-level byte searches that hold the GIL. re2 releases the
+# GIL for every match: with any other thread busy (a memory indexer, a tool, the audit writer) each call waited
+# ~50 us to get it back, for a search worth 1 us. The prefilter is a sound over-approximation: whatever the
+# full pattern (or the screen) could match contains one of its literals, so "no literal" proves "no match".
+
+#: an ASSIGNMENT's keyword ends in one of these (lower case); then what ASSIGNMENT requires up to its value
+#: (every part but the value is forced, so the one match below is the only candidate)
+_ASSIGNMENT_WORDS = ("key", "secret", "token", "passw", "passphrase", "_pass", "_pw")
+_ASSIGNMENT_TAIL = re.compile(r"[A-Za-z0-9_\-]*[\"']?[\t\n\f\r ]*[:=][\t\n\f\r ]*[\"']?([^\t\n\f\r \"',;]*)")
+#: the screen's words (lower case), as in _SCREEN_WORDS
+_SCREEN_LITERALS = ("key", "secret", "token", "passw", "passphrase", "auth", "cookie", "credential", "bearer", "_pass",
+                    "_pw", "webhook", "hooks.slack")
+#: _FOLDS: non-ASCII letters a case-insensitive match may fold onto ASCII ones (U+017F long s, U+212A Kelvin
+#: sign for re2; U+0130/U+0131 dotted/dotless i for ``re``, which matches key names; U+0130 is also the one
+#: letter whose lower case is longer): a text holding one gets the full pass
+
+
+def _has_literal(text: str, values: tuple[str, ...]) -> bool:
+    """Does ``text`` hold a literal every match of a token format contains (:data:`TOKENS`, case-sensitive;
+    "://" for every credential and webhook URL), a secret value, or a letter of _FOLDS? Spelt out: a loop
+    over a table cost twice as much."""
+    if "-" in text and ("sk-" in text or "glpat-" in text or "xox" in text or "-----BEGIN" in text):
+        return True
+    if "_" in text and ("ghp_" in text or "gho_" in text or "ghu_" in text or "ghs_" in text or "ghr_" in text
+                        or "github_pat_" in text or "npm_" in text or "hf_" in text):
+        return True
+    if "A" in text and ("AKIA" in text or "ASIA" in text or "AIza" in text):
+        return True
+    if "eyJ" in text or "://" in text:
+        return True
+    for value in values:
+        if value in text:
+            return True
+    return not text.isascii() and ("\u017f" in text or "\u212a" in text or "\u0130" in text or "\u0131" in text)
+
+
+def _may_match(text: str, values: tuple[str, ...]) -> bool:
+    """False only if the full pattern of :func:`_patterns` (for these secret ``values``) finds nothing in
+    ``text`` (scanned as UTF-8 by re2: a value of at least 4 bytes, ASCII case folding apart from _FOLDS)."""
+    if _has_literal(text, values):
+        return True
+    low = text.lower()  # offsets unchanged: no letter of a text without _FOLDS lowers to more than one
+    if "bearer" in low:
+        return True
+    for word in _ASSIGNMENT_WORDS:
+        at = low.find(word)
+        while at >= 0:
+            m = _ASSIGNMENT_TAIL.match(text, at + len(word))
+            if m is not None and (len(m[1]) >= 4 or len(m[1].encode("utf-8", "surrogatepass")) >= 4):
+                return True
+            at = low.find(word, at + 1)
+    return False
+
+
 @lru_cache(maxsize=8)
-def _screen(values: tuple[str, ...]) -> Any:
-    """A pattern that finds something in the canonical JSON text of a value whenever :func:`redact`
+def _escaped(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Secret values and their JSON-escaped forms (as a canonical JSON text holds them)."""
+    return tuple(dict.fromkeys(values + tuple(json.dumps(v, ensure_ascii=False)[1:-1] for v in values)))
+
+
+def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
+    """False when :func:`redact` would leave every value whose canonical JSON text (or plain
+    string, for a string value) is in ``json_text`` unchanged: one pass to skip the structural walk.
+
+    Byte searches for a literal of every secret kind (see :func:`_may_match`): a secret value raw
+    or JSON-escaped, a token format's prefix, a word of every key name, bearer token and assignment.
+    Like the pattern it replaced, it finds something in the canonical JSON text of a value whenever :func:`redact`
     would change that value (it may also find things that :func:`redact` leaves alone).
 
     JSON escaping works character by character, so a secret inside a string shows up in its JSON text
@@ -149,26 +214,10 @@ def _screen(values: tuple[str, ...]) -> Any:
     characters JSON never escapes, and key names, bearer tokens and assignments all contain a word
     of :data:`_SCREEN_WORDS`.
     """
-    variants = sorted({v for value in values for v in (value, json.dumps(value, ensure_ascii=False)[1:-1])},
-                      key=lambda v: (-len(v), v))
-    re2 = _re2()
-    if re2 is not None:
-        options = re2.Options()
-        options.max_mem = 64 << 20
-        try:
-            quoted = "|".join(re2.escape(v) for v in variants)
-            source = "|".join(((f"(?:{quoted})",) if quoted else ()) + TOKENS + (_SCREEN_WORDS,))
-            return re2.compile(source.encode(), options)
-        except Exception:  # pragma: no cover
-            pass
-    literal = "|".join(re.escape(v) for v in variants)
-    return re.compile("|".join(((f"(?:{literal})",) if literal else ()) + TOKENS + (_SCREEN_WORDS,)).encode())
-
-
-def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
-    """False when :func:`redact` would leave every value whose canonical JSON text (or plain
-    string, for a string value) is in ``json_text`` unchanged: one pass to skip the structural walk."""
-    return _screen(secret_values(extra_names)).search(json_text.encode("utf-8", "surrogatepass")) is not None
+    if _has_literal(json_text, _escaped(secret_values(extra_names))):
+        return True
+    low = json_text.lower()
+    return any(word in low for word in _SCREEN_LITERALS)
 
 
 #: (text, pattern): the last string found clean and the pattern that scanned it
@@ -180,15 +229,18 @@ def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
     global _last_clean
     if not text or len(text) < SHORTEST:
         return text
-    small, big = _patterns(secret_values(extra_names))
+    values = secret_values(extra_names)
+    small, big = _patterns(values)
     last = _last_clean
     if last[0] is text and last[1] is small:  # this very string, scanned by these very patterns
         return text
     if big is None:
         out = _splice(text, small.finditer(text), MARK)
+    elif not _may_match(text, values):
+        out = text  # the common case: no literal of any secret kind, and no regex pass (see _may_match)
     else:
         data = text.encode("utf-8", "surrogatepass")
-        if big.search(data) is None:  # one DFA pass; the common case
+        if big.search(data) is None:
             out = text
         else:
             out = _splice(data, big.finditer(data), _MARK_BYTES).decode("utf-8", "surrogatepass")

@@ -98,8 +98,10 @@ def schema_problems(schema: dict[str, Any], text: str) -> str | None:
     return "; ".join(f"{'.'.join(map(str, e.absolute_path)) or 'the value'}: {e.message[:160]}" for e in errors)
 
 
-def _dispatch_record(agent: str, step_id: str, task: str) -> str:
-    return f"CT/1 TASK subagent agent={json.dumps(agent)} task={json.dumps(step_id)} goal={json.dumps(task)}"
+def _dispatch_record(agent: str, step_id: str, task: str) -> dict[str, Any]:
+    """The dispatch as a CT/1 message in its mapping shape (``CT/1 TASK subagent agent=… task=… goal=…``):
+    the translation device encodes it without parsing text."""
+    return {"verb": "TASK", "action": "subagent", "params": {"agent": agent, "task": step_id, "goal": task}}
 
 
 async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_id: str | None = None) -> Outcome:

@@ -17,6 +17,9 @@ and after, so nothing is dropped silently.
 from __future__ import annotations
 
 from clawkit import hook_order, hookimpl
+from clawkit.lazy import lazy_module
+
+_select = lazy_module(__name__, "select")  # imported by the first hook call
 
 
 @hookimpl
@@ -39,6 +42,4 @@ def register_tools(register, agent):
 def before_llm_call(ctx, request):
     """Send only the relevant tool definitions when there are too many (first, so that the plugins
     measuring the request — compaction — see the definitions actually sent)."""
-    from .select import select_tools
-
-    select_tools(ctx, request)
+    _select().select_tools(ctx, request)

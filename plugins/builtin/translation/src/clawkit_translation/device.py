@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
+import math
 import re
 import time
 from functools import lru_cache
@@ -233,18 +234,32 @@ def _save_route(session: Any, route: dict[str, Any]) -> None:
     if not callable(write_key) or not isinstance(getattr(session, "metadata", None), dict):
         session.set(ROUTE_META_KEY, route)
         return
-    try:
-        json.dumps(route, separators=(",", ":"), allow_nan=False)  # plain JSON (json() must accept it)
-    except (ValueError, TypeError):
+    if _plain_json(route):
+        route_json = route  # written as is: the store serialises it now
+    else:
         try:
             route_json = json.loads(json.dumps(route, default=str, allow_nan=False))
-        except ValueError:
+        except ValueError:  # NaN or infinity: SQLite's json() would refuse the commit
             session.set(ROUTE_META_KEY, route)
             return
-    else:
-        route_json = route  # written as is: the store serialises it now
     session.metadata[ROUTE_META_KEY] = route
     write_key(session.id, ROUTE_META_KEY, route_json)
+
+
+def _plain_json(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is JSON as it is (str keys; str, bool, int, finite float, None, lists
+    and dicts of those): what a route is, checked without serialising it."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if depth > 8:
+        return False
+    if isinstance(value, list):
+        return all(_plain_json(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain_json(v, depth + 1) for k, v in value.items())
+    return False
 
 
 def _restricting_profile(ctx: Any, cfg: TranslationConfig) -> ProfileConfig | None:
@@ -305,7 +320,7 @@ def message_sending(ctx, outbound):
     cfg = settings(ctx.agent)
     meta = outbound.metadata
     if outbound.kind == "routed" and meta.get("ct1") is not None and (outbound.target != "user" or meta.get("to")):
-        message = meta["ct1"] if isinstance(meta["ct1"], CT1Message) else ct1.parse(str(meta["ct1"]))
+        message = _ct1_of(meta["ct1"])
         meta["transport"] = "clawdense"
         if meta.get("dispatch"):  # a task handed to a sub-agent (its dispatch record)
             metrics.bump_with_turn(ctx.session.store, "subagent_dispatches")
@@ -332,6 +347,17 @@ def message_sending(ctx, outbound):
         _count_stripped(ctx, outbound.kind, n)
         return out
     return None
+
+
+def _ct1_of(value: Any) -> CT1Message:
+    """``metadata["ct1"]``: a :class:`CT1Message`, its :meth:`~CT1Message.to_dict` mapping (what a plugin
+    that cannot import this one sends: no text to parse on the dispatch path) or CT/1 text."""
+    if isinstance(value, CT1Message):
+        return value
+    if isinstance(value, dict):
+        params = tuple((value.get("params") or {}).items()) + tuple((f, ct1.FLAG) for f in value.get("flags") or ())
+        return CT1Message(str(value["verb"]), value.get("action"), params, value.get("payload", ct1.NO_PAYLOAD))
+    return ct1.parse(str(value))
 
 
 def _count_stripped(ctx: Any, kind: str, n: int) -> None:
