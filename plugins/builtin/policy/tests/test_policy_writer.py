@@ -294,6 +294,11 @@ def test_a_flush_on_the_owner_thread_writes_with_the_store_connection(tmp_path):
     other.join()
     assert writer._ledger is not None and writer._ledger.conn is not conn
     assert count(tmp_path / "a.db") == 2
+    conn.execute("BEGIN")  # the store's connection inside a transaction: the flush commits on its own
+    writer.submit("decision", {"tool": "read_file", "decision": "allow"})
+    writer.flush()
+    assert count(tmp_path / "a.db") == 3
+    conn.execute("COMMIT")
     writer.close()
     assert AuditLedger(conn).verify().ok
 

@@ -341,8 +341,10 @@ class LedgerWriter:
         if self._owner is not threading.current_thread() or is_postgres_url(self.path):
             return self._open()
         try:
-            self._conn.total_changes  # noqa: B018 - raises once the store has closed its connection
+            busy = self._conn.in_transaction  # raises once the store has closed its connection
         except sqlite3.ProgrammingError:
+            return self._open()
+        if busy:  # its records would commit with someone else's transaction, after the anchor may name them
             return self._open()
         if self._shared is None:
             ledger = AuditLedger(self._conn, create=False, key=self.sync.key)
