@@ -8,11 +8,14 @@ adds ``clawkit memory …`` commands. See docs/plugins/memory.md.
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from clawkit.hookspecs import hook_order, hookimpl
-from clawkit.lazy import lazy_exports
+from clawkit.lazy import lazy_exports, lazy_module
 
 # The entry-point module stays a thin set of hookimpls: ``clawkit --help`` imports every
 # plugin, and numpy / sqlite-vec / onnxruntime load only when a hook body first runs.
@@ -26,6 +29,10 @@ _RECALL: Any = None
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+# hooks that run every turn reach their modules through these (an import statement per call costs microseconds)
+_config = lazy_module(__name__, "config")
+_recall_mod = lazy_module(__name__, "recall")
+_service = lazy_module(__name__, "service")
 
 
 def _recall() -> Any:
@@ -66,9 +73,7 @@ def register_tools(register, agent):
 @hookimpl
 def register_prompt_contributor(register, agent):
     """The recall contributor (it contributes only when a retrieval was started this turn)."""
-    from .config import config_of
-
-    if config_of(agent).recall.enabled:
+    if _config().config_of(agent).recall.enabled:
         register(_recall())
 
 
@@ -78,8 +83,6 @@ _IDLE_ENDING: dict[str, tuple[Any, Any, Any]] = {}  # the same for turns that fo
 
 def service_loaded(agent: Any) -> bool:
     """Whether this process already has a memory service for ``agent`` (without loading one)."""
-    import sys
-
     service = sys.modules.get(__name__ + ".service")  # may be mid-import in another thread
     return id(agent) in getattr(service, "_by_agent", ())
 
@@ -93,8 +96,6 @@ def _idle(ctx: Any, state_db: Any) -> bool:
     index (numpy, sqlite-vec) and the embedding runtime are not even loaded."""
     if service_loaded(ctx.agent):
         return False
-    import os
-
     agent = ctx.agent
     known = _PLACES.get(id(agent))
     if known is None or known[0] is not agent:  # worked out once per agent config (this runs every message)
@@ -126,8 +127,6 @@ STALE_TURN = 600.0  # a turn in flight this long is taken as lost (its end was n
 def quiet_for() -> float:
     """Seconds since a turn of this process last started or ended; 0 while one is in flight.
     Memory indexes finished turns in such quiet moments, not while a reply is being made."""
-    import time
-
     now = time.monotonic()
     if _ACTIVE:
         for sid, began in list(_ACTIVE.items()):
@@ -142,21 +141,16 @@ def quiet_for() -> float:
 @hook_order(50)
 def message_received(ctx, message):
     """Start retrieval for the incoming message, and the file watcher on first use."""
-    import time
-
-    from .recall import start_recall, state_db_of
-
+    recall = _recall_mod()
     if len(_ACTIVE) >= 4096:
         quiet_for()  # drop lost turns
     _ACTIVE[ctx.session.id] = _LAST[0] = time.monotonic()
-    state_db = state_db_of(ctx)
+    state_db = recall.state_db_of(ctx)
     if _idle(ctx, state_db):
         if state_db is not None:
             _IDLE_ENDING[ctx.session.id] = (ctx.agent, ctx.hooks, state_db)
         return
-    from .service import memory_for
-
-    mem = memory_for(ctx.agent, ctx.hooks)
+    mem = _service().memory_for(ctx.agent, ctx.hooks)
     mem.start_watching()
     if state_db is not None and mem.cfg.sessions:
         mem.note_state_db(state_db)  # first time: catch up on earlier sessions (background)
@@ -164,7 +158,7 @@ def message_received(ctx, message):
             _ENDING.clear()
         _ENDING[ctx.session.id] = (mem, state_db)
     if mem.cfg.recall.enabled and message.content.strip():
-        start_recall(ctx, mem, message.content)
+        recall.start_recall(ctx, mem, message.content)
 
 
 @hookimpl
@@ -172,8 +166,6 @@ def on_event(event):
     """When a turn ends, its session's new finished turns are indexed in the background."""
     if event.type == "turn.end":
         if _ACTIVE.pop(event.session_id, None) is not None:
-            import time
-
             _LAST[0] = time.monotonic()
         ending = _ENDING.pop(event.session_id, None)
         if ending is not None:
@@ -235,8 +227,6 @@ atexit.register(_cancel_timers)
 def agent_closing(agent):
     """Stop and join this agent's memory threads (watcher, worker) when no other open agent
     shares them, and close indexes nobody uses any more."""
-    import sys
-
     service = sys.modules.get(f"{__name__}.service")
     if service is None:  # memory never started in this process: nothing to stop (and nothing heavy to import)
         return

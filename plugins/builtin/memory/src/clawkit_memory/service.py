@@ -141,7 +141,9 @@ class AgentMemory:
         self.last_episodes: IndexReport | None = None
         # (query, partitions) -> (index version, candidates, their vectors, their sessions, answer)
         self._recalls: dict[tuple, tuple] = {}
+        self._own = tuple(self.readable())  # the readable partitions of a session that adds none
         self._no_files = False  # the last file sync saw no memory file (on disk or indexed)
+        self._absent_at = float("-inf")  # when start_watching last found no memory file root on disk
 
     @property
     def workspace(self) -> Path:
@@ -202,13 +204,15 @@ class AgentMemory:
     def _index_sessions_step(self, state_db: Any, now: bool = False) -> None:
         with self._episodes_guard:
             self._episodes_queued = False  # a turn ending from now on queues another step
+            if self._pending_since is None and not now:  # (a step that just finished had reset it)
+                self._pending_since = time.monotonic()
             since = self._pending_since
         try:
             if not now and not self._flushing:
                 from . import quiet_for
 
                 wait = EPISODE_DELAY - quiet_for()
-                if wait > 0 and since is not None and time.monotonic() - since < MAX_DEFER:
+                if wait > 0 and time.monotonic() - since < MAX_DEFER:
                     self._queue_sessions(state_db, max(wait, 0.02))  # a reply is being made: later
                     return
             report = self.sync_sessions(state_db, max_sessions=URGENT_SESSIONS if now else SESSIONS_PER_STEP)
@@ -217,7 +221,8 @@ class AgentMemory:
                 self._queue_sessions(state_db, None if self._flushing else 0.0)
             else:
                 with self._episodes_guard:
-                    self._pending_since = None
+                    if self._pending_since == since:  # else a turn ended meanwhile: it waits for quiet too
+                        self._pending_since = None
         except Exception:
             log.exception("memory: indexing past sessions failed")
         finally:
@@ -272,6 +277,7 @@ class AgentMemory:
             return
         targets = [Path(p) for p in self._root_paths if os.path.exists(p)]  # runs every message: no pathlib
         if not targets:
+            self._absent_at = time.monotonic()  # the recall's freshness check of this message need not stat again
             return
         self._watch_stop.clear()
         self._watcher = threading.Thread(target=self._watch, args=(targets,), daemon=True,
@@ -395,7 +401,8 @@ class AgentMemory:
         """The recall's answer when it is known without a search — the same query was answered
         since the index last changed and memory files cannot have changed unseen — else None.
         Never blocks (runs on the event loop): a busy index means None."""
-        entry = self._recalls.get((query, tuple(self.readable(extra_partitions))))
+        parts = self._own if not extra_partitions else tuple(self.readable(extra_partitions))
+        entry = self._recalls.get((query, parts))
         if entry is None or not self._files_fresh():
             return None
         index = self.index
@@ -413,7 +420,9 @@ class AgentMemory:
         is not due, or there are no memory files at all (none on disk, none indexed)."""
         if self.watching:
             return time.monotonic() - self._last_sync < SAFETY_SYNC_SECONDS
-        return self._no_files and not self._globbed and not any(os.path.exists(p) for p in self._root_paths)
+        if not self._no_files or self._globbed:
+            return False
+        return time.monotonic() - self._absent_at < 0.005 or not any(os.path.exists(p) for p in self._root_paths)
 
     def distinct(self, hits: list[Hit], threshold: float, vecs: dict | None = None) -> list[Hit]:
         """``hits`` (best first) without those whose text is a near-duplicate of a better one:
