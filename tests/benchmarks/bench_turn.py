@@ -36,7 +36,9 @@ interleaved so machine load hits them alike. Figures: median and p90 of the per-
 wall times of all batches, in microseconds; ratios against clawkit in the same run.
 ``--profile`` adds a cProfile of clawkit's reference turn with its top costs (file:line);
 ``--profile-plugin NAME`` profiles "kernel + NAME" and lists that plugin's own costs;
-``--hook-times`` adds, per plugin row, the median time per turn spent inside its hooks.
+``--hook-times`` adds, per plugin row, the median time per turn spent inside its hooks;
+``--plugin-rows a+b`` adds a row with both plugins; ``--readme-chars N`` puts a project file
+of N characters in every workspace.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ class Variant:
 
 
 CPU: dict[str, list[float]] = {}  # per variant: [process CPU seconds (all threads), turns]
+README_CHARS = [0]  # --readme-chars
 HOOK: dict[str, list[float]] = {}  # per plugin row (--hook-times): seconds inside its hooks, per turn
 
 
@@ -262,6 +265,9 @@ class ClawkitVariant(Variant):
         TEMP_DIRS.append(self.tmp)
         ws = self.tmp / "workspace"
         ws.mkdir()
+        if README_CHARS[0]:  # --readme-chars: a project file the contributors quote (and the shield scans) every turn
+            (ws / "README.md").write_text(("This project is a calculator; run make test before committing. " *
+                                           (README_CHARS[0] // 60 + 1))[: README_CHARS[0]])
         if self.plugins == "none":
             pm = get_plugin_manager(extra=[BenchTools()], load_entry_points=False)
         else:
@@ -708,6 +714,12 @@ async def main_async(args: argparse.Namespace) -> int:
     if args.per_plugin:
         variants += [ClawkitVariant(f"+ {n}", plugins=[n], persist=True, group="plugin") for n, _ in plugins
                      if args.plugin_rows is None or n in args.plugin_rows]
+        names = dict(plugins)
+        for row in args.plugin_rows or []:  # "a+b": kernel + those plugins together, in one row
+            if "+" in row:
+                group = row.split("+")
+                check(all(g in names for g in group), f"--plugin-rows: unknown plugin in {row!r}")
+                variants.append(ClawkitVariant(f"+ {row}", plugins=group, persist=True, group="plugin"))
     for v in variants:
         if isinstance(v, ClawkitVariant) and v.group == "plugin" and args.hook_times:
             v.hook_times = True
@@ -817,9 +829,12 @@ def main() -> int:
                    help="cProfile 'kernel + NAME' (as --profile '+ NAME') and list that plugin's own costs")
     p.add_argument("--hook-times", action="store_true",
                    help="per-plugin rows also report the time inside the plugin's own hooks per turn (median)")
+    p.add_argument("--readme-chars", type=int, default=0, metavar="N",
+                   help="put a README.md of N characters in every clawkit variant's workspace (a project file in the prompt)")
     p.add_argument("--profile-turns", type=int, default=200)
     p.add_argument("--top", type=int, default=25)
     args = p.parse_args()
+    README_CHARS[0] = args.readme_chars
     try:
         return asyncio.run(main_async(args))
     except BrokenRun as exc:

@@ -199,6 +199,7 @@ class LedgerPeek:
 
     def __init__(self):
         self.seen: list[list[tuple[str, str]]] = []
+        self.runs: list[list[tuple[str, str]]] = []
 
     @hookimpl
     def before_llm_call(self, ctx, request):
@@ -208,6 +209,7 @@ class LedgerPeek:
             return None
         conn = sqlite3.connect(str(ctx.session.store.path))
         try:
+            self.runs.append(conn.execute("SELECT agent, status FROM runs WHERE parent_run_id IS NOT NULL").fetchall())
             self.seen.append(conn.execute("SELECT COALESCE(tool, ''), decision FROM policy_audit ORDER BY seq").fetchall())
         except sqlite3.OperationalError:  # no table yet: nothing recorded
             self.seen.append([])
@@ -216,9 +218,9 @@ class LedgerPeek:
         return None
 
 
-def test_a_childs_audit_records_are_committed_before_its_answer_reaches_the_parents_model(tree, workspace):
-    # the child's turn end no longer commits on its own: the parent's after_tool_call for the spawn does,
-    # with the spawn's records, before the answer goes into the parent's next request
+def test_a_childs_records_are_committed_before_its_answer_reaches_the_parents_model(tree, workspace):
+    # what a crash at that moment leaves on disk: the child's audit records (no longer committed by the child's
+    # own turn end, but by the parent's after_tool_call for the spawn) and its finished run
     (workspace / "notes.md").write_text("CVE-2026-0001")
     models = ByName(lead=[[("agent_reader", {"task": "read notes.md"})], "done"],
                     reader=[[("read_file", {"path": "notes.md"})], "notes say CVE-2026-0001"])
@@ -231,3 +233,4 @@ def test_a_childs_audit_records_are_committed_before_its_answer_reaches_the_pare
     assert "subagent.start" in decisions and "subagent.end" in decisions
     assert any(tool == "read_file" for tool, _ in committed)  # the child's own call, executed and recorded
     assert any(tool == "agent_reader" for tool, _ in committed)  # the spawn's gate decision and execution
+    assert peek.runs[1] == [("reader", "done")]  # the child's run end (its turn end's commit)

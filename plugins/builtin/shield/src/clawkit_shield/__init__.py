@@ -97,6 +97,7 @@ class Shield:
         self._validators: dict[str, tuple[int, Any]] = {}
         self._workspaces: dict[str, str] = {}
         self._untrusted_rx: tuple[tuple[str, ...], Any] | None = None
+        self._prompt_scans: dict[tuple[str, tuple[str, ...]], list[Any]] = {}
 
     @property
     def enforcing(self) -> bool:
@@ -258,7 +259,7 @@ class Shield:
             if key in done:
                 continue
             done.add(key)
-            detections = self.scanner.scan(text, names)
+            detections = self._scan_prompt_text(text, names)
             for d in detections:
                 ctx.emit("shield.detection", tool=None, source=source, mode=self.config.mode, **d.as_event())
             score = taint_score(detections)
@@ -267,6 +268,19 @@ class Shield:
                 ctx.session.set("trust", min(_trust(ctx.session), self.config.trust.after_detection))
                 ctx.emit("shield.tainted", source=source, score=score,
                          categories=sorted({d.category for d in detections if d.severity != "low"}))
+
+    def _scan_prompt_text(self, text: str, names: list[str]) -> list[Any]:
+        """``scanner.scan``, remembered per (text, tool names): the same project files and
+        recalled memories come back turn after turn, and the scan is a function of these
+        two (its detections are reported every turn as before)."""
+        key = (text, tuple(names))
+        hit = self._prompt_scans.get(key)
+        if hit is None:
+            hit = self.scanner.scan(text, names)
+            if len(self._prompt_scans) >= 64:
+                self._prompt_scans.clear()
+            self._prompt_scans[key] = hit
+        return list(hit)
 
     def untrusted(self, call: ToolCall, result: ToolResult) -> bool:
         meta = result.metadata

@@ -8,6 +8,8 @@ imports every plugin, so a plugin module should cost next to nothing to import.
 
 from __future__ import annotations
 
+import functools
+
 from clawkit import hookimpl
 
 
@@ -40,8 +42,9 @@ def register_tools(register, agent):
     register(greet)
 
 
-@hookimpl
-def register_prompt_contributor(register, agent):
+@functools.cache
+def _manners():
+    """The prompt section, built once: this hook runs on every turn."""
     from clawkit.prompt import StaticContributor
 
     class Manners(StaticContributor):
@@ -49,7 +52,12 @@ def register_prompt_contributor(register, agent):
             # a section about a tool appears only when the agent's `tools:` allows that tool
             return "greet" in ctx.tools
 
-    register(Manners("hello.manners", "Greet people with the greet tool when they introduce themselves.", heading="Manners", priority=200))
+    return Manners("hello.manners", "Greet people with the greet tool when they introduce themselves.", heading="Manners", priority=200)
+
+
+@hookimpl
+def register_prompt_contributor(register, agent):
+    register(_manners())
 
 
 @hookimpl
