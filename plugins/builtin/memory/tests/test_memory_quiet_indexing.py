@@ -136,3 +136,15 @@ def test_closing_indexes_the_turns_still_waiting(make_agent, workspace, monkeypa
     assert mem.index.provider.loaded and not _indexed(workspace, r.session_id)
     agent.close()  # the agent's memory service closes: the waiting turn is indexed first (bounded)
     assert _indexed(workspace, r.session_id) and not mem.executor._thread.is_alive()
+
+
+def test_episodes_off_and_nothing_in_memory_stays_idle(make_agent, workspace, monkeypatch):
+    """Nothing to recall and nothing that will ever be indexed: no index is built, no timer runs."""
+    monkeypatch.setattr("clawkit_memory.config.EPISODE_DELAY", 0.01)
+    agent = make_agent(script=["a", "b"], plugins=(clawkit_memory,), tools=TOOLS,
+                       plugin_config={"memory": {"sessions": False}})
+    agent.run("hi")
+    agent.run("hello")
+    time.sleep(0.2)  # (an idle turn's indexing timer would have fired by now)
+    assert not clawkit_memory._IDLE_ENDING and not clawkit_memory.service_loaded(agent.config)
+    assert not (workspace / ".clawkit" / "memory.db").exists()

@@ -147,7 +147,7 @@ def message_received(ctx, message):
     _ACTIVE[ctx.session.id] = _LAST[0] = time.monotonic()
     state_db = recall.state_db_of(ctx)
     if _idle(ctx, state_db):
-        if state_db is not None:
+        if state_db is not None and _PLACES[id(ctx.agent)][1].sessions:  # (episodes off: nothing to index, ever)
             _IDLE_ENDING[ctx.session.id] = (ctx.agent, ctx.hooks, state_db)
         return
     mem = _service().memory_for(ctx.agent, ctx.hooks)
