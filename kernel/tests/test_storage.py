@@ -255,3 +255,18 @@ def test_agent_db_takes_a_url(make_agent, postgres_db, workspace):
         assert agent.store.dialect == "postgresql" and agent.store.path == postgres_db
     finally:
         agent.close()
+
+
+def test_a_tool_results_text_is_stored_once(store):
+    """The result's text is the message's content: the data column does not repeat it (it was
+    stored, escaped and redacted twice); a result whose text differs keeps its own."""
+    sid = store.create("a")
+    same = ToolResult(call_id="c1", name="read_file", content="x" * 500)
+    other = ToolResult(call_id="c2", name="t", content="raw")
+    store.append(sid, Message(role="tool", content=same.content, tool_result=same))
+    store.append(sid, Message(role="tool", content="shown", tool_result=other))
+    data = [r[0] for r in store.conn.execute("SELECT data FROM messages WHERE session_id = ? ORDER BY id", (sid,))]
+    assert "x" * 500 not in data[0] and '"raw"' in data[1]
+    first, second = store.messages(sid)
+    assert first.tool_result == same and first.content == same.content
+    assert second.tool_result == other and second.content == "shown"

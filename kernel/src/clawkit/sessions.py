@@ -60,6 +60,8 @@ TABLES = (
 SCHEMA = script(TABLES, SQLITE)
 
 
+_DATA_FIELDS = {"tool_calls", "tool_result", "blocks", "metadata"}  # a message's structured part (the data column)
+_RESULT_TEXT = {"tool_result": {"content"}}
 _MESSAGE_SQL = "INSERT INTO messages (session_id, run_id, role, content, data, created) VALUES (?, ?, ?, ?, ?, ?)"
 _EVENT_SQL = "INSERT INTO events (session_id, run_id, type, data, ts) VALUES (?, ?, ?, ?, ?)"
 _USAGE_SQL = (
@@ -343,11 +345,13 @@ class SessionStore:
         deferred)."""
         data = None
         if message.tool_calls or message.tool_result or message.blocks or message.metadata:
+            # a tool result's text is the message's content: stored once (it was twice — and redacted
+            # twice), put back by messages()
+            exclude = _RESULT_TEXT if message.tool_result is not None and message.tool_result.content == message.content else None
             try:
-                data = message.model_dump_json(include={"tool_calls", "tool_result", "blocks", "metadata"}, exclude_defaults=True)
+                data = message.model_dump_json(include=_DATA_FIELDS, exclude=exclude, exclude_defaults=True)
             except ValueError:  # a lone surrogate from a model or a tool: stored replaced, never a crash
-                data = _dump(_scrub(message.model_dump(include={"tool_calls", "tool_result", "blocks", "metadata"},
-                                                       exclude_defaults=True)))
+                data = _dump(_scrub(message.model_dump(include=_DATA_FIELDS, exclude=exclude, exclude_defaults=True)))
         content = _scrub(message.content)
         if self.redact is not None:
             content = self.redact(content)
@@ -378,6 +382,9 @@ class SessionStore:
         out = []
         for role, content, data in rows:
             extra = json.loads(data) if data else {}
+            result = extra.get("tool_result")
+            if result is not None and "content" not in result:
+                result["content"] = content
             out.append(Message(role=role, content=content, **extra))
         return out
 

@@ -294,14 +294,14 @@ class AuditLedger:
         try:
             first = self.conn.execute("SELECT MIN(ts) FROM policy_audit").fetchone()[0]
             rows = self.conn.execute(
-                "SELECT session_id, data FROM messages WHERE role = 'tool' AND data IS NOT NULL AND created >= ?",
+                "SELECT session_id, data, content FROM messages WHERE role = 'tool' AND data IS NOT NULL AND created >= ?",
                 (first or 0,)).fetchall()
             seen = {(sid, step) for sid, step in self.conn.execute(
                 "SELECT session_id, step_id FROM policy_audit WHERE step_id IS NOT NULL")}
         except sqlite3.Error:
             return []  # no session tables in this database: nothing to compare with
         out = []
-        for sid, data in rows:
+        for sid, data, content in rows:
             try:
                 message = json.loads(data)
             except ValueError:
@@ -310,7 +310,7 @@ class AuditLedger:
             meta = {**(message.get("metadata") or {}), **(result.get("metadata") or {})}
             if not result.get("call_id") or meta.get("interrupted") or meta.get("repeated"):
                 continue
-            if str(result.get("content", "")).startswith("Error: unknown tool "):
+            if str(result.get("content", content) or "").startswith("Error: unknown tool "):  # (the text is the row's content)
                 continue  # the kernel answers unknown tools before any gate runs
             if (sid, result["call_id"]) not in seen:
                 out.append(f"session {sid}: tool call {result['call_id']} ({result.get('name')}) ran but has no audit record")
