@@ -254,6 +254,7 @@ class ToolRegistry:
         self.tools: dict[str, Tool] = {}
         self.groups: dict[str, tuple[str, ...]] = {}
         self._patterns: tuple[str, ...] | None = None
+        self._matched: tuple[Any, dict[str, bool]] = (None, {})  # (the patterns, name -> matched)
         self._visible: list[Tool] | None = None
 
     def register(self, obj: Any, name: str | None = None, risk: Risk | str | None = None, plugin: str | None = None,
@@ -321,7 +322,15 @@ class ToolRegistry:
         return self._patterns
 
     def allowed(self, name: str) -> bool:
-        return name in self.declared or any(fnmatch.fnmatchcase(name, pat) for pat in self.patterns())
+        if name in self.declared:
+            return True
+        patterns = self.patterns()
+        if self._matched[0] is not patterns:  # the allowlist or a group changed: match again
+            self._matched = (patterns, {})
+        hit = self._matched[1].get(name)
+        if hit is None:  # the patterns are matched once per name (asked many times per turn)
+            hit = self._matched[1][name] = any(fnmatch.fnmatchcase(name, pat) for pat in patterns)
+        return hit
 
     def unknown_entries(self) -> list[tuple[int, str]]:
         """``(index, entry)`` for each name in the allowlist no plugin provides.
