@@ -53,3 +53,15 @@ def lazy_module(package: str, name: str) -> Callable[[], ModuleType]:
         return module
 
     return get
+
+
+def loaded(name: str) -> ModuleType | None:
+    """Module ``name`` if something in this process imported it, else None — without importing it.
+
+    A module another thread is still importing is already in ``sys.modules``, half initialised
+    (a plugin's background thread loading its service while the agent closes): this waits for
+    that import to finish instead of handing it out.
+    """
+    if name not in sys.modules:
+        return None
+    return import_module(name)

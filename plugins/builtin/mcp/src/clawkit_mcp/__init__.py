@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from clawkit import hook_order, hookimpl
+from clawkit.lazy import loaded
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin; the mcp SDK loads only when used.
 
@@ -67,9 +68,7 @@ def register_prompt_contributor(register, agent):
 @hookimpl
 def on_event(event):
     if event.type == "agent.close":
-        import sys
-
-        plugin = sys.modules.get("clawkit_mcp.plugin")
+        plugin = loaded("clawkit_mcp.plugin")
         if plugin is not None:  # nothing was started when the module was never loaded
             plugin.close_closed_agents()
 

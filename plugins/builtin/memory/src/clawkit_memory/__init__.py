@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clawkit.hookspecs import hook_order, hookimpl
-from clawkit.lazy import lazy_exports, lazy_module
+from clawkit.lazy import lazy_exports, lazy_module, loaded
 
 # The entry-point module stays a thin set of hookimpls: ``clawkit --help`` imports every
 # plugin, and numpy / sqlite-vec / onnxruntime load only when a hook body first runs.
@@ -227,7 +227,7 @@ atexit.register(_cancel_timers)
 def agent_closing(agent):
     """Stop and join this agent's memory threads (watcher, worker) when no other open agent
     shares them, and close indexes nobody uses any more."""
-    service = sys.modules.get(f"{__name__}.service")
+    service = loaded(f"{__name__}.service")  # (waits for an import another thread is doing)
     if service is None:  # memory never started in this process: nothing to stop (and nothing heavy to import)
         return
     release = service.release

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from clawkit import hookimpl
+from clawkit.lazy import loaded
 
 __all__ = ["SandboxConfig", "WasmToolConfig", "wasm_tool", "doctor_report"]
 
@@ -81,9 +82,7 @@ def register_tools(register, agent):
 
 @hookimpl
 def agent_closing(agent, runtime):
-    import sys
-
-    wasm = sys.modules.get(__name__ + ".wasm")
+    wasm = loaded(__name__ + ".wasm")
     if wasm is not None:  # no Wasm tool ever registered: nothing to release, nothing to import
         wasm.release(runtime)
 

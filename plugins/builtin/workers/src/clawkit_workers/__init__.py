@@ -11,9 +11,8 @@ single-process runs never load DBOS. See docs/scale-out.md.
 
 from __future__ import annotations
 
-import sys
-
 from clawkit import hookimpl
+from clawkit.lazy import loaded
 
 
 @hookimpl
@@ -25,7 +24,7 @@ def register_config(register):
 
 @hookimpl
 def durable_steps(ctx):
-    engine = sys.modules.get("clawkit_workers.engine")
+    engine = loaded("clawkit_workers.engine")
     if engine is None or not engine.active():
         return None  # not inside `clawkit worker`: the kernel runs the turn directly
     return engine.steps_for(ctx)
