@@ -119,7 +119,8 @@ class Variant:
         pass
 
 
-CPU: dict[str, list[float]] = {}  # per variant: [process CPU seconds (all threads), turns]
+CPU: dict[str, list[float]] = {}
+SETTLE = [0.0]  # seconds of quiet after each measured batch (--settle)  # per variant: [process CPU seconds (all threads), turns]
 README_CHARS = [0]  # --readme-chars
 HOOK: dict[str, list[float]] = {}  # per plugin row (--hook-times): seconds inside its hooks, per turn
 
@@ -157,6 +158,10 @@ async def run_batch(v: Variant, n: int) -> list[float]:
             samples.append(perf() - t0)
             if out != ANSWER:
                 bad.append(repr(out))
+    if SETTLE[0]:
+        # background work this batch started (memory indexing its episodes after a quiet moment, the
+        # audit writer's sync) runs now: charged to this variant's CPU, kept out of the next batch
+        await asyncio.sleep(SETTLE[0])
     acc = CPU.setdefault(v.name, [0.0, 0])
     acc[0] += time.process_time() - cpu0
     acc[1] += n
@@ -670,8 +675,9 @@ async def growth(plugins: list[str], sizes: list[int]) -> None:
 # --- main ----------------------------------------------------------------------------------
 
 
-async def measure(variants: list[Variant], rounds: int, batch_seconds: float) -> dict[str, list[float]]:
+async def measure(variants: list[Variant], rounds: int, batch_seconds: float, settle: float = 0.0) -> dict[str, list[float]]:
     sizes: dict[str, int] = {}
+    SETTLE[0] = 0.0  # calibration times turns only
     for v in variants:  # warm-up and calibration
         await run_batch(v, 10)
         t0 = time.perf_counter()
@@ -683,6 +689,8 @@ async def measure(variants: list[Variant], rounds: int, batch_seconds: float) ->
     samples: dict[str, list[float]] = {v.name: [] for v in variants}
     CPU.clear()
     HOOK.clear()
+    SETTLE[0] = settle
+    await asyncio.sleep(settle)  # the calibration's background work, out of the first batch
     for _ in range(rounds):
         for v in variants:
             samples[v.name] += await run_batch(v, sizes[v.name])
@@ -756,7 +764,7 @@ async def main_async(args: argparse.Namespace) -> int:
     print(f"workload: {PROMPT!r} -> add(a=2, b=3) -> 5 -> {ANSWER!r}; every measured turn checked\n")
 
     t0 = time.perf_counter()
-    samples = await measure(ready, args.rounds, args.batch_seconds)
+    samples = await measure(ready, args.rounds, args.batch_seconds, args.settle)
     took = time.perf_counter() - t0
     check(not HOOK_ERRORS.records, f"plugin hooks failed during the benchmark: {HOOK_ERRORS.records[:3]}")
 
@@ -814,6 +822,10 @@ async def main_async(args: argparse.Namespace) -> int:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    p.add_argument("--settle", type=float, default=0.6, metavar="SECONDS",
+                   help="quiet after each measured batch, its CPU charged to that batch: background work a "
+                        "variant started (memory indexes episodes 0.25 s after the last turn) neither escapes its "
+                        "CPU column nor slows the next variant's batch (default 0.6; 0 to turn off)")
     p.add_argument("--batch-seconds", type=float, default=0.25, help="target seconds per batch (default 0.25)")
     p.add_argument("--no-per-plugin", dest="per_plugin", action="store_false", help="skip the kernel + one plugin rows")
     p.add_argument("--plugin-rows", type=lambda s: s.split(","), default=None, metavar="NAMES",
