@@ -105,7 +105,7 @@ def test_recall_contributor_injects_relevant_snippet_within_budget(make_agent, n
     assert "Relevant memory" not in (agent.provider.requests[1].system or "")
 
 
-def test_recall_gives_up_at_the_budget(make_agent, notes):
+def test_recall_gives_up_at_the_budget(make_agent, notes, spy):
     class Slow(LocalMiniLM):
         def embed(self, texts):
             if len(texts) == 1 and "slow" in texts[0]:
@@ -121,16 +121,11 @@ def test_recall_gives_up_at_the_budget(make_agent, notes):
     agent.config.plugins.memory.embedding.provider = "slow"
     agent.config.plugins.memory.recall.budget_ms = 100
     memory_for(agent.config, agent.hooks).refresh(force=True)
-    seen = {}
-
-    @clawkit_memory.hookimpl
-    def before_llm_call(ctx, request):
-        seen.update(ctx.state["memory.recall"])
-
-    agent.pm.register(type("Spy", (), {"before_llm_call": staticmethod(before_llm_call)}))
+    agent.pm.register(spy)
     agent.hooks._cache.clear()
     t0 = time.perf_counter()
     agent.run("a slow question about the cat")
+    seen = spy.states[0]
     assert seen["timed_out"] is True and seen["hits"] == []
     assert 90 <= seen["waited_ms"] < 300
     assert "Relevant memory" not in (agent.provider.requests[0].system or "")
@@ -139,7 +134,7 @@ def test_recall_gives_up_at_the_budget(make_agent, notes):
 
 @pytest.mark.parametrize("load_s, load_wait_ms, budget_ms, served", [(0.6, 3000, 400, True), (1.5, 400, 100, False)])
 def test_the_model_load_is_waited_for_up_to_load_wait_then_the_budget_counts(make_agent, notes, load_s, load_wait_ms,
-                                                                              budget_ms, served):
+                                                                              budget_ms, served, spy):
     """A fresh process's model load (here a provider whose load takes ``load_s``) does not eat the
     search's budget (smaller than the load): it is waited for up to ``load_wait_ms`` from the
     message's arrival. (400 ms in the served case: a 100 ms search budget was missed at load ~12.)"""
@@ -164,15 +159,10 @@ def test_the_model_load_is_waited_for_up_to_load_wait_then_the_budget_counts(mak
     mem.index.sync(mem.partition, mem.roots)  # the notes indexed; chunks embedded before the slow load is armed
     SlowLoad.loaded = False
     mem.index._query_cache.clear()
-    seen = {}
-
-    @clawkit_memory.hookimpl
-    def before_llm_call(ctx, request):
-        seen.update(ctx.state["memory.recall"])
-
-    agent.pm.register(type("Spy", (), {"before_llm_call": staticmethod(before_llm_call)}))
+    agent.pm.register(spy)
     agent.hooks._cache.clear()
     agent.run("is my cat scared of anything at home?")
+    seen = spy.states[0]
     system = agent.provider.requests[0].system or ""
     if served:
         assert seen["timed_out"] is False and seen["timings"]["load_ms"] >= load_s * 1000 * 0.9

@@ -24,15 +24,6 @@ def _close_services():
     clawkit_memory._ACTIVE.clear()
 
 
-class Spy:
-    def __init__(self):
-        self.states: list[dict | None] = []
-
-    @clawkit_memory.hookimpl
-    def before_llm_call(self, ctx, request):
-        self.states.append(dict(ctx.state["memory.recall"]) if "memory.recall" in ctx.state else None)
-
-
 def _indexed(workspace, sid: str) -> bool:
     # memory's own SQLite build (pysqlite3): two SQLite libraries in one process do not see each
     # other's locks on a WAL database
@@ -52,10 +43,9 @@ def _until(cond, seconds: float = 20.0) -> bool:
     return True
 
 
-def test_a_repeated_question_in_a_new_session_is_answered_without_a_search(make_agent, workspace, monkeypatch):
+def test_a_repeated_question_in_a_new_session_is_answered_without_a_search(make_agent, workspace, monkeypatch, spy):
     monkeypatch.setattr(service, "EPISODE_DELAY", 60.0)  # nothing new gets indexed between the turns below
     monkeypatch.setattr(service, "MAX_DEFER", 60.0)
-    spy = Spy()
     agent = make_agent(script=["Noted: the release train leaves on Thursdays.", "Thursdays.", "Thursdays.",
                                "Thursdays."], plugins=(clawkit_memory, spy), tools=TOOLS)
     first = agent.run("Our release train leaves on Thursdays.")

@@ -23,17 +23,6 @@ def _close_services():
     close_all()
 
 
-class Spy:
-    """Keeps each turn's ``ctx.state["memory.recall"]`` as the model call sees it."""
-
-    def __init__(self):
-        self.states: list[dict | None] = []
-
-    @clawkit_memory.hookimpl
-    def before_llm_call(self, ctx, request):
-        self.states.append(dict(ctx.state["memory.recall"]) if "memory.recall" in ctx.state else None)
-
-
 def _turns(store: SessionStore, agent: str, texts: list[tuple[str, str]], session_id: str | None = None) -> str:
     sid = session_id or store.create(agent)
     for question, answer in texts:
@@ -42,8 +31,7 @@ def _turns(store: SessionStore, agent: str, texts: list[tuple[str, str]], sessio
     return sid
 
 
-def test_empty_memory_starts_no_recall_and_embeds_nothing(make_agent, workspace):
-    spy = Spy()
+def test_empty_memory_starts_no_recall_and_embeds_nothing(make_agent, workspace, spy):
     agent = make_agent(script=["hi", "hello again"], plugins=(clawkit_memory, spy), tools=TOOLS,
                        plugin_config={"memory": {"sessions": False}})
     agent.run("hello, what do you remember about me?")
@@ -59,9 +47,8 @@ def test_empty_memory_starts_no_recall_and_embeds_nothing(make_agent, workspace)
     assert spy.states[-1] is not None and any("tea" in h.text for h in spy.states[-1]["hits"])
 
 
-def test_recall_reports_embedding_and_search_time_separately(make_agent, workspace):
+def test_recall_reports_embedding_and_search_time_separately(make_agent, workspace, spy):
     (workspace / "MEMORY.md").write_text("# Pets\n\nThe user's cat is called Miso.\n")
-    spy = Spy()
     agent = make_agent(script=["ok", "ok"], plugins=(clawkit_memory, spy), tools=TOOLS)
     memory_for(agent.config, agent.hooks).refresh(force=True)
     agent.run("what is my cat called?")
@@ -72,8 +59,7 @@ def test_recall_reports_embedding_and_search_time_separately(make_agent, workspa
     assert spy.states[0]["hits"] and spy.states[0]["waited_ms"] >= first["embed_ms"]
 
 
-def test_episodes_are_indexed_after_the_turn_and_recalled_in_a_later_session(make_agent, workspace):
-    spy = Spy()
+def test_episodes_are_indexed_after_the_turn_and_recalled_in_a_later_session(make_agent, workspace, spy):
     agent = make_agent(script=["Noted: the release train leaves on Thursdays.", "ok"], plugins=(clawkit_memory, spy),
                        tools=TOOLS)
     first = agent.run("Last week we decided that releases ship every Thursday.")
@@ -158,9 +144,8 @@ def test_forgotten_session_stays_forgotten_when_it_grows(make_agent, workspace):
     assert len(texts) == 1 and "noon" in texts[0] and "4711" not in texts[0]
 
 
-def test_memory_file_edit_changes_the_next_recall(make_agent, workspace):
+def test_memory_file_edit_changes_the_next_recall(make_agent, workspace, spy):
     (workspace / "MEMORY.md").write_text("# Editor\n\nThe user's favourite editor is Helix.\n")
-    spy = Spy()
     agent = make_agent(script=["ok", "ok"], plugins=(clawkit_memory, spy), tools=TOOLS,
                        plugin_config={"memory": {"watch": False}})
     agent.run("which text editor does the user like?")
@@ -197,7 +182,7 @@ def test_worker_runs_recalls_before_background_indexing():
         w.submit(order.append, "after shutdown")
 
 
-def test_a_new_process_recalls_the_last_processes_session_on_its_first_turn(make_agent, workspace):
+def test_a_new_process_recalls_the_last_processes_session_on_its_first_turn(make_agent, workspace, spy):
     """One-shot use (a process per message): the turn-end indexing may never run before
     exit, so the next process catches up before its first recall."""
     a = make_agent(script=["Noted: we go with Hetzner."], plugins=(clawkit_memory,), tools=TOOLS)
@@ -205,7 +190,6 @@ def test_a_new_process_recalls_the_last_processes_session_on_its_first_turn(make
     mem = memory_for(a.config)
     mem.executor.shutdown()  # the process exits: queued background indexing is lost
     close_all()
-    spy = Spy()
     b = make_agent(script=["ok"], plugins=(clawkit_memory, spy), tools=TOOLS)
     b.run("where did we decide to host the wiki last week?")
     hits = spy.states[0]["hits"]
