@@ -15,6 +15,8 @@ step with it by a meta-test). Common rules:
 
 from __future__ import annotations
 
+from typing import Any
+
 import pluggy
 
 hookspec = pluggy.HookspecMarker("clawkit")
