@@ -390,3 +390,28 @@ def test_a_failed_sync_blocks_the_next_gate_call(tmp_path):
             raise AssertionError("a writer whose records cannot be made durable must refuse new records")
     finally:
         lock.rmdir()
+
+
+def test_persistent_grants_are_read_once_per_ttl_and_a_grant_stored_in_process_is_seen_at_once(tmp_path, monkeypatch):
+    """A turn reads no table for the agent's persistent grants: each store keeps them GRANTS_TTL. A grant
+    stored through any store of the database in this process is seen by the next read of every store;
+    one written (or deleted) by another process once GRANTS_TTL has passed."""
+    from clawkit_policy import Grant
+    from clawkit_policy import state as state_mod
+
+    path = tmp_path / "a.db"
+    first, second, other = (sqlite3.connect(path, isolation_level=None) for _ in range(3))
+    db = str(path.resolve())
+    mine, theirs = state_mod.PolicyState(first, db), state_mod.PolicyState(second, db)
+    assert mine.grants("bot") == [] and theirs.grants("bot") == []
+    theirs.add_grant("bot", Grant(tools=["read_file"], paths=["/srv/a"]))
+    assert [g.paths for g in mine.grants("bot")] == [["/srv/a"]]  # another store, same process: at once
+    other.execute("INSERT INTO policy_grants (agent, spec, created) VALUES ('bot', ?, 0)",
+                  (Grant(tools=["read_file"], paths=["/srv/b"]).model_dump_json(),))
+    assert [g.paths for g in mine.grants("bot")] == [["/srv/a"]]  # another process: not yet
+    clock = time.monotonic() + state_mod.GRANTS_TTL + 0.01
+    monkeypatch.setattr(state_mod.time, "monotonic", lambda: clock)
+    assert [g.paths for g in mine.grants("bot")] == [["/srv/a"], ["/srv/b"]]
+    other.execute("DELETE FROM policy_grants WHERE spec LIKE '%/srv/a%'")  # revoked by hand elsewhere
+    clock += state_mod.GRANTS_TTL + 0.01
+    assert [g.paths for g in mine.grants("bot")] == [["/srv/b"]]

@@ -108,7 +108,8 @@ def _stores(store: Any, extra: list[str]) -> tuple[LedgerWriter, PolicyState]:
     found = _ledgers.get(store)
     if found is None:
         path = str(store.path) if getattr(store, "path", None) else None
-        found = (LedgerWriter(store.conn, path, prepare(extra)), PolicyState(store.conn))
+        writer = LedgerWriter(store.conn, path, prepare(extra))
+        found = (writer, PolicyState(store.conn, writer.sync.db))
         _ledgers[store] = found
     return found
 
