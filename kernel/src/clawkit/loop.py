@@ -317,16 +317,16 @@ class Agent(ModelSide):
         return result
 
     async def _end_run(self, ctx: TurnContext, status: str, result: TurnResult) -> None:
-        """Close the run: its end, the answer and the turn's observations are committed first (one
-        commit, before any cleanup can delay it), then the ``at_end`` callbacks run and what they
-        reported is committed too."""
+        """Close the run: its end, the answer and the turn's observations go to the store's writer
+        first (one commit, before any cleanup can delay it), then the ``at_end`` callbacks run and
+        what they reported follows."""
         store = ctx.session.store
         store.run_end(ctx.run_id, status, {"usage": result.usage.model_dump(exclude_defaults=True)})
         try:
-            store.flush()
+            store.commit()  # handed to the store's writer; the session's lock is released once it is on disk
         finally:
             await ctx.finish()
-            store.flush()
+            store.commit()
 
     async def _durable(self, ctx: TurnContext) -> None:
         """An execution engine's step runner for this turn (``durable_steps``), if one runs it."""
