@@ -22,7 +22,7 @@ import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from clawkit import hook_order, hookimpl
+from clawkit import hook_order, hookimpl, on_events
 
 from .redact import redact, redact_text
 
@@ -246,6 +246,7 @@ def agent_closing(agent):
 
 
 @hookimpl
+@on_events("turn.end", "turn.stopped", *(p + "*" for p in AUDITED_PREFIXES))
 def on_event(event):
     if event.session_id is None:
         return
