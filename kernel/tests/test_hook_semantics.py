@@ -495,3 +495,26 @@ def test_async_on_event_and_register_hooks_are_awaited(make_agent):
     r = agent.run("go")
     assert not r.tool_calls[0]["is_error"]  # the tool registered by an async hook exists
     assert "turn.end" in seen or "session.start" in seen
+
+
+def test_on_events_delivers_only_the_declared_types(make_agent):
+    from clawkit import on_events
+
+    seen: dict[str, list[str]] = {"all": [], "some": []}
+
+    class All:
+        @hookimpl
+        def on_event(self, event):
+            seen["all"].append(event.type)
+
+    class Some:
+        @hookimpl
+        @on_events("turn.end", "llm.*")
+        def on_event(self, event):
+            seen["some"].append(event.type)
+
+    agent = make_agent(["hello"], plugins=(All(), Some()))
+    agent.run("hi")
+    assert "session.start" in seen["all"] and "turn.end" in seen["all"]
+    assert seen["some"] == [t for t in seen["all"] if t == "turn.end" or t.startswith("llm.")]
+    assert "llm.call" in seen["some"]

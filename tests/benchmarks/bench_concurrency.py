@@ -62,6 +62,13 @@ SERVER = textwrap.dedent(
 )
 
 
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of another process (the model server), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mib() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -177,14 +184,16 @@ def main() -> int:
 
                 prof = cProfile.Profile(time.thread_time)
                 prof.enable()
+            server0 = process_cpu(server.pid)
             many = await run_sessions(agent, args.sessions)
+            many = (*many, process_cpu(server.pid) - server0)
             if prof is not None:
                 prof.disable()
                 print_profile(prof, args.sessions)
             return alone, base, many
 
         load0 = os.getloadavg()
-        alone, base, (wall, peak, cpu) = asyncio.run(scenario())
+        alone, base, (wall, peak, cpu, server_cpu) = asyncio.run(scenario())
         load1 = os.getloadavg()
         agent.close()
     finally:
@@ -208,6 +217,13 @@ def main() -> int:
           f"(peak RSS {peak:.0f} MiB, before {base:.0f} MiB)")
     print(f"  CPU-bound ceiling        {args.sessions / cpu:8.0f} sessions/s at this CPU per session "
           f"(one core)")
+    print(f"  model server (other process) {server_cpu * 1000:6.0f} ms CPU ({server_cpu / args.sessions * 1000:.2f} ms "
+          f"per session); its ceiling {args.sessions / max(server_cpu, 1e-9):.0f} sessions/s (one core: "
+          "a thread per connection under one GIL)")
+    per = os.cpu_count() / (GOAL * ideal) * 1000
+    print(f"  goal's budget            {per:.3f} ms of CPU per session for client and server together "
+          f"({os.cpu_count()} cores at {GOAL * ideal:.0f} sessions/s); spent here "
+          f"{(cpu + server_cpu) / args.sessions * 1000:.2f} ms")
     return 0
 
 

@@ -302,6 +302,7 @@ class ClawkitVariant(Variant):
                     return fn(**kw)
                 finally:
                     acc[0] += perf() - t0
+            call.__dict__.update(getattr(fn, "__dict__", {}))  # hook_order, on_events marks
             return call
 
         def impls(name: str):

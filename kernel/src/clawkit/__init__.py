@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .hookspecs import hook_order, hookimpl
+from .hookspecs import hook_order, hookimpl, on_events
 from .lazy import lazy_exports
 
 __version__ = "0.1.0"
@@ -23,7 +23,7 @@ _LAZY = {name: "types" for name in _TYPES} | {
     "ProviderError": "providers", "ConfigError": "config", "PluginSection": "config",
 }
 
-__all__ = ["hookimpl", "hook_order", "__version__", *_LAZY]
+__all__ = ["hookimpl", "hook_order", "on_events", "__version__", *_LAZY]
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ConfigError, PluginSection

@@ -93,7 +93,10 @@ class TurnContext:
 
     @property
     def workspace(self) -> Path:
-        return Path(self.agent.workspace)
+        ws = self.agent.workspace
+        # the config's Path itself (immutable; its str() is then computed once): a new Path per access
+        # cost every plugin that reads it ~5 us a turn
+        return ws if isinstance(ws, Path) else Path(ws)
 
     @property
     def budget(self) -> Any:
@@ -170,7 +173,9 @@ class TurnContext:
         return self._agent_obj
 
     def emit(self, type: str, **data: Any) -> None:
-        emit_event(self.hooks, self.session, Event(type=type, session_id=self.session.id, run_id=self.run_id, data=data))
+        # built without validation: the kernel's own fields (a plugin's type is a str, data a dict of its kwargs)
+        emit_event(self.hooks, self.session, Event.model_construct(type=type, session_id=self.session.id, run_id=self.run_id,
+                                                                    data=data, ts=time.time()))
 
 
 def emit_event(hooks: "HookRunner", session: "Session | None", event: Event) -> None:
@@ -181,4 +186,4 @@ def emit_event(hooks: "HookRunner", session: "Session | None", event: Event) -> 
         except Exception:  # a full disk must not take the turn down with it
             pass
     if hooks.has("on_event"):
-        hooks.call_sync("on_event", event=event)
+        hooks.call_event(event)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import pluggy
 
-from .hookspecs import order_of
+from .hookspecs import order_of, wants_event
 
 log = logging.getLogger("clawkit.hooks")
 
@@ -82,6 +82,23 @@ class HookRunner:
 
     def has(self, name: str) -> bool:
         return bool(self.impls(name))
+
+    def call_event(self, event: Any) -> None:
+        """``on_event`` for ``event``: the implementations that take its type (``@on_events``), each
+        isolated; the list is cached per type."""
+        key = ("on_event", event.type)
+        impls = self._cache.get(key)  # type: ignore[call-overload]
+        if impls is None:
+            impls = [i for i in self.impls("on_event") if wants_event(i[1], event.type)]
+            self._cache[key] = impls  # type: ignore[index]
+        kw = {"event": event}
+        for plugin, fn, argnames in impls:
+            try:
+                res = self._invoke("on_event", plugin, fn, argnames, kw)
+                if isawaitable(res):
+                    self._settle("on_event", plugin, res)
+            except Exception as exc:
+                self.report("on_event", plugin, exc)
 
     def _invoke(self, name: str, plugin: str, fn: Callable[..., Any], argnames: tuple[str, ...], kw: dict[str, Any]):
         args = {k: kw[k] for k in argnames}

@@ -15,6 +15,8 @@ step with it by a meta-test). Common rules:
 
 from __future__ import annotations
 
+from typing import Any
+
 import pluggy
 
 hookspec = pluggy.HookspecMarker("clawkit")
@@ -40,6 +42,32 @@ def hook_order(position: int):
         return fn
 
     return mark
+
+
+def on_events(*types: str):
+    """Deliver only these event types to an ``on_event`` implementation (a type ending in ``*``
+    matches by prefix: ``"compaction*"``). Without it an implementation sees every event — about
+    ten per turn, each a call::
+
+        @hookimpl
+        @on_events("turn.end", "agent.close")
+        def on_event(event): ...
+    """
+    wanted = frozenset(types)
+
+    def mark(fn):
+        fn.clawkit_events = wanted
+        return fn
+
+    return mark
+
+
+def wants_event(fn: Any, type: str) -> bool:
+    """Whether an ``on_event`` implementation takes events of ``type`` (see :func:`on_events`)."""
+    wanted = getattr(fn, "clawkit_events", None)
+    if wanted is None or type in wanted:
+        return True
+    return any(w.endswith("*") and type.startswith(w[:-1]) for w in wanted)
 
 
 def order_of(impl: Any) -> int:
@@ -319,7 +347,9 @@ def on_event(event):
     and any plugin's own.
 
     Observe-only: results are ignored; events are also persisted on the session.
-    Failure: isolated (an error here never emits another event).
+    Failure: isolated (an error here never emits another event). An implementation that
+    needs a few types declares them with ``@on_events("turn.end", …)`` (``from clawkit import
+    on_events``) and is not called for the others.
     """
 
 

@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import os
 import struct
+import threading
 from pathlib import Path
 
 #: ``struct flock`` (native layout): l_type, l_whence, l_start, l_len, l_pid
@@ -38,6 +39,7 @@ class SessionLocks:
     def __init__(self, folder: Path):
         self.folder = folder
         self._held: dict[str, list] = {}  # session id -> [offset or per-session fd, count]
+        self._mutex = threading.Lock()  # the store's writer releases a session after its commit
         self._fd: int | None = None  # the shared file (OFD locks)
         #: the pid holding the session a refused :meth:`acquire` asked for, when known
         self.holder: str | None = None
@@ -53,6 +55,10 @@ class SessionLocks:
 
     def acquire(self, session_id: str) -> bool:
         """Take the session, or return False when another process (or another store) holds it."""
+        with self._mutex:
+            return self._acquire(session_id)
+
+    def _acquire(self, session_id: str) -> bool:
         held = self._held.get(session_id)
         if held is not None:
             held[1] += 1
@@ -92,6 +98,10 @@ class SessionLocks:
 
     def release(self, session_id: str) -> None:
         """Give the session back (the last of re-entrant acquisitions releases it)."""
+        with self._mutex:
+            self._release(session_id)
+
+    def _release(self, session_id: str) -> None:
         held = self._held.get(session_id)
         if held is None:
             return
@@ -112,9 +122,10 @@ class SessionLocks:
 
     def close(self) -> None:
         """Release every lock and the shared file."""
-        for sid in list(self._held):
-            self._held[sid][1] = 1
-            self.release(sid)
+        with self._mutex:
+            for sid in list(self._held):
+                self._held[sid][1] = 1
+                self._release(sid)
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -20,6 +20,7 @@ from pydantic_core import to_json as _to_json
 from .checkpoint import Checkpointer
 from .errors import UsageError
 from .sessionlock import SessionLocks
+from .storewriter import LockedConnection, StoreWriter
 from .storage import POSTGRESQL, SQLITE, Column, Index, Table, declare, is_postgres_url, script
 from .types import Message, SessionClassification, ToolResult, Usage, new_id
 
@@ -146,6 +147,8 @@ class SessionStore:
     dialect = SQLITE
     _run_end_sql = _RUN_END_SQL
     _checkpointer: Any = None
+    #: commits on a thread of their own (SQLite; see clawkit.storewriter), None on PostgreSQL
+    _writer: StoreWriter | None = None
 
     def __init__(self, path: str | Path = ".clawkit/state.db", *, persist: bool = True):
         if is_postgres_url(path):
@@ -161,14 +164,16 @@ class SessionStore:
             self.path = Path(path) if persist else Path(":memory:")
             if persist:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn.execute("PRAGMA busy_timeout=5000")
-            self.conn.executescript(SCHEMA)
+            raw = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            raw.execute("PRAGMA journal_mode=WAL")
+            raw.execute("PRAGMA synchronous=NORMAL")
+            raw.execute("PRAGMA busy_timeout=5000")
+            raw.executescript(SCHEMA)
             if persist:  # checkpoints (the fsyncs) in a thread of their own, see clawkit.checkpoint
                 self._checkpointer = Checkpointer(str(self.path))
-                self.conn.execute("PRAGMA wal_autocheckpoint=0")
+                raw.execute("PRAGMA wal_autocheckpoint=0")
+            self._writer = StoreWriter(raw, self._checkpointer.committed if self._checkpointer is not None else None)
+            self.conn = LockedConnection(raw, self._writer)
         self._pending: list[tuple] = []  # plugins' queued writes: committed with the next message
         #: observations (events, usage, runs, steps): committed once, at the turn's end (or on flush)
         self._observed: list[tuple] = []
@@ -183,14 +188,18 @@ class SessionStore:
         self._session_locks = SessionLocks(self.path.parent / "locks") if self.dialect == SQLITE and persist else None
 
     def close(self) -> None:
-        self.flush()
-        for sid in list(self._locks):
-            self.unlock(sid)
-        if self._session_locks is not None:
-            self._session_locks.close()
-        if self._checkpointer is not None:
-            self._checkpointer.close()
-        self.conn.close()
+        try:
+            self.flush()
+        finally:
+            if self._writer is not None:
+                self._writer.close()
+            for sid in list(self._locks):
+                self.unlock(sid)
+            if self._session_locks is not None:
+                self._session_locks.close()
+            if self._checkpointer is not None:
+                self._checkpointer.close()
+            self.conn.close()
 
     # one process per session at a time ---------------------------------------------------
 
@@ -233,9 +242,18 @@ class SessionStore:
                            f"waited {waited:g} s — try again when its turn ends")
 
     def unlock(self, session_id: str) -> None:
+        """Give the session back — once what was written to it is committed (another process that
+        takes it next reads it whole)."""
         if self.dialect != POSTGRESQL:
             if self._session_locks is not None:
-                self._session_locks.release(session_id)
+                locks = self._session_locks
+                w = self._writer
+                if self._pending or self._pending_meta or self._observed:
+                    self.commit()
+                if w is not None and w.committed < w.submitted:
+                    w.submit([], after=lambda: locks.release(session_id))
+                else:
+                    locks.release(session_id)
             return
         held = self._locks.get(session_id)
         if held is None:
@@ -340,9 +358,10 @@ class SessionStore:
     # messages, events, usage ----------------------------------------------------------
 
     def append(self, session_id: str, message: Message, run_id: str | None = None, *, defer: bool = False) -> int:
-        """Store a message: committed now (with whatever is queued), or (``defer``) with the next
-        commit — the turn's last message rides with the turn's end. Returns its row id (0 when
-        deferred)."""
+        """Store a message: committed with whatever is queued — at once outside an event loop, when
+        the turn next waits inside one (see :mod:`clawkit.storewriter`) — or (``defer``) with the
+        next commit: the turn's last message rides with the turn's end. Returns its row id (0 when
+        not yet committed)."""
         data = None
         if message.tool_calls or message.tool_result or message.blocks or message.metadata:
             # a tool result's text is the message's content: stored once (it was twice — and redacted
@@ -362,6 +381,10 @@ class SessionStore:
         if defer and not self.conn.in_transaction:
             self.queue(sql, row)
             return 0
+        if self._writer is not None:  # with what is queued: one commit, made when the turn next waits
+            self._pending.append((sql, row))
+            seq = self.commit(observed=False)
+            return int(self._writer.last_rowid or 0) if self._writer.committed >= seq else 0
         if self.conn.in_transaction:
             return int(self.conn.execute(sql, row).lastrowid or 0)
         if self._checkpointer is not None:
@@ -391,6 +414,12 @@ class SessionStore:
     def replace_messages(self, session_id: str, messages: list[Message], run_id: str | None = None) -> None:
         """Rewrite a session's history atomically (compaction)."""
         self.flush()  # a deferred message must not be written after the new history
+        if self._writer is not None:
+            self._pending.append(("DELETE FROM messages WHERE session_id = ?", (session_id,)))
+            for m in messages:
+                self.append(session_id, m, run_id, defer=True)
+            self.flush()
+            return
         with self.conn:
             self.conn.execute("BEGIN")
             self.conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
@@ -415,14 +444,24 @@ class SessionStore:
         """Queue a write to commit with the next message (or at the turn's end).
 
         For plugins' bookkeeping (metrics, routing notes) that need not cost a commit
-        of its own. Keep such statements simple: a failing one fails the commit it
-        rides with.
+        of its own. A statement that fails is dropped (and logged); the rest of the commit
+        it rides with is kept.
         """
         self._pending.append((sql, params))
         if len(self._pending) >= 256:
-            self.flush()
+            self.commit()
 
     _queue = queue  # the name plugins used before it was public
+
+    def queue_call(self, fn: Any) -> None:
+        """Queue ``fn(conn)`` to run inside the next commit's transaction (which holds the database's
+        write lock from its start: ``BEGIN IMMEDIATE``) — for writes that must read first, such as
+        appending to a hash chain, without a transaction and a commit of their own. ``conn`` is the
+        raw connection; ``fn`` must not commit. If it raises, its writes are rolled back and the
+        rest of the commit is kept (the error is logged): report failures yourself if they matter."""
+        self._pending.append((fn, None))
+        if len(self._pending) >= 256:
+            self.commit()
 
     def _observe(self, sql: str, params: tuple) -> None:
         """Queue an observation (an event, usage, a step, a run's end). Observations are committed
@@ -431,10 +470,15 @@ class SessionStore:
         events, runs and steps pages (and their indexes) several times."""
         self._observed.append((sql, params))
         if len(self._observed) >= 256:
-            self.flush()
+            self.commit()
 
     def flush(self) -> None:
-        """Commit queued writes (events, usage rows, runs, steps, deferred metadata, plugins' queue)."""
+        """Commit queued writes (events, usage rows, runs, steps, deferred metadata, plugins' queue)
+        and wait until they — and everything handed to the writer before — are on disk."""
+        if self._writer is not None:
+            self.commit()
+            self._writer.wait()
+            return
         if self._pending or self._pending_meta or self._observed:
             if self._checkpointer is not None:
                 self._checkpointer.committed()
@@ -445,9 +489,44 @@ class SessionStore:
                     self.conn.execute(sql, row)
                 self._observed.clear()
 
+    def commit(self, *, observed: bool = True) -> int:
+        """Hand the queued writes to the writer (one transaction; observations too unless
+        ``observed=False``) without waiting for it; returns a ticket for :meth:`wait_durable`.
+        (PostgreSQL: commits now.)"""
+        w = self._writer
+        if w is None:
+            self.flush()
+            return 0
+        if not (self._pending or self._pending_meta or (observed and self._observed)):
+            return w.submitted
+        writes = self._pending
+        self._pending = []
+        if self._pending_meta:
+            now = time.time()
+            writes.extend(("UPDATE sessions SET metadata = ?, updated = ? WHERE id = ?", (meta, now, sid))
+                          for sid, meta in self._pending_meta.items())
+            self._pending_meta.clear()
+        if observed and self._observed:
+            writes.extend(self._observed)
+            self._observed = []
+        return w.submit(writes)
+
+    def durable(self) -> bool:
+        """Whether everything handed to the writer is committed."""
+        w = self._writer
+        return w is None or w.committed >= w.submitted
+
+    async def wait_durable(self, ticket: int | None = None) -> None:
+        """Commit now what was handed to the writer up to ``ticket`` (default: all of it)."""
+        if self._writer is not None:
+            await self._writer.wait_async(ticket)
+
     def _write_pending(self) -> None:
         for sql, row in self._pending:
-            self.conn.execute(sql, row)
+            if row is None and callable(sql):  # queue_call
+                sql(self.conn)
+            else:
+                self.conn.execute(sql, row)
         self._pending.clear()
         if self._pending_meta:
             now = time.time()

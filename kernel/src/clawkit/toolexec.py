@@ -123,6 +123,9 @@ class ToolExecutor:
                 ctx.emit("tool.timeout", tool=call.name, call_id=call.id, seconds=limit)
                 return _error(call, f"{call.name} did not finish within {limit:g} s (limits.tool_timeout); it was abandoned", timed_out=True)
 
+        store = ctx.session.store
+        if not store.durable():  # the call is on disk before it runs (the store commits off-thread)
+            await store.wait_durable()
         res = await (execute() if ctx.steps is None else ctx.steps.tool(ctx, call, execute))
         if self.hooks.has("after_tool_call"):
             res = await self.hooks.call_chain("after_tool_call", "result", ToolResult, ctx=ctx, call=call, result=res)

@@ -301,26 +301,3 @@ def test_warm_builds_the_pool_off_the_loop_and_the_call_reuses_it(model_server):
         return out
 
     assert asyncio.run(go()).content == "warm and ready"
-
-
-def test_many_requests_in_flight_spread_over_pools_and_one_user_keeps_one(model_server):
-    """httpcore scans a pool's every connection per request: past SHARD requests in flight another
-    pool takes the rest (all answered correctly); sequential calls always use the first pool."""
-    from clawkit_http.provider import SHARD
-
-    model_server.script(lambda req: Fault.delay(0.2, then=Reply.text("pong")))
-    prov, _ = provider(model_server, "openai")
-
-    async def scenario():
-        first = await prov.complete(request(stream=False))
-        again = await prov.complete(request(stream=True))
-        one_pool = len(prov._shards)
-        many = await asyncio.gather(*(prov.complete(request(stream=bool(i % 2))) for i in range(SHARD * 2 + 5)))
-        pools, in_flight = len(prov._shards), [n for _, n in prov._shards]
-        await prov.aclose()
-        return first, again, one_pool, many, pools, in_flight
-
-    first, again, one_pool, many, pools, in_flight = asyncio.run(scenario())
-    assert first.content == again.content == "pong" and one_pool == 1
-    assert [r.content for r in many] == ["pong"] * (SHARD * 2 + 5)
-    assert pools >= 3 and in_flight == [0] * pools

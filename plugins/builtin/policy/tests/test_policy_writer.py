@@ -323,6 +323,48 @@ def test_a_gate_waits_for_earlier_records_to_be_durable(tmp_path):
     asyncio.run(scenario())
 
 
+def test_sync_soon_syncs_a_going_on_session_without_waiting_for_the_window(tmp_path, monkeypatch):
+    """A chat's next turn starts the fsync of its session's earlier records at once (its first tool call
+    will wait for them); a session with nothing left to sync starts nothing."""
+    from clawkit_policy import writer as writer_mod
+
+    monkeypatch.setattr(writer_mod, "SYNC_DELAY", 600.0)  # the window alone would not sync during this test
+    conn, writer = writer_for(tmp_path / "a.db")
+    writer.submit("decision", {"session_id": "s1", "tool": "read_file", "decision": "allow"})
+    writer.flush()
+    writer.sync_soon("s2")  # nothing of s2's is waiting
+    assert not writer._sync_now and writer.durable_seq == 0
+    writer.sync_soon("s1")
+    with writer._synced:
+        assert writer._synced.wait_for(lambda: writer.durable_seq == 1, timeout=10)
+    assert writer.durable("s1") is None
+    writer.close()
+    assert AuditLedger(conn).verify().ok
+
+
+def test_a_chat_turn_starts_the_sync_of_its_earlier_records(build_agent, workspace, monkeypatch):
+    """A session's second turn asks the writer to sync that session's earlier records as it opens
+    (message_received) and again as it ends; a first turn asks nothing (group commit as before)."""
+    (workspace / "a.txt").write_text("hello")
+    asked = []
+    real = LedgerWriter.sync_soon
+
+    def spy(self, session_id):
+        asked.append((session_id, self._session_seq.get(session_id, 0) > self.durable_seq))
+        real(self, session_id)
+
+    monkeypatch.setattr(LedgerWriter, "sync_soon", spy)
+    agent = build_agent([ScriptedReply.calls(call("read_file", path="a.txt")), "one",
+                         ScriptedReply.calls(call("read_file", path="a.txt")), "two"], plugins=PLUGINS, tools=["*"])
+    first = agent.run("go")
+    assert first.reply == "one" and asked == []
+    second = agent.run("again", session_id=first.session_id)
+    assert second.reply == "two"
+    assert [sid for sid, _ in asked] == [first.session_id, first.session_id]
+    assert asked[1][1]  # at the turn's end its own records were committed, not yet synced
+    assert ledger_for(agent.store).verify().ok
+
+
 def test_a_failed_sync_blocks_the_next_gate_call(tmp_path):
     """The anchor cannot be advanced after the commit (its lock file became a directory): the writer
     fails, waiters are released, and the next record is refused (fail closed)."""
@@ -348,3 +390,28 @@ def test_a_failed_sync_blocks_the_next_gate_call(tmp_path):
             raise AssertionError("a writer whose records cannot be made durable must refuse new records")
     finally:
         lock.rmdir()
+
+
+def test_persistent_grants_are_read_once_per_ttl_and_a_grant_stored_in_process_is_seen_at_once(tmp_path, monkeypatch):
+    """A turn reads no table for the agent's persistent grants: each store keeps them GRANTS_TTL. A grant
+    stored through any store of the database in this process is seen by the next read of every store;
+    one written (or deleted) by another process once GRANTS_TTL has passed."""
+    from clawkit_policy import Grant
+    from clawkit_policy import state as state_mod
+
+    path = tmp_path / "a.db"
+    first, second, other = (sqlite3.connect(path, isolation_level=None) for _ in range(3))
+    db = str(path.resolve())
+    mine, theirs = state_mod.PolicyState(first, db), state_mod.PolicyState(second, db)
+    assert mine.grants("bot") == [] and theirs.grants("bot") == []
+    theirs.add_grant("bot", Grant(tools=["read_file"], paths=["/srv/a"]))
+    assert [g.paths for g in mine.grants("bot")] == [["/srv/a"]]  # another store, same process: at once
+    other.execute("INSERT INTO policy_grants (agent, spec, created) VALUES ('bot', ?, 0)",
+                  (Grant(tools=["read_file"], paths=["/srv/b"]).model_dump_json(),))
+    assert [g.paths for g in mine.grants("bot")] == [["/srv/a"]]  # another process: not yet
+    clock = time.monotonic() + state_mod.GRANTS_TTL + 0.01
+    monkeypatch.setattr(state_mod.time, "monotonic", lambda: clock)
+    assert [g.paths for g in mine.grants("bot")] == [["/srv/a"], ["/srv/b"]]
+    other.execute("DELETE FROM policy_grants WHERE spec LIKE '%/srv/a%'")  # revoked by hand elsewhere
+    clock += state_mod.GRANTS_TTL + 0.01
+    assert [g.paths for g in mine.grants("bot")] == [["/srv/b"]]

@@ -10,7 +10,7 @@ See docs/plugins/classifier.md.
 from __future__ import annotations
 
 
-from clawkit import hook_order, hookimpl
+from clawkit import hook_order, hookimpl, on_events
 from clawkit.lazy import lazy_exports, lazy_module
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic and json_repair
@@ -40,6 +40,7 @@ def message_received(ctx, message):
 
 
 @hookimpl
+@on_events("compaction", "compaction.after")
 def on_event(event):
     """After a compaction the conversation changed: classify it again next turn."""
     if event.type not in ("compaction", "compaction.after"):  # COMPACTION_EVENTS; called for every event

@@ -32,10 +32,6 @@ from . import anthropic_format, openai_format, wire_format
 from .errors import Failure, from_exception, from_status
 from .prices import price_per_token
 
-#: requests in flight per connection pool before another pool is used (see ``HttpProvider._take``)
-SHARD = 32
-
-
 PROVIDER_ONLY = ("api_format", "headers", "max_connections", "input_cost_per_token", "output_cost_per_token")
 RETRY_SETTINGS = ("retry_base_delay", "retry_max_delay", "max_retry_after", "retry_timeout")
 LOCAL_API_KEY = "sk-clawkit-no-key"
@@ -88,7 +84,6 @@ class HttpProvider:
         self.api_key = config.api_key or os.environ.get(env_key) or (LOCAL_API_KEY if config.api_base else None)
         self._client: Any = None
         self._loop: Any = None
-        self._shards: list[list[Any]] = []  # [client, requests in flight]; the first is ``_client``
         self._tls: Any = None  # the TLS context all pools share
 
     # --- plumbing -----------------------------------------------------------------------
@@ -114,41 +109,23 @@ class HttpProvider:
             self._client, self._loop = self._new_client(), loop
         return self._client
 
-    def _take(self) -> list[Any]:
-        """A pool for one request: the first with fewer than :data:`SHARD` requests in flight (one
-        pool, its connections reused, for a user's turns), another pool beyond that. httpcore scans
-        every connection of a pool for each request and each release, so one pool with hundreds of
-        requests in flight costs time quadratic in their number (15 ms of CPU per turn at 300
-        concurrent sessions). Release with ``shard[1] -= 1``."""
-        client = self.client()
-        if not self._shards or self._shards[0][0] is not client:
-            self._shards = [[client, 0]]
-        for shard in self._shards:
-            if shard[1] < SHARD:
-                break
-        else:
-            if len(self._shards) * SHARD < self.max_connections:
-                shard = [self._new_client(), 0]
-                self._shards.append(shard)
-            else:
-                shard = min(self._shards, key=lambda s: s[1])
-        shard[1] += 1
-        return shard
-
     def _new_client(self) -> Any:
         import httpx
 
         if self._tls is None:  # one TLS context for every pool: loading the CA bundle costs ~25 ms each
             self._tls = httpx.create_ssl_context()
-        return httpx.AsyncClient(timeout=httpx.Timeout(self.config.timeout), verify=self._tls,
-                                 limits=httpx.Limits(max_connections=self.max_connections,
-                                                     max_keepalive_connections=min(self.max_connections, 100)))
+        from .pool import LeanTransport
+
+        limits = httpx.Limits(max_connections=self.max_connections,
+                              max_keepalive_connections=min(self.max_connections, 1000))
+        return httpx.AsyncClient(timeout=httpx.Timeout(self.config.timeout),
+                                 transport=LeanTransport(verify=self._tls, limits=limits))
 
     def _warm_client(self) -> Any:
         import importlib
 
-        # what httpx imports on its first connection (~100 ms of anyio on a busy machine)
-        for name in ("anyio._backends._asyncio", "anyio.streams.tls", "anyio.to_thread", "httpcore._backends.anyio"):
+        # what httpcore imports on its first request (anyio, for its locks: ~100 ms on a busy machine)
+        for name in ("anyio._backends._asyncio", "anyio.to_thread"):
             try:
                 importlib.import_module(name)
             except ImportError:  # another httpx/anyio layout: the first call imports what it needs
@@ -168,9 +145,6 @@ class HttpProvider:
             await client.aclose()
 
     async def aclose(self) -> None:
-        shards, self._shards = self._shards, []
-        for client, _ in shards[1:]:
-            await client.aclose()
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -224,11 +198,7 @@ class HttpProvider:
 
     async def _whole(self, body: dict[str, Any]) -> LlmResponse:
         try:
-            shard = self._take()
-            try:
-                response = await shard[0].post(self.endpoint, json=body, headers=self._headers())
-            finally:
-                shard[1] -= 1
+            response = await self.client().post(self.endpoint, json=body, headers=self._headers())
             if response.status_code >= 400:
                 raise await self._post_failed(response)
             data = response.json()
@@ -242,9 +212,8 @@ class HttpProvider:
 
     async def _stream(self, body: dict[str, Any], on_text: OnText | None, delivered: list[str]) -> LlmResponse:
         assembler = self.wire.StreamAssembler()
-        shard = self._take()
         try:
-            async with shard[0].stream("POST", self.endpoint, json=body, headers=self._headers()) as response:
+            async with self.client().stream("POST", self.endpoint, json=body, headers=self._headers()) as response:
                 if response.status_code >= 400:
                     raise await self._post_failed(response)
                 data: list[str] = []
@@ -257,7 +226,7 @@ class HttpProvider:
                     payload, data = "\n".join(data), []
                     if payload == "[DONE]":
                         assembler.done = True
-                        break
+                        continue  # read on to the body's end: a connection left mid-body cannot be reused
                     delta = assembler.add(json.loads(payload))
                     if delta:
                         await self._deliver(on_text, delta)
@@ -271,8 +240,6 @@ class HttpProvider:
             raise _Failed(Failure("stream_cut", f"a stream event is not valid JSON: {exc}", True)) from exc
         except Exception as exc:
             raise _Failed(from_exception(exc, streaming=True)) from exc
-        finally:
-            shard[1] -= 1
         if not assembler.complete:
             raise _Failed(Failure("stream_cut", "the stream ended before the model finished its answer", True))
         return assembler.response()

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from clawkit import hook_order, hookimpl
+from clawkit import hook_order, hookimpl, on_events
 from clawkit.lazy import loaded
 
 # Thin hookimpls: ``clawkit --help`` imports every plugin; the mcp SDK loads only when used.
@@ -66,6 +66,7 @@ def register_prompt_contributor(register, agent):
 
 
 @hookimpl
+@on_events("agent.close")
 def on_event(event):
     if event.type == "agent.close":
         plugin = loaded("clawkit_mcp.plugin")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clawkit.hookspecs import hook_order, hookimpl
+from clawkit.hookspecs import hook_order, hookimpl, on_events
 from clawkit.lazy import lazy_exports, lazy_module, loaded
 
 # The entry-point module stays a thin set of hookimpls: ``clawkit --help`` imports every
@@ -162,6 +162,7 @@ def message_received(ctx, message):
 
 
 @hookimpl
+@on_events("turn.end")
 def on_event(event):
     """When a turn ends, its session's new finished turns are indexed in the background."""
     if event.type == "turn.end":

@@ -22,7 +22,7 @@ import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from clawkit import hook_order, hookimpl
+from clawkit import hook_order, hookimpl, on_events
 
 from .redact import redact, redact_text
 
@@ -108,7 +108,8 @@ def _stores(store: Any, extra: list[str]) -> tuple[LedgerWriter, PolicyState]:
     found = _ledgers.get(store)
     if found is None:
         path = str(store.path) if getattr(store, "path", None) else None
-        found = (LedgerWriter(store.conn, path, prepare(extra)), PolicyState(store.conn))
+        writer = LedgerWriter(store.conn, path, prepare(extra))
+        found = (writer, PolicyState(store.conn, writer.sync.db))
         _ledgers[store] = found
     return found
 
@@ -122,8 +123,12 @@ def _turn(ctx: Any) -> Turn:
     writer, state = _stores(ctx.session.store, cfg.secret_env)
     grants = list(cfg.grants) + state.grants(ctx.agent.name)
     turn = Turn(cfg, writer if cfg.audit else None, state, str(ctx.workspace), grants, agent=ctx.agent.name,
-                nested=getattr(ctx, "parent_run_id", None) is not None)
+                nested=getattr(ctx, "parent_run_id", None) is not None, resumed=ctx.session.id in _sessions)
     ctx.state["policy"] = turn
+    if turn.resumed and turn.writer is not None:
+        # a session that goes on (a chat): its first tool call waits for the last turn's records to be
+        # durable (see writer.durable); their fsync starts now, not at the end of the group-commit window
+        turn.writer.sync_soon(ctx.session.id)
     _sessions[ctx.session.id] = turn
     _sessions.move_to_end(ctx.session.id)
     while len(_sessions) > _LIMIT:
@@ -241,6 +246,7 @@ def agent_closing(agent):
 
 
 @hookimpl
+@on_events("turn.end", "turn.stopped", *(p + "*" for p in AUDITED_PREFIXES))
 def on_event(event):
     if event.session_id is None:
         return
@@ -251,6 +257,8 @@ def on_event(event):
             # sub-agent's reply goes to its parent's tool call, whose after_tool_call commits them (the writer
             # is the store's, shared by the tree): one commit and one fsync less per delegation
             turn.writer.flush()
+            if turn.resumed:  # a chat: its next turn's first tool call will wait for this sync (see _turn)
+                turn.writer.sync_soon(event.session_id)
         return
     if not event.type.startswith(AUDITED_PREFIXES):
         return

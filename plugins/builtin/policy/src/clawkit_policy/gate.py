@@ -50,6 +50,7 @@ class Turn:
     grants: list[Grant]
     agent: str = ""
     nested: bool = False  # a sub-agent's run (its parent's tool call commits its records)
+    resumed: bool = False  # the session had an earlier turn in this process (a chat goes on)
     run_grants: list[Grant] = field(default_factory=list)
     ws_real: str = ""
     _by_tool: dict[str, list] = field(default_factory=dict)

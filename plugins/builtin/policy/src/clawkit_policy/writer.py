@@ -35,7 +35,8 @@ advances the anchor outside the database (:func:`.anchor.advance_anchor`):
 the anchor never claims a record a power loss could take. A gate does not decide
 a session's next call while that session's earlier records are not yet durable
 (:meth:`durable`, awaited by ``before_tool_call``); the fsync takes far less than the model call between two
-tool calls, so that wait is almost always nil. Because SQLite replays a WAL only
+tool calls, so that wait is almost always nil. A session that goes on (a chat) asks for the sync as
+its turns open and end (:meth:`sync_soon`), so the fsync overlaps the next turn's model call. Because SQLite replays a WAL only
 up to its first missing frame, what a power loss can take is always a suffix of
 the commits: never an audit record while a later tool-result message survives.
 
@@ -170,6 +171,14 @@ class LedgerWriter:
             self._waiters.append((target, loop, fut))
         self._ask_sync()
         return fut
+
+    def sync_soon(self, session_id: str) -> None:
+        """Start syncing now (not at the end of the group-commit window) when ``session_id`` has records
+        committed and not yet durable: its next tool call is going to wait for them (:meth:`durable`),
+        and the fsync then runs while that turn builds its prompt and calls the model."""
+        target = self._session_seq.get(session_id)
+        if target is not None and target > self.durable_seq and self.error is None:
+            self._ask_sync()
 
     def wait_durable(self, timeout: float = 10.0) -> None:
         """Block until every record committed so far is on disk and anchored (or the writer failed)."""

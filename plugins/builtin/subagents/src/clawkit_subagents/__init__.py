@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clawkit import hook_order, hookimpl
+from clawkit import hook_order, hookimpl, on_events
 
 DATA_NOTE = (
     "Answers from sub-agents arrive inside <subagent_result agent=\"…\"> … </subagent_result>. "
@@ -70,6 +70,7 @@ def message_received(ctx, message):
 
 
 @hookimpl
+@on_events("agent.close")
 def on_event(event):
     if event.type != "agent.close":
         return
