@@ -76,7 +76,25 @@ class TranslationConfig(BaseModel):
         return value
 
 
+_settings: dict[int, tuple[Any, Any, TranslationConfig]] = {}  # id(agent config) -> (it, its plugins, section)
+
+
 def settings(agent_config: Any) -> TranslationConfig:
+    """The agent's section (validated). Asked several times a turn: remembered per agent config
+    object while its ``plugins`` is the same object (a reloaded config is a new object)."""
+    if agent_config is None:
+        return _settings_of(None)
+    hit = _settings.get(id(agent_config))
+    if hit is not None and hit[0] is agent_config and hit[1] is getattr(agent_config, "plugins", None):
+        return hit[2]
+    cfg = _settings_of(agent_config)
+    if len(_settings) >= 64:
+        _settings.clear()
+    _settings[id(agent_config)] = (agent_config, getattr(agent_config, "plugins", None), cfg)
+    return cfg
+
+
+def _settings_of(agent_config: Any) -> TranslationConfig:
     cfg = agent_config.plugin("translation") if agent_config is not None else None
     if isinstance(cfg, TranslationConfig):
         return cfg
@@ -92,8 +110,19 @@ def _router(keywords: tuple[tuple[str, tuple[str, ...]], ...]) -> IntentRouter:
     return IntentRouter({p: list(k) for p, k in keywords} or None)
 
 
+_routers: dict[int, tuple[TranslationConfig, IntentRouter]] = {}
+
+
 def router_for(cfg: TranslationConfig) -> IntentRouter:
-    return _router(tuple(sorted((p, tuple(k)) for p, k in cfg.keywords.items())))
+    hit = _routers.get(id(cfg))
+    if hit is not None and hit[0] is cfg:
+        return hit[1]
+    router = _router(tuple(sorted((p, tuple(k)) for p, k in cfg.keywords.items())))
+    if not cfg.keywords:  # (keywords could be edited in place: only the keyword-free router is remembered by config)
+        if len(_routers) >= 64:
+            _routers.clear()
+        _routers[id(cfg)] = (cfg, router)
+    return router
 
 
 @lru_cache(maxsize=32)
@@ -234,7 +263,7 @@ def _save_route(session: Any, route: dict[str, Any]) -> None:
     if not callable(write_key) or not isinstance(getattr(session, "metadata", None), dict):
         session.set(ROUTE_META_KEY, route)
         return
-    if _plain_json(route):
+    if _flat_json(route) or _plain_json(route):
         route_json = route  # written as is: the store serialises it now
     else:
         try:
@@ -244,6 +273,22 @@ def _save_route(session: Any, route: dict[str, Any]) -> None:
             return
     session.metadata[ROUTE_META_KEY] = route
     write_key(session.id, ROUTE_META_KEY, route_json)
+
+
+_SCALARS = (str, bool, int, type(None))
+
+
+def _flat_json(route: dict[str, Any]) -> bool:
+    """The common route (str keys; scalars, finite floats, lists of strings), checked in one
+    pass; False means "look closer" (:func:`_plain_json`), not "not JSON"."""
+    for k, v in route.items():
+        t = type(v)
+        if t in _SCALARS or (t is float and math.isfinite(v)):
+            continue
+        if t is list and all(type(x) is str for x in v):
+            continue
+        return False
+    return all(type(k) is str for k in route)
 
 
 def _plain_json(value: Any, depth: int = 0) -> bool:

@@ -62,8 +62,10 @@ def register_prompt_contributor(register, agent):
 
 @hookimpl
 def message_sending(ctx, outbound):
+    if outbound.kind != "final_reply":  # called for every stream chunk too: the cheap test first
+        return None
     signature = _config(ctx.agent).signature
-    if outbound.kind == "final_reply" and signature:
+    if signature:
         return f"{outbound.content}\n{signature}"
 
 
