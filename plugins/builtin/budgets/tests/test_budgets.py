@@ -122,3 +122,12 @@ def test_usage_a_tool_reports_counts_against_the_run(make_agent):
                        plugin_config={"budgets": {"run": {"tokens": 500}}})
     r = agent.run("delegate")
     assert r.stop_reason == "budget" and "run tokens" in r.stop_detail and len(r.tool_calls) == 1
+
+
+def test_the_cap_check_knows_every_kind():
+    from clawkit_budgets.plugin import KINDS, Caps, _capped
+
+    assert set(KINDS) == set(Caps.model_fields)
+    assert not _capped(Caps())
+    for kind in KINDS:  # (_capped spells the kinds out: a new one must be added there)
+        assert _capped(Caps(**{kind: 1}))

@@ -37,8 +37,14 @@ def _config(ctx: Any) -> BudgetsConfig:
     return cfg if isinstance(cfg, BudgetsConfig) else BudgetsConfig()
 
 
+def _capped(c: Caps) -> bool:
+    # spelled out (KINDS): asked by every hook, and a generator over getattr costs ~2 us
+    return (c.tokens is not None or c.cost is not None or c.model_calls is not None or c.tool_calls is not None
+            or c.wall_time is not None)
+
+
 def _active(cfg: BudgetsConfig) -> bool:
-    return cfg.enabled and any(getattr(c, k) is not None for c in (cfg.run, cfg.session) for k in KINDS)
+    return cfg.enabled and (_capped(cfg.run) or _capped(cfg.session))
 
 
 def start(ctx: Any) -> None:
