@@ -277,3 +277,18 @@ def test_skill_keywords_match_their_inflections(text):
                         keywords=("weather", "forecast", "rain", "snow", "umbrella"))
     other = SkillInfo(name="code-review", description="Review a change for bugs.", keywords=("review", "diff"))
     assert IntentRouter().match_skills(text, [other, weather]) == ["weather"]
+
+
+def test_the_trie_keyword_pattern_finds_what_a_longest_first_list_finds():
+    import random
+    import re
+
+    from clawkit_translation import router as R
+
+    alts = sorted(R._TABLE, key=len, reverse=True)
+    listed = re.compile(r"(?<![\w'])(" + "|".join(re.escape(a).replace(r"\ ", r"\s+") for a in alts) + r")(?:e?s)?(?![\w'])")
+    vocab = list(R._TABLE) + [w for k in R._TABLE for w in k.split()] + ["the", "tests", "x", "don't", "2", "\n", "  "]
+    rng = random.Random(13)
+    for _ in range(500):
+        text = " ".join(w + rng.choice(["", "s", "es", "ing", ",", "'"]) for w in rng.choices(vocab, k=rng.randint(1, 10)))
+        assert [m.group(1) for m in R._PATTERN.finditer(text)] == [m.group(1) for m in listed.finditer(text)], text
