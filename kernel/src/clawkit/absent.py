@@ -45,31 +45,46 @@ class AbsentPaths:
     def __init__(self, paths: list[str] | tuple[str, ...]):
         self.paths = tuple(os.path.abspath(p) for p in paths)
         self._missing: tuple[str, ...] = ()
-        self._parents: tuple[tuple[str, tuple[int, int] | None], ...] | None = None
+        self._trusted: tuple[tuple[str, tuple[int, int]], ...] | None = None  # None: never scanned
+        self._direct: tuple[str, ...] = ()  # missing paths under a folder changed too recently: looked at
+        self._retry_at = 0  # time.time_ns() when those folders' stamps can be trusted (then scan again)
 
     def absent(self) -> tuple[str, ...]:
         """The paths that do not exist now (a path that exists is not in the answer)."""
-        parents = self._parents
-        if parents is not None:
-            for folder, stamp in parents:
-                if _stamp(folder) != stamp:
-                    break
-            else:
-                return self._missing
-        return self._scan()
+        if self._trusted is None:
+            return self._scan()
+        for folder, stamp in self._trusted:
+            if _stamp(folder) != stamp:
+                return self._scan()
+        if self._direct:
+            if time.time_ns() >= self._retry_at:
+                return self._scan()
+            for p in self._direct:
+                if os.path.exists(p):
+                    return self._scan()
+        return self._missing
 
     def _scan(self) -> tuple[str, ...]:
         missing = tuple(p for p in self.paths if not os.path.exists(p))
         now = time.time_ns()
-        parents: dict[str, tuple[int, int] | None] = {}
-        # a dangling symlink can come alive without its folder changing: never trusted
-        racy = any(os.path.lexists(p) for p in missing)
+        stamps: dict[str, tuple[int, int] | None] = {}
+        direct: list[str] = []
+        retry_at = now + RACY_NS
         for p in missing:
+            if os.path.lexists(p):  # a dangling symlink can come alive without its folder changing
+                direct.append(p)
+                continue
             folder = _nearest_existing(p)
-            if folder not in parents:
-                stamp = parents[folder] = _stamp(folder)
-                racy = racy or stamp is None or now - stamp[0] < RACY_NS
+            stamp = stamps[folder] = stamps[folder] if folder in stamps else _stamp(folder)
+            if stamp is None or now - stamp[0] < RACY_NS:
+                direct.append(p)
+                if stamp is not None:
+                    retry_at = min(retry_at, stamp[0] + RACY_NS)
+                else:
+                    retry_at = now
         self._missing = missing
         # existing paths are the caller's to watch (their own stat, inotify): only absence is cached
-        self._parents = None if racy else tuple(parents.items())
+        self._trusted = tuple((f, st) for f, st in stamps.items() if st is not None and now - st[0] >= RACY_NS)
+        self._direct = tuple(direct)
+        self._retry_at = retry_at
         return missing
