@@ -34,7 +34,7 @@ def test_many_requests_in_flight_share_a_bounded_pool_and_one_user_keeps_one_con
     async def scenario():
         first = await prov.complete(request(False))
         again = await prov.complete(request(True))
-        pool = prov.client()._transport._pool
+        pool = prov.client().transport._pool
         sequential_idle = pool._idle_count
         many = await asyncio.gather(*(prov.complete(request(bool(i % 2))) for i in range(30)))
         after = pool._idle_count, pool._in_flight
