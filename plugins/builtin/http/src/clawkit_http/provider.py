@@ -55,6 +55,14 @@ class _Failed(Exception):
         self.failure = failure
 
 
+def _environment_proxies() -> bool:
+    """Whether ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` (or the system's settings) name a proxy."""
+    from urllib.request import getproxies
+
+    found = getproxies()
+    return any(found.get(scheme) for scheme in ("http", "https", "all"))
+
+
 def _json_bytes(body: dict[str, Any]) -> bytes:
     """The request body as httpx's ``json=`` encodes it."""
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
@@ -75,6 +83,9 @@ class _Pool:
 
         limits = httpx.Limits(max_connections=provider.max_connections,
                               max_keepalive_connections=min(provider.max_connections, 1000))
+        self.client: Any = None
+        if _environment_proxies():  # httpx's own client applies them (and NO_PROXY) exactly as it always did
+            self.client = httpx.AsyncClient(timeout=httpx.Timeout(provider.config.timeout), verify=tls, limits=limits)
         self.transport = LeanTransport(verify=tls, limits=limits)
         self.url = httpx.URL(provider.endpoint)
         self.headers = {"Accept": "*/*", "Accept-Encoding": "gzip, deflate", "User-Agent": "clawkit-http",
@@ -86,12 +97,16 @@ class _Pool:
         """POST ``body`` as JSON; the response's body is still to be read (and closed)."""
         request = self._request("POST", self.url, headers=self.headers, content=_json_bytes(body),
                                 extensions={"timeout": self.timeout})
+        if self.client is not None:
+            return await self.client.send(request, stream=True)
         response = await self.transport.handle_async_request(request)
         response.request = request
         return response
 
     async def aclose(self) -> None:
         await self.transport.aclose()
+        if self.client is not None:
+            await self.client.aclose()
 
 
 class HttpProvider:
