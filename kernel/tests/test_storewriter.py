@@ -208,3 +208,33 @@ def test_a_call_recorded_in_a_loop_survives_a_sigkill_once_the_loop_waited(tmp_p
         assert [m.tool_calls[0].id for m in msgs] == ["c"]
     finally:
         store.close()
+
+
+def test_a_queued_call_reads_and_writes_inside_the_commit_and_a_failing_one_is_rolled_back_alone(tmp_path, caplog):
+    store = SessionStore(tmp_path / "state.db")
+    store.conn.execute("CREATE TABLE chain (seq INTEGER PRIMARY KEY, prev INTEGER)")
+    sid = store.create("a")
+
+    def link(conn) -> None:  # read the head, append after it: a hash chain's shape
+        head = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM chain").fetchone()[0]
+        conn.execute("INSERT INTO chain VALUES (?, ?)", (head + 1, head))
+
+    def broken(conn) -> None:
+        conn.execute("INSERT INTO chain VALUES (100, 0)")
+        raise RuntimeError("the plugin's own failure")
+
+    async def main() -> None:
+        store.queue_call(link)
+        store.queue_call(broken)
+        store.queue_call(link)
+        store.append(sid, Message(role="user", content="kept"))
+        await asyncio.sleep(0)
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="clawkit.sessions"):
+            asyncio.run(main())
+        assert store.conn.execute("SELECT seq, prev FROM chain ORDER BY seq").fetchall() == [(1, 0), (2, 1)]
+        assert [m.content for m in store.messages(sid)] == ["kept"]
+        assert "broken" in caplog.text
+    finally:
+        store.close()

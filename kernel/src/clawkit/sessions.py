@@ -444,14 +444,24 @@ class SessionStore:
         """Queue a write to commit with the next message (or at the turn's end).
 
         For plugins' bookkeeping (metrics, routing notes) that need not cost a commit
-        of its own. Keep such statements simple: a failing one fails the commit it
-        rides with.
+        of its own. A statement that fails is dropped (and logged); the rest of the commit
+        it rides with is kept.
         """
         self._pending.append((sql, params))
         if len(self._pending) >= 256:
             self.commit()
 
     _queue = queue  # the name plugins used before it was public
+
+    def queue_call(self, fn: Any) -> None:
+        """Queue ``fn(conn)`` to run inside the next commit's transaction (which holds the database's
+        write lock from its start: ``BEGIN IMMEDIATE``) — for writes that must read first, such as
+        appending to a hash chain, without a transaction and a commit of their own. ``conn`` is the
+        raw connection; ``fn`` must not commit. If it raises, its writes are rolled back and the
+        rest of the commit is kept (the error is logged): report failures yourself if they matter."""
+        self._pending.append((fn, None))
+        if len(self._pending) >= 256:
+            self.commit()
 
     def _observe(self, sql: str, params: tuple) -> None:
         """Queue an observation (an event, usage, a step, a run's end). Observations are committed
@@ -513,7 +523,10 @@ class SessionStore:
 
     def _write_pending(self) -> None:
         for sql, row in self._pending:
-            self.conn.execute(sql, row)
+            if row is None and callable(sql):  # queue_call
+                sql(self.conn)
+            else:
+                self.conn.execute(sql, row)
         self._pending.clear()
         if self._pending_meta:
             now = time.time()

@@ -107,7 +107,10 @@ class StoreWriter:
             return
         if conn.in_transaction:  # inside a caller's own transaction: committed with it
             for sql, params in writes:
-                self.last_rowid = conn.execute(sql, params).lastrowid
+                if params is None and callable(sql):
+                    sql(conn)
+                else:
+                    self.last_rowid = conn.execute(sql, params).lastrowid
             return
         while True:
             try:
@@ -118,8 +121,9 @@ class StoreWriter:
                 if bad is None:
                     raise
                 # a statement failed (a plugin's queued SQL): the rest is committed without it
+                what = writes[bad][0]
                 log.warning("clawkit: a queued store write failed and was dropped (%s: %s): %s",
-                            type(exc).__name__, exc, writes[bad][0][:200])
+                            type(exc).__name__, exc, what[:200] if isinstance(what, str) else repr(what))
                 writes = writes[:bad] + writes[bad + 1:]
         self.commits += 1
         if self._on_commit is not None:
@@ -127,13 +131,16 @@ class StoreWriter:
 
     def _transaction(self, writes: list[tuple[str, tuple]]) -> None:
         conn = self.conn
-        conn.execute("BEGIN")
+        conn.execute("BEGIN IMMEDIATE")  # the write lock from the start: a queued call may read, then write
         try:
             for i, (sql, params) in enumerate(writes):
                 try:
-                    self.last_rowid = conn.execute(sql, params).lastrowid
+                    if params is None and callable(sql):  # SessionStore.queue_call (raising: retried without it)
+                        sql(conn)
+                    else:
+                        self.last_rowid = conn.execute(sql, params).lastrowid
                 except Exception as exc:
-                    if _is_statement_error(exc):
+                    if params is None or _is_statement_error(exc):
                         exc._clawkit_index = i  # type: ignore[attr-defined]
                     raise
             conn.execute("COMMIT")

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 from .config import Grant
+from .ledger import canonical  # the same text as json.dumps(sort_keys, compact, ensure_ascii=False, default=str)
 
 PATH_ARGS = frozenset({"path", "paths", "file", "filename", "filepath", "file_path", "directory", "dir", "cwd",
                        "root", "source", "src", "dest", "destination", "target"})
@@ -35,8 +36,6 @@ _WILDCARDS = frozenset("*?[")
 
 def call_hash(name: str, arguments: dict[str, Any]) -> str:
     """SHA-256 of the tool name and its canonical arguments: what an approval binds to."""
-    from .ledger import canonical  # the same text as json.dumps(sort_keys, compact, ensure_ascii=False, default=str)
-
     return hashlib.sha256(f"{name}\n{canonical(arguments)}".encode()).hexdigest()
 
 
