@@ -344,7 +344,8 @@ def test_sync_soon_syncs_a_going_on_session_without_waiting_for_the_window(tmp_p
 
 def test_a_chat_turn_starts_the_sync_of_its_earlier_records(build_agent, workspace, monkeypatch):
     """A session's second turn asks the writer to sync that session's earlier records as it opens
-    (message_received) and again as it ends; a first turn asks nothing (group commit as before)."""
+    (message_received), before its first tool call waits for them; a first turn asks nothing (group
+    commit as before)."""
     (workspace / "a.txt").write_text("hello")
     asked = []
     real = LedgerWriter.sync_soon
@@ -360,8 +361,7 @@ def test_a_chat_turn_starts_the_sync_of_its_earlier_records(build_agent, workspa
     assert first.reply == "one" and asked == []
     second = agent.run("again", session_id=first.session_id)
     assert second.reply == "two"
-    assert [sid for sid, _ in asked] == [first.session_id, first.session_id]
-    assert asked[1][1]  # at the turn's end its own records were committed, not yet synced
+    assert [sid for sid, _ in asked] == [first.session_id]
     assert ledger_for(agent.store).verify().ok
 
 

@@ -257,8 +257,6 @@ def on_event(event):
             # sub-agent's reply goes to its parent's tool call, whose after_tool_call commits them (the writer
             # is the store's, shared by the tree): one commit and one fsync less per delegation
             turn.writer.flush()
-            if turn.resumed:  # a chat: its next turn's first tool call will wait for this sync (see _turn)
-                turn.writer.sync_soon(event.session_id)
         return
     if not event.type.startswith(AUDITED_PREFIXES):
         return

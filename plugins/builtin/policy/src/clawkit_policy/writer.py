@@ -36,7 +36,7 @@ the anchor never claims a record a power loss could take. A gate does not decide
 a session's next call while that session's earlier records are not yet durable
 (:meth:`durable`, awaited by ``before_tool_call``); the fsync takes far less than the model call between two
 tool calls, so that wait is almost always nil. A session that goes on (a chat) asks for the sync as
-its turns open and end (:meth:`sync_soon`), so the fsync overlaps the next turn's model call. Because SQLite replays a WAL only
+its next turn opens (:meth:`sync_soon`), so the fsync overlaps that turn's model call. Because SQLite replays a WAL only
 up to its first missing frame, what a power loss can take is always a suffix of
 the commits: never an audit record while a later tool-result message survives.
 
