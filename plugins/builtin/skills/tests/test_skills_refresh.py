@@ -121,8 +121,9 @@ def test_a_settled_refresh_with_inotify_stats_nothing_watched(tmp_path, monkeypa
     (root / "a" / "b").mkdir(parents=True)
     shutil.copy(WEATHER, root / "a" / "b" / "weather.claws")
     reg = clawkit_skills.SkillRegistry([("workspace", root), ("user", tmp_path / "absent")])
-    age(root / "a" / "b" / "weather.claws", root / "a" / "b", root / "a", root)
+    age(root / "a" / "b" / "weather.claws", root / "a" / "b", root / "a", root, tmp_path)
     reg.refresh()
+    reg.refresh()  # (the first check after a scan looks at the absent folder itself)
     stats: list[str] = []
     real = os.stat
 
@@ -132,7 +133,12 @@ def test_a_settled_refresh_with_inotify_stats_nothing_watched(tmp_path, monkeypa
 
     monkeypatch.setattr(registry_mod.os, "stat", stat)
     assert reg.refresh() is False
-    assert stats == [str(tmp_path / "absent")]  # only the folder no watch covers (os.path.isdir)
+    # only the parent of the folder no watch covers: its mtime would move were the folder created
+    assert stats == [str(tmp_path)]
+    (tmp_path / "absent").mkdir()  # and a folder created later is in the very next check
+    shutil.copy(WEATHER, tmp_path / "absent" / "other.claws")
+    monkeypatch.setattr(registry_mod.os, "stat", real)
+    assert reg.refresh() is True
     # an in-place edit three folders down is in the very next check
     monkeypatch.setattr(registry_mod.os, "stat", real)
     target = root / "a" / "b" / "weather.claws"

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from clawkit.absent import AbsentPaths
 from clawkit.prompt import ContributorContext, PromptContributor, PromptSection
 
 from .settings import settings_of
@@ -75,6 +76,16 @@ class ProjectContext(PromptContributor):
     def __init__(self) -> None:
         self._cache: dict[str, tuple[tuple[int, int], str]] = {}
         self._quotes: dict[str, tuple[str, str]] = {}  # name -> (text, its quote)
+        self._absent: dict[tuple[str, tuple[str, ...]], AbsentPaths] = {}  # missing project files: one stat per turn
+
+    def _missing(self, workspace: str, names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+        key = (workspace, tuple(names))
+        watch = self._absent.get(key)
+        if watch is None:
+            if len(self._absent) > 64:
+                self._absent.clear()
+            watch = self._absent[key] = AbsentPaths([os.path.join(workspace, n) for n in names])
+        return watch.absent()
 
     def _read(self, path: str) -> str | None:
         try:
@@ -113,11 +124,15 @@ class ProjectContext(PromptContributor):
         cfg = settings_of(ctx.agent)
         budget = cfg.project_files_max_chars
         parts = []
-        workspace = os.fspath(ctx.workspace)
+        workspace = os.path.abspath(ctx.workspace)
+        missing = self._missing(workspace, cfg.project_files)
         for name in cfg.project_files:
             if budget <= 0:
                 break
-            text = self._read(os.path.join(workspace, name))
+            path = os.path.join(workspace, name)
+            if path in missing:
+                continue
+            text = self._read(path)
             if not text or not text.strip():
                 continue
             text = text.strip()
@@ -175,14 +190,19 @@ class Runtime(PromptContributor):
     priority = 900
 
     _system: str | None = None
+    _last: tuple[tuple[Any, Any], str] | None = None
 
     def contribute(self, ctx: ContributorContext) -> PromptSection:
         system = Runtime._system
         if system is None:  # fixed for the process
             system = Runtime._system = f"{platform.system()} {platform.release()} ({platform.machine()})".strip()
-        today = _dt.date.today().isoformat()
-        cwd = os.path.abspath(ctx.workspace)
-        return PromptSection("Runtime", f"- OS: {system}\n- Date: {today}\n- Working directory: {cwd}")
+        today = _dt.date.today()
+        key = (today, ctx.workspace)
+        last = self._last
+        if last is None or last[0] != key:  # the text changes with the day or the workspace
+            cwd = os.path.abspath(ctx.workspace)
+            last = self._last = (key, f"- OS: {system}\n- Date: {today.isoformat()}\n- Working directory: {cwd}")
+        return PromptSection("Runtime", last[1])
 
 
 def builtin_contributors() -> list[PromptContributor]:

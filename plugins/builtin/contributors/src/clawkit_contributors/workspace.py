@@ -27,6 +27,7 @@ from pathlib import Path
 import watchfiles
 from pydantic import ValidationError
 
+from clawkit.absent import AbsentPaths
 from clawkit.config import ConfigError, format_validation_error, parse_yaml
 from clawkit.prompt import StaticContributor
 
@@ -109,6 +110,7 @@ class WorkspacePrompts:
     def __init__(self, directory: Path, *, watch: bool = True):
         self.directory = Path(directory)
         self._dir_str = str(self.directory)
+        self._absent = AbsentPaths([self._dir_str])
         self.watch = watch
         self.contributors: tuple[StaticContributor, ...] = ()
         self.errors: tuple[PromptFileError, ...] = ()
@@ -166,7 +168,8 @@ class WorkspacePrompts:
 
     def refresh(self) -> None:
         """Cheap check at prompt build: only notices the directory appearing or vanishing."""
-        exists = os.path.isdir(self._dir_str)
+        # absent: one stat of its parent while that is unchanged; present: is it still there
+        exists = False if not self._existed and self._absent.absent() else os.path.isdir(self._dir_str)
         if exists and not self._existed:
             self._existed = True
             self.reload()

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from clawkit.absent import AbsentPaths
+
 from .config import EPISODE_DELAY, MEMORY_ROOTS, MemoryConfig, config_of, db_path  # noqa: F401  (re-exported)
 from .embeddings import collect_providers, resolve_provider
 from .index import IndexReport, MemoryIndex
@@ -130,6 +132,7 @@ class AgentMemory:
         self._sync_lock = threading.Lock()
         self._root_paths = [os.path.join(self.workspace, r) for r in self.roots if not any(c in r for c in "*?[")]
         self._globbed = len(self._root_paths) < len(self.roots)
+        self._absent_roots = AbsentPaths(self._root_paths)  # checked every message: one stat while the workspace is unchanged
         self._empty_seen: tuple | None = None  # (index generation, data_version, *partitions) last seen empty
         self._state_dbs: set[str] = set()  # session databases seen (caught up once per process)
         self._episodes_queued = False
@@ -275,7 +278,10 @@ class AgentMemory:
         """Re-index memory files as they change, in a daemon thread (watchfiles)."""
         if not self.cfg.watch or self.watching:
             return
-        targets = [Path(p) for p in self._root_paths if os.path.exists(p)]  # runs every message: no pathlib
+        if len(self._absent_roots.absent()) == len(self._root_paths):
+            targets = []
+        else:
+            targets = [Path(p) for p in self._root_paths if os.path.exists(p)]
         if not targets:
             self._absent_at = time.monotonic()  # the recall's freshness check of this message need not stat again
             return
@@ -422,7 +428,7 @@ class AgentMemory:
             return time.monotonic() - self._last_sync < SAFETY_SYNC_SECONDS
         if not self._no_files or self._globbed:
             return False
-        return time.monotonic() - self._absent_at < 0.005 or not any(os.path.exists(p) for p in self._root_paths)
+        return time.monotonic() - self._absent_at < 0.005 or len(self._absent_roots.absent()) == len(self._root_paths)
 
     def distinct(self, hits: list[Hit], threshold: float, vecs: dict | None = None) -> list[Hit]:
         """``hits`` (best first) without those whose text is a near-duplicate of a better one:

@@ -119,7 +119,7 @@ def before_llm_call(ctx, request):
         ctx.state["_skills_selected_emitted"] = True
         ctx.emit("skills.active", skills=[s.name for s in active], tools=[t.name for s in active for t in s.tool_definitions])
         for s in active:
-            state.bump(ctx.session.store.conn, f"active:{s.name}")
+            state.bump(ctx.session.store, f"active:{s.name}")
 
 
 @hookimpl

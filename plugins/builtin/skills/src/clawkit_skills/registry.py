@@ -31,6 +31,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
+from clawkit.absent import AbsentPaths
+
 from . import changes
 from .compiler import CompiledSkill, SkillCompileError, compile_file, content_hash, missing_requirements
 from .claws import ClawsError
@@ -120,6 +122,7 @@ class SkillRegistry:
         # what the last scan saw: directory -> mtime_ns (None: absent / not a directory),
         # discovered files that could not be stat'ed, and whether the snapshot is racy
         self._dirs: dict[str, int | None] | None = None
+        self._missing_dirs: tuple[Any, list[str], AbsentPaths] | None = None
         self._unstatable: list[Path] = []
         self._racy = True
         self._watch_key: tuple | None = None
@@ -243,8 +246,13 @@ class SkillRegistry:
         notify.drain()
         if self._changed:
             return self.sync()
-        for d, mtime in self._dirs.items():  # type: ignore[union-attr]
-            if mtime is None and os.path.isdir(d):
+        missing = self._missing_dirs
+        if missing is None or missing[0] is not self._dirs:  # the folders the last scan did not find
+            gone = [d for d, mtime in self._dirs.items() if mtime is None]  # type: ignore[union-attr]
+            missing = self._missing_dirs = (self._dirs, gone, AbsentPaths(gone))
+        if missing[1]:
+            absent = missing[2].absent()  # one stat per parent folder while those are unchanged
+            if len(absent) != len(missing[1]) and any(os.path.isdir(d) for d in missing[1]):
                 return self.sync()
         for path in self._linked:
             state = self.files.get(path)

@@ -70,7 +70,7 @@ def _make_skill_tool(skill: CompiledSkill, td: Any, write_back: bool) -> SkillTo
             detail = "; ".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors[:5])
             raise ToolError(f"invalid arguments for {td.name}: {detail}")
         if ctx is not None:
-            bump(ctx.session.store.conn, f"tool:{skill.name}")
+            bump(ctx.session.store, f"tool:{skill.name}")
         if write_back and skill.format == "claws":
             _record_execution(skill)
         return json.dumps({
@@ -192,7 +192,7 @@ def load_skill(name: str, ctx: Any) -> str:
         ctx.session.set(LOADED_KEY, loaded + [name])
     ctx.emit("skills.loaded", skill=name, tools=[t.name for t in sk.tool_definitions])
     ctx.invalidate_prompt()  # the next round of this turn must see the skill's section
-    bump(ctx.session.store.conn, f"loaded:{name}")
+    bump(ctx.session.store, f"loaded:{name}")
     tools = ", ".join(t.name for t in sk.tool_definitions)
     return (f"Skill {name} loaded for this session: its instructions are now in your system prompt"
             + (f" and its tools are available: {tools}." if tools else ".") + "\n\n" + sk.system_prompt_section)

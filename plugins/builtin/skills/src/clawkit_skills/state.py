@@ -163,7 +163,7 @@ def flush_counters(ctx: Any, reg: SkillRegistry) -> None:
     done = _flushed.setdefault(reg, {})
     for key, value in list(reg.counters.items()):
         if value != done.get(key, 0):
-            bump(ctx.session.store.conn, key, value - done.get(key, 0))
+            bump(ctx.session.store, key, value - done.get(key, 0))
             done[key] = value
 
 
@@ -171,8 +171,23 @@ _METRICS = metrics_table("skills_metrics")
 _UPSERT = metrics_upsert("skills_metrics")
 
 
-def bump(conn: Any, metric: str, by: float = 1.0) -> None:
+_declared: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()  # store -> conn its table was made on
+
+
+def bump(store: Any, metric: str, by: float = 1.0) -> None:
+    """Add ``by`` to ``metric``. Given a session store that offers ``queue``, the row is committed
+    with the store's next write (the turn's), not by a write of its own on the reply path;
+    given a bare connection, written on it at once."""
     try:
+        queue = getattr(store, "queue", None)
+        if callable(queue) and hasattr(store, "flush"):
+            conn = store.conn
+            if _declared.get(store) is not conn:
+                declare(conn, _METRICS)
+                _declared[store] = conn
+            queue(_UPSERT, (metric, by, time.time()))
+            return
+        conn = getattr(store, "conn", store)
         declare(conn, _METRICS)
         conn.execute(_UPSERT, (metric, by, time.time()))
     except Exception as exc:  # metrics never break a turn
