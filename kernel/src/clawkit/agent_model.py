@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from .context import TurnContext
-from .hooks import maybe_await
+from .hooks import isawaitable, maybe_await
 from .prompt import ContributorContext, PromptContributor, StaticContributor, assemble
 from .providers import ProviderError
 from .types import LlmRequest, LlmResponse, Message, Outbound, SessionClassification, new_id
@@ -60,8 +60,40 @@ class ModelSide:
         if session.classification is not None and not session.get("reclassify"):
             return None
 
+        # each implementation is called here: one that answers None at once (nothing to classify
+        # with) costs no task; the first awaitable runs in the background, the later ones after it
+        impls = self.hooks.impls("classify_session")
+        kw = {"session": session, "messages": list(session.history), "ctx": ctx}
+        first: Any = None
+        rest = 0
+        for i, (plugin, fn, argnames) in enumerate(impls):
+            try:
+                first = self.hooks._invoke("classify_session", plugin, fn, argnames, kw)
+            except Exception as exc:
+                self.hooks.report("classify_session", plugin, exc)
+                continue
+            if first is not None:
+                rest = i + 1
+                break
+        if first is None:
+            if session.get("reclassify"):
+                session.set("reclassify", False)
+            return None
+
         async def classify() -> None:
-            c = await self.hooks.call_first("classify_session", session=session, messages=list(session.history), ctx=ctx)
+            c = None
+            try:
+                c = await first if isawaitable(first) else first
+            except Exception as exc:
+                self.hooks.report("classify_session", impls[rest - 1][0], exc)
+            for plugin, fn, argnames in impls[rest:] if c is None else ():
+                try:
+                    c = await maybe_await(self.hooks._invoke("classify_session", plugin, fn, argnames, kw))
+                except Exception as exc:
+                    self.hooks.report("classify_session", plugin, exc)
+                    continue
+                if c is not None:
+                    break
             if session.get("reclassify"):
                 session.set("reclassify", False)
             if isinstance(c, SessionClassification):

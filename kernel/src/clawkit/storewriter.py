@@ -209,43 +209,29 @@ class LockedConnection:
             lock.release()
         lock.release()
 
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        self._settle()
+    def _call(self, method: Callable[..., Any], *args: Any, settle: bool = True) -> Any:
+        if settle:
+            self._settle()
         self._writer.lock.acquire()
         try:
-            return self._raw.execute(sql, params)
+            return method(*args)
         finally:
             self._keep()
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        return self._call(self._raw.execute, sql, params)
 
     def executemany(self, sql: str, seq: Any) -> Any:
-        self._settle()
-        self._writer.lock.acquire()
-        try:
-            return self._raw.executemany(sql, seq)
-        finally:
-            self._keep()
+        return self._call(self._raw.executemany, sql, seq)
 
     def executescript(self, script: str) -> Any:
-        self._settle()
-        self._writer.lock.acquire()
-        try:
-            return self._raw.executescript(script)
-        finally:
-            self._keep()
+        return self._call(self._raw.executescript, script)
 
     def commit(self) -> None:
-        self._writer.lock.acquire()
-        try:
-            self._raw.commit()
-        finally:
-            self._keep()
+        self._call(self._raw.commit, settle=False)
 
     def rollback(self) -> None:
-        self._writer.lock.acquire()
-        try:
-            self._raw.rollback()
-        finally:
-            self._keep()
+        self._call(self._raw.rollback, settle=False)
 
     def __enter__(self) -> "LockedConnection":
         self._settle()

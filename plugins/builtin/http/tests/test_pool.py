@@ -34,7 +34,7 @@ def test_many_requests_in_flight_share_a_bounded_pool_and_one_user_keeps_one_con
     async def scenario():
         first = await prov.complete(request(False))
         again = await prov.complete(request(True))
-        pool = prov.client()._transport._pool
+        pool = prov.client().transport._pool
         sequential_idle = pool._idle_count
         many = await asyncio.gather(*(prov.complete(request(bool(i % 2))) for i in range(30)))
         after = pool._idle_count, pool._in_flight
@@ -113,3 +113,22 @@ def test_connection_errors_keep_their_classes(model_server):
 
     err = asyncio.run(scenario())
     assert isinstance(err.__cause__.__cause__, ConnectionRefusedError)
+
+
+def test_proxies_from_the_environment_still_apply(model_server, monkeypatch):
+    """With HTTP_PROXY set the request goes through httpx's own client, which uses the proxy
+    (here a closed port: the call fails) unless NO_PROXY exempts the host."""
+    from clawkit.providers import ProviderError
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy",
+                 "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    model_server.script("direct")
+    cfg = ModelConfig(name="openai/m", api_base=model_server.url, api_key="k", timeout=5, max_retries=0)
+    req = LlmRequest(model="", messages=[Message(role="user", content="hi")])
+    with pytest.raises(ProviderError) as info:
+        asyncio.run(HttpProvider(cfg).complete(req))
+    assert info.value.kind == "connection" and model_server.requests == []
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    assert asyncio.run(HttpProvider(cfg).complete(req)).content == "direct"

@@ -49,6 +49,7 @@ def on_event(event):
 
 
 @hookimpl
-async def classify_session(session, messages):
-    """Classify with ``plugins.classifier.model``; None (unclassified) on any failure."""
-    return await _classifier().classify_session(session, messages)
+def classify_session(session, messages):
+    """Classify with ``plugins.classifier.model``; None (unclassified) on any failure — at once,
+    with no task, when there is nothing to classify with."""
+    return _classifier().classify_session(session, messages)

@@ -210,8 +210,9 @@ async def classify(provider: Any, model: ModelConfig, messages: list[Message], c
     return parse_classification(response.content)
 
 
-async def classify_session(session, messages):
-    """Classify with ``plugins.classifier.model``; None (unclassified) on any failure."""
+def classify_session(session, messages):
+    """None at once when there is nothing to do (no classifier model, attempts spent, no running
+    agent) — the kernel then starts no task — else the classification's coroutine."""
     cfg = settings(session.agent)
     ctx = _live.get(session.id)
     model = classifier_model(cfg)
@@ -231,6 +232,12 @@ async def classify_session(session, messages):
     if ctx is None or getattr(ctx, "runtime", None) is None:
         log.warning("session %s: classification skipped: no running agent to call the classifier model with", session.id)
         return None
+    return _classify_now(session, messages, cfg, ctx, model, attempts)
+
+
+async def _classify_now(session: Any, messages: list[Message], cfg: ClassifierConfig, ctx: Any, model: ModelConfig,
+                        attempts: int) -> SessionClassification | None:
+    """The classifier model's call; None (unclassified) on any failure."""
     t0 = time.perf_counter()
     try:
         provider = _provider(ctx.runtime, model)
