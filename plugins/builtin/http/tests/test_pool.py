@@ -34,7 +34,7 @@ def test_many_requests_in_flight_share_a_bounded_pool_and_one_user_keeps_one_con
     async def scenario():
         first = await prov.complete(request(False))
         again = await prov.complete(request(True))
-        pool = prov.client()._transport._pool
+        pool = prov.client().transport._pool
         sequential_idle = pool._idle_count
         many = await asyncio.gather(*(prov.complete(request(bool(i % 2))) for i in range(30)))
         after = pool._idle_count, pool._in_flight
@@ -113,3 +113,62 @@ def test_connection_errors_keep_their_classes(model_server):
 
     err = asyncio.run(scenario())
     assert isinstance(err.__cause__.__cause__, ConnectionRefusedError)
+
+
+def test_proxies_from_the_environment_still_apply(model_server, monkeypatch):
+    """With HTTP_PROXY set the request goes through httpx's own client, which uses the proxy
+    (here a closed port: the call fails) unless NO_PROXY exempts the host."""
+    from clawkit.providers import ProviderError
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy",
+                 "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    model_server.script("direct")
+    cfg = ModelConfig(name="openai/m", api_base=model_server.url, api_key="k", timeout=5, max_retries=0)
+    req = LlmRequest(model="", messages=[Message(role="user", content="hi")])
+    with pytest.raises(ProviderError) as info:
+        asyncio.run(HttpProvider(cfg).complete(req))
+    assert info.value.kind == "connection" and model_server.requests == []
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    assert asyncio.run(HttpProvider(cfg).complete(req)).content == "direct"
+
+
+def test_https_through_the_asyncio_network_layer(model_server, tmp_path, monkeypatch):
+    """TLS (asyncio's start_tls under httpcore): plain and streamed answers, connections reused;
+    a certificate nobody trusts is a ``tls`` error, not retried."""
+    import ssl
+    import subprocess
+
+    from clawkit.providers import ProviderError
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    model_server._httpd.socket = tls.wrap_socket(model_server._httpd.socket, server_side=True)
+    model_server.script("plain over tls", Reply.text("streamed over tls"), "again")
+    url = f"https://127.0.0.1:{model_server.port}/v1"
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    prov = HttpProvider(ModelConfig(name="openai/m", api_base=url, api_key="k", timeout=5, max_retries=0))
+
+    def request() -> LlmRequest:
+        return LlmRequest(model="", messages=[Message(role="user", content="hi")])
+
+    async def scenario():
+        plain = await prov.complete(request().model_copy(update={"stream": False}))
+        deltas: list[str] = []
+        streamed = await prov.complete(request(), deltas.append)
+        again = await prov.complete(request())
+        idle = prov.client().transport._pool._idle_count
+        await prov.aclose()
+        return plain.content, "".join(deltas), streamed.content, again.content, idle
+
+    assert asyncio.run(scenario()) == ("plain over tls", "streamed over tls", "streamed over tls", "again", 1)
+    monkeypatch.delenv("SSL_CERT_FILE")
+    with pytest.raises(ProviderError, match="CERTIFICATE_VERIFY_FAILED") as info:
+        asyncio.run(HttpProvider(ModelConfig(name="openai/m", api_base=url, api_key="k", timeout=5,
+                                             max_retries=0)).complete(request()))
+    assert info.value.kind == "tls" and not info.value.retryable

@@ -76,12 +76,27 @@ def _expire(fut: asyncio.Future[None], error: type[Exception], timeout: float) -
         fut.set_exception(error(f"timed out after {timeout:g}s"))
 
 
+#: writes are held back (up to this many bytes) until the next read: h11 writes a request's
+#: head and body separately, and one segment instead of two halves the wake-ups on both ends
+CORK = 64 * 1024
+
+
 class AsyncioStream(httpcore.AsyncNetworkStream):
     def __init__(self, transport: Any, protocol: _Protocol) -> None:
         self._transport = transport
         self._protocol = protocol
+        self._held: list[bytes] = []
+        self._held_size = 0
+
+    def _flush(self) -> None:
+        if self._held:
+            data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
+            self._held, self._held_size = [], 0
+            if not self._transport.is_closing():  # else the read that follows reports the hang-up
+                self._transport.write(data)
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self._flush()
         proto = self._protocol
         if not proto.buffer and not proto.eof:
             proto.waiter = asyncio.get_running_loop().create_future()
@@ -104,7 +119,11 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         if self._transport.is_closing():
             error = proto.error
             raise httpcore.WriteError(str(error) if error else "the connection is closed") from error
-        self._transport.write(buffer)
+        self._held.append(buffer)
+        self._held_size += len(buffer)
+        if self._held_size < CORK:
+            return
+        self._flush()
         if proto.paused:
             proto.drained = asyncio.get_running_loop().create_future()
             try:
@@ -115,10 +134,12 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
                 raise httpcore.WriteError(str(proto.error)) from proto.error
 
     async def aclose(self) -> None:
+        self._held, self._held_size = [], 0
         self._transport.close()
 
     async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
                         timeout: float | None = None) -> httpcore.AsyncNetworkStream:
+        self._flush()
         loop = asyncio.get_running_loop()
         try:
             transport = await loop.start_tls(self._transport, self._protocol, ssl_context,

@@ -55,6 +55,60 @@ class _Failed(Exception):
         self.failure = failure
 
 
+def _environment_proxies() -> bool:
+    """Whether ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` (or the system's settings) name a proxy."""
+    from urllib.request import getproxies
+
+    found = getproxies()
+    return any(found.get(scheme) for scheme in ("http", "https", "all"))
+
+
+def _json_bytes(body: dict[str, Any]) -> bytes:
+    """The request body as httpx's ``json=`` encodes it."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+class _Pool:
+    """One event loop's connection pool (httpx's transport over :mod:`clawkit_http.pool`) and
+    what every request through it shares: the parsed URL, the headers, the timeouts.
+
+    Requests go to the transport directly rather than through ``httpx.AsyncClient``, whose
+    per-request work (URL merging, cookies, auth and redirect handling) the provider never
+    needs; the requests, responses and exception classes are httpx's."""
+
+    def __init__(self, provider: "HttpProvider", tls: Any) -> None:
+        import httpx
+
+        from .pool import LeanTransport
+
+        limits = httpx.Limits(max_connections=provider.max_connections,
+                              max_keepalive_connections=min(provider.max_connections, 1000))
+        self.client: Any = None
+        if _environment_proxies():  # httpx's own client applies them (and NO_PROXY) exactly as it always did
+            self.client = httpx.AsyncClient(timeout=httpx.Timeout(provider.config.timeout), verify=tls, limits=limits)
+        self.transport = LeanTransport(verify=tls, limits=limits)
+        self.url = httpx.URL(provider.endpoint)
+        self.headers = {"Accept": "*/*", "Accept-Encoding": "gzip, deflate", "User-Agent": "clawkit-http",
+                        **provider._headers()}
+        self.timeout = httpx.Timeout(provider.config.timeout).as_dict()
+        self._request = httpx.Request
+
+    async def send(self, body: dict[str, Any]) -> Any:
+        """POST ``body`` as JSON; the response's body is still to be read (and closed)."""
+        request = self._request("POST", self.url, headers=self.headers, content=_json_bytes(body),
+                                extensions={"timeout": self.timeout})
+        if self.client is not None:
+            return await self.client.send(request, stream=True)
+        response = await self.transport.handle_async_request(request)
+        response.request = request
+        return response
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+        if self.client is not None:
+            await self.client.aclose()
+
+
 class HttpProvider:
     """A :class:`clawkit.providers.Provider` speaking OpenAI chat completions or Anthropic Messages.
 
@@ -102,26 +156,21 @@ class HttpProvider:
             head = {"Authorization": f"Bearer {self.api_key}"}
         return {**head, "Content-Type": "application/json", **self.headers}
 
-    def client(self) -> Any:
+    def client(self) -> "_Pool":
         """One connection pool per event loop (``Agent.run`` starts a loop per turn)."""
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
             self._client, self._loop = self._new_client(), loop
         return self._client
 
-    def _new_client(self) -> Any:
+    def _new_client(self) -> "_Pool":
         import httpx
 
         if self._tls is None:  # one TLS context for every pool: loading the CA bundle costs ~25 ms each
             self._tls = httpx.create_ssl_context()
-        from .pool import LeanTransport
+        return _Pool(self, self._tls)
 
-        limits = httpx.Limits(max_connections=self.max_connections,
-                              max_keepalive_connections=min(self.max_connections, 1000))
-        return httpx.AsyncClient(timeout=httpx.Timeout(self.config.timeout),
-                                 transport=LeanTransport(verify=self._tls, limits=limits))
-
-    def _warm_client(self) -> Any:
+    def _warm_client(self) -> "_Pool":
         import importlib
 
         # what httpcore imports on its first request (anyio, for its locks: ~100 ms on a busy machine)
@@ -198,10 +247,13 @@ class HttpProvider:
 
     async def _whole(self, body: dict[str, Any]) -> LlmResponse:
         try:
-            response = await self.client().post(self.endpoint, json=body, headers=self._headers())
-            if response.status_code >= 400:
-                raise await self._post_failed(response)
-            data = response.json()
+            response = await self.client().send(body)
+            try:
+                if response.status_code >= 400:
+                    raise await self._post_failed(response)
+                data = json.loads(await response.aread())
+            finally:
+                await response.aclose()
         except _Failed:
             raise
         except ValueError as exc:
@@ -211,26 +263,34 @@ class HttpProvider:
         return self.wire.parse_response(data)
 
     async def _stream(self, body: dict[str, Any], on_text: OnText | None, delivered: list[str]) -> LlmResponse:
+        """Server-sent events, split by hand on the raw bytes: httpx's ``aiter_lines`` decodes
+        every chunk to text through three generator layers, and only ``data:`` lines matter."""
         assembler = self.wire.StreamAssembler()
         try:
-            async with self.client().stream("POST", self.endpoint, json=body, headers=self._headers()) as response:
+            response = await self.client().send(body)
+            try:
                 if response.status_code >= 400:
                     raise await self._post_failed(response)
-                data: list[str] = []
-                async for line in response.aiter_lines():
-                    if line.startswith("data:"):
-                        data.append(line[5:].lstrip(" "))
-                        continue
-                    if line or not data:
-                        continue  # event names, comments, keep-alives
-                    payload, data = "\n".join(data), []
-                    if payload == "[DONE]":
-                        assembler.done = True
-                        continue  # read on to the body's end: a connection left mid-body cannot be reused
-                    delta = assembler.add(json.loads(payload))
-                    if delta:
-                        await self._deliver(on_text, delta)
-                        delivered.append(delta)
+                data: list[bytes] = []
+                rest = b""
+                async for chunk in response.aiter_bytes():
+                    *lines, rest = (rest + chunk).split(b"\n")
+                    for line in lines:
+                        if line.startswith(b"data:"):
+                            data.append(line[5:].strip(b" \r"))
+                            continue
+                        if line.rstrip(b"\r") or not data:
+                            continue  # event names, comments, keep-alives
+                        payload, data = b"\n".join(data), []
+                        if payload == b"[DONE]":
+                            assembler.done = True
+                            continue  # read on to the body's end: a connection left mid-body cannot be reused
+                        delta = assembler.add(json.loads(payload))
+                        if delta:
+                            await self._deliver(on_text, delta)
+                            delivered.append(delta)
+            finally:
+                await response.aclose()
         except (_Failed, _CallbackError):
             raise
         except anthropic_format.StreamError as exc:
