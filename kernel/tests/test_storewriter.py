@@ -238,3 +238,4 @@ def test_a_queued_call_reads_and_writes_inside_the_commit_and_a_failing_one_is_r
         assert "broken" in caplog.text
     finally:
         store.close()
+

@@ -127,14 +127,18 @@ class _DaemonThreads:
 
         threading.Thread(target=self._work, args=(job,), name="clawkit-tool", daemon=True).start()
 
+    def _ready(self) -> None:
+        with self._lock:
+            self._idle += 1
+
     def _work(self, job: tuple) -> None:
         import queue
 
         while True:
-            _settle_job(job)
+            # idle before the result is handed back: the awaiting turn's next sync call (often
+            # microseconds later) finds this thread instead of starting another
+            _settle_job(job, self._ready)
             job = None  # type: ignore[assignment]  # drop references before idling
-            with self._lock:
-                self._idle += 1
             while True:
                 try:
                     job = self._jobs.get(timeout=self.IDLE)
@@ -146,7 +150,7 @@ class _DaemonThreads:
                             return
 
 
-def _settle_job(job: tuple) -> None:
+def _settle_job(job: tuple, ready: Callable[[], None]) -> None:
     context, fn, kwargs, loop, fut = job
 
     def settle(method: str, value: Any) -> None:
@@ -155,15 +159,13 @@ def _settle_job(job: tuple) -> None:
 
     try:
         value = context.run(fn, **kwargs)
+        method = "set_result"
     except BaseException as exc:  # handed to the awaiting task
-        try:
-            loop.call_soon_threadsafe(settle, "set_exception", exc)
-        except RuntimeError:  # the loop is gone: nobody is waiting
-            pass
-        return
+        value, method = exc, "set_exception"
+    ready()
     try:
-        loop.call_soon_threadsafe(settle, "set_result", value)
-    except RuntimeError:
+        loop.call_soon_threadsafe(settle, method, value)
+    except RuntimeError:  # the loop is gone: nobody is waiting
         pass
 
 

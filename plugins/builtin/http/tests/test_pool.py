@@ -132,3 +132,43 @@ def test_proxies_from_the_environment_still_apply(model_server, monkeypatch):
     assert info.value.kind == "connection" and model_server.requests == []
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     assert asyncio.run(HttpProvider(cfg).complete(req)).content == "direct"
+
+
+def test_https_through_the_asyncio_network_layer(model_server, tmp_path, monkeypatch):
+    """TLS (asyncio's start_tls under httpcore): plain and streamed answers, connections reused;
+    a certificate nobody trusts is a ``tls`` error, not retried."""
+    import ssl
+    import subprocess
+
+    from clawkit.providers import ProviderError
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    model_server._httpd.socket = tls.wrap_socket(model_server._httpd.socket, server_side=True)
+    model_server.script("plain over tls", Reply.text("streamed over tls"), "again")
+    url = f"https://127.0.0.1:{model_server.port}/v1"
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    prov = HttpProvider(ModelConfig(name="openai/m", api_base=url, api_key="k", timeout=5, max_retries=0))
+
+    def request() -> LlmRequest:
+        return LlmRequest(model="", messages=[Message(role="user", content="hi")])
+
+    async def scenario():
+        plain = await prov.complete(request().model_copy(update={"stream": False}))
+        deltas: list[str] = []
+        streamed = await prov.complete(request(), deltas.append)
+        again = await prov.complete(request())
+        idle = prov.client().transport._pool._idle_count
+        await prov.aclose()
+        return plain.content, "".join(deltas), streamed.content, again.content, idle
+
+    assert asyncio.run(scenario()) == ("plain over tls", "streamed over tls", "streamed over tls", "again", 1)
+    monkeypatch.delenv("SSL_CERT_FILE")
+    with pytest.raises(ProviderError, match="CERTIFICATE_VERIFY_FAILED") as info:
+        asyncio.run(HttpProvider(ModelConfig(name="openai/m", api_base=url, api_key="k", timeout=5,
+                                             max_retries=0)).complete(request()))
+    assert info.value.kind == "tls" and not info.value.retryable
