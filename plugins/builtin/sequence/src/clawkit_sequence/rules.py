@@ -137,6 +137,10 @@ class SequenceHistory:
 
     def __init__(self, store: Any):
         self.conn = _conn(store)
+        queue, flush = getattr(store, "queue", None), getattr(store, "flush", None)
+        # the store's queue when it has one: a record rides the turn's next commit instead of a write
+        # of its own on the tool path; the first read here flushes it (a check never misses a record)
+        self._queue, self._flush = (queue, flush) if callable(queue) and callable(flush) else (None, None)
 
     def record(self, session_id: str, call_id: str, tool: str, values: dict[str, str]) -> None:
         """Remember one call; the same tool with the same values is stored once (first call id kept)."""
@@ -145,13 +149,18 @@ class SequenceHistory:
         rows = [(session_id, key, tool, "", "", call_id, now)] + [(session_id, key, tool, a, v, call_id, now) for a, v in values.items()]
         placeholders = ",".join(["(?,?,?,?,?,?,?)"] * len(rows))
         # one statement: the rows of a call land together or not at all
-        self.conn.execute(
-            f"INSERT OR IGNORE INTO {TABLE} (session_id, call_key, tool, arg, value, call_id, ts) VALUES {placeholders}",
-            [x for r in rows for x in r],
-        )
+        sql = f"INSERT OR IGNORE INTO {TABLE} (session_id, call_key, tool, arg, value, call_id, ts) VALUES {placeholders}"
+        params = tuple(x for r in rows for x in r)
+        if self._queue is not None:
+            self._queue(sql, params)
+        else:
+            self.conn.execute(sql, params)
 
     def seen(self, session_id: str, tool: str, wanted: dict[str, str]) -> bool:
         """Has a call of ``tool`` (a name or glob) with all ``wanted`` argument values run in this session?"""
+        if self._flush is not None:
+            self._flush()  # records queued by earlier calls of this turn
+            self._flush = None
         op = "="
         if any(c in tool for c in "*?["):
             op = "GLOB"

@@ -439,5 +439,5 @@ def decode_from_transport(ctx: Any, text: str, skill: str | None = None) -> CT1M
     """The message a ClawDense text carries (the same lexicon as the sender's)."""
     message = transport_codec(ctx, skill).decode(text)
     if ctx is not None:
-        metrics.bump(ctx.session.store.conn, "messages_decoded")
+        metrics.bump_with_turn(ctx.session.store, "messages_decoded")  # committed with the turn
     return message
