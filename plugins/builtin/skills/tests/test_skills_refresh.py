@@ -160,3 +160,29 @@ def test_an_edit_behind_a_symlinked_skill_file_is_seen(tmp_path, mode):
     reg.refresh()
     real_file.write_text(real_file.read_text().replace("**Tone:** Brief", "**Tone:** LINKED"))
     assert reg.refresh() is True and "LINKED" in reg.get("weather").system_prompt_section
+
+
+def test_list_skills_follows_the_allowlist_and_the_skills(tmp_path):
+    """list_skills remembers each skill's admission between messages; a change of the tools'
+    groups or declared names, or of the skills, is answered anew."""
+    from types import SimpleNamespace
+
+    from clawkit.tools import ToolRegistry
+
+    root = tmp_path / "skills"
+    root.mkdir()
+    shutil.copy(WEATHER, root / "weather.claws")
+    reg = clawkit_skills.SkillRegistry([("workspace", root)])
+    reg.sync()
+    tools = ToolRegistry(["add"])
+    ctx = SimpleNamespace(state={"skills.registry": reg}, tools=tools)
+    assert clawkit_skills.list_skills(ctx) == [] and clawkit_skills.list_skills(ctx) == []
+    tools.declared.add("load_skill")
+    assert [s.name for s in clawkit_skills.list_skills(ctx)] == ["weather"]
+    tools.declared.discard("load_skill")
+    tools.allow.append("skills")
+    tools.add_group("skills", ("load_skill", "skill_*"))
+    assert [s.name for s in clawkit_skills.list_skills(ctx)] == ["weather"]
+    (root / "weather.claws").unlink()
+    reg.sync()
+    assert clawkit_skills.list_skills(ctx) == []

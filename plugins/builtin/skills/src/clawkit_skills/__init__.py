@@ -21,6 +21,8 @@ arguments with the skill's plan and guardrails as JSON for the model to follow.
 
 from __future__ import annotations
 
+import weakref
+from typing import Any
 
 from clawkit import hook_order, hookimpl
 from clawkit.lazy import lazy_exports, lazy_module
@@ -153,7 +155,23 @@ def list_skills(ctx):
     if reg is None:
         reg = state.registry_for(ctx)
         reg.refresh()
-    return [s for s in reg.available() if state.admitted(ctx.tools, s)]
+    tools = ctx.tools
+    available = reg.available()
+    patterns, declared = getattr(tools, "patterns", None), getattr(tools, "declared", None)
+    if not callable(patterns) or not isinstance(declared, set):
+        return [s for s in available if state.admitted(tools, s)]
+    # asked every message (the translation router): each skill's admission is remembered while
+    # the skills, the tool registry, its allowlist patterns and its declared tools are the same
+    key = (tuple(map(id, available)), patterns(), frozenset(declared))
+    hit = _admitted.get(reg)
+    if hit is not None and hit[0] is tools and hit[1] == key:
+        return list(hit[3])
+    out = [s for s in available if state.admitted(tools, s)]
+    _admitted[reg] = (tools, key, available, out)  # (the skills kept alive: their ids stay theirs)
+    return list(out)
+
+
+_admitted: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()
 
 
 @hookimpl
