@@ -76,16 +76,22 @@ class ProjectContext(PromptContributor):
     def __init__(self) -> None:
         self._cache: dict[str, tuple[tuple[int, int], str]] = {}
         self._quotes: dict[str, tuple[str, str]] = {}  # name -> (text, its quote)
-        self._absent: dict[tuple[str, tuple[str, ...]], AbsentPaths] = {}  # missing project files: one stat per turn
+        self._absent: dict[tuple[str, tuple[str, ...]], tuple] = {}  # missing project files: one stat per turn
 
-    def _missing(self, workspace: str, names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    def _missing(self, workspace: str, names: tuple[str, ...] | list[str]) -> frozenset[str]:
+        """The project file names not in ``workspace`` (one stat of the folder while it is unchanged)."""
         key = (workspace, tuple(names))
-        watch = self._absent.get(key)
-        if watch is None:
+        hit = self._absent.get(key)
+        if hit is None:
             if len(self._absent) > 64:
                 self._absent.clear()
-            watch = self._absent[key] = AbsentPaths([os.path.join(workspace, n) for n in names])
-        return watch.absent()
+            watch = AbsentPaths([os.path.join(workspace, n) for n in names])
+            hit = self._absent[key] = (watch, dict(zip(watch.paths, names)), [(), frozenset()])
+        watch, name_of, last = hit
+        absent = watch.absent()
+        if absent is not last[0]:  # (the same tuple while nothing changed)
+            last[:] = [absent, frozenset(name_of[p] for p in absent)]
+        return last[1]
 
     def _read(self, path: str) -> str | None:
         try:
@@ -124,15 +130,14 @@ class ProjectContext(PromptContributor):
         cfg = settings_of(ctx.agent)
         budget = cfg.project_files_max_chars
         parts = []
-        workspace = os.path.abspath(ctx.workspace)
+        workspace = os.fspath(ctx.workspace)
         missing = self._missing(workspace, cfg.project_files)
         for name in cfg.project_files:
             if budget <= 0:
                 break
-            path = os.path.join(workspace, name)
-            if path in missing:
+            if name in missing:
                 continue
-            text = self._read(path)
+            text = self._read(os.path.join(workspace, name))
             if not text or not text.strip():
                 continue
             text = text.strip()
@@ -197,7 +202,7 @@ class Runtime(PromptContributor):
         if system is None:  # fixed for the process
             system = Runtime._system = f"{platform.system()} {platform.release()} ({platform.machine()})".strip()
         today = _dt.date.today()
-        key = (today, ctx.workspace)
+        key = (today, os.fspath(ctx.workspace))  # (a str: comparing Paths costs more than the text)
         last = self._last
         if last is None or last[0] != key:  # the text changes with the day or the workspace
             cwd = os.path.abspath(ctx.workspace)
