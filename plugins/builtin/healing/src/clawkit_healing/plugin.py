@@ -64,8 +64,10 @@ def observe(ctx: Any, st: dict[str, Any]) -> None:
     seen = ctx.state.get("healing.seen")
     if seen is None or seen > len(history):
         seen = len(history)  # the first request of a turn: nothing new yet
-    new = history[seen:]
     ctx.state["healing.seen"] = len(history)
+    if seen == len(history):
+        return  # nothing arrived (a turn's first request): no plan or calls to look at
+    new = history[seen:]
     calls = {c.id: c for m in new if m.role == "assistant" for c in m.tool_calls}
     plan = ctx.session.get("plan") or {}  # the plan (clawkit-plans), if any, is session metadata
     done = sum(1 for s in plan.get("steps", []) if isinstance(s, dict) and s.get("status") == "done")
