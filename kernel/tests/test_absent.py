@@ -62,3 +62,13 @@ def test_a_dangling_symlink_is_never_trusted(tmp_path):
     (tmp_path / "elsewhere.md").write_text("now it resolves")  # the link's own folder is untouched
     _age(tmp_path)
     assert watch.absent() == ()
+
+
+def test_a_path_that_vanishes_is_noticed(tmp_path):
+    (tmp_path / "README.md").write_text("x")
+    _age(tmp_path)
+    watch = AbsentPaths([str(tmp_path / "README.md")])
+    assert watch.absent() == ()
+    assert watch.absent() == ()
+    (tmp_path / "README.md").unlink()
+    assert watch.absent() == (str(tmp_path / "README.md"),)

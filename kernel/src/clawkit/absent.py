@@ -40,17 +40,20 @@ def _nearest_existing(path: str) -> str:
 
 class AbsentPaths:
     """``absent()``: the paths (strings) that do not exist, found cheaply while their parent
-    folders are unchanged. Not thread-safe: one per owner, called from its own thread."""
+    folders are unchanged (a path that appears or vanishes moves its folder's mtime). Not
+    thread-safe: one per owner, called from its own thread."""
 
     def __init__(self, paths: list[str] | tuple[str, ...]):
         self.paths = tuple(os.path.abspath(p) for p in paths)
         self._missing: tuple[str, ...] = ()
         self._trusted: tuple[tuple[str, tuple[int, int]], ...] | None = None  # None: never scanned
-        self._direct: tuple[str, ...] = ()  # missing paths under a folder changed too recently: looked at
+        # paths under a folder changed too recently, and symlinks (their target can change without
+        # their folder): looked at on every check, with whether they existed at the last scan
+        self._direct: tuple[tuple[str, bool], ...] = ()
         self._retry_at = 0  # time.time_ns() when those folders' stamps can be trusted (then scan again)
 
     def absent(self) -> tuple[str, ...]:
-        """The paths that do not exist now (a path that exists is not in the answer)."""
+        """The paths that do not exist now."""
         if self._trusted is None:
             return self._scan()
         for folder, stamp in self._trusted:
@@ -59,32 +62,31 @@ class AbsentPaths:
         if self._direct:
             if time.time_ns() >= self._retry_at:
                 return self._scan()
-            for p in self._direct:
-                if os.path.exists(p):
+            for p, existed in self._direct:
+                if os.path.exists(p) is not existed:
                     return self._scan()
         return self._missing
 
     def _scan(self) -> tuple[str, ...]:
-        missing = tuple(p for p in self.paths if not os.path.exists(p))
         now = time.time_ns()
+        missing: list[str] = []
         stamps: dict[str, tuple[int, int] | None] = {}
-        direct: list[str] = []
+        direct: list[tuple[str, bool]] = []
         retry_at = now + RACY_NS
-        for p in missing:
-            if os.path.lexists(p):  # a dangling symlink can come alive without its folder changing
-                direct.append(p)
+        for p in self.paths:
+            exists = os.path.exists(p)
+            if not exists:
+                missing.append(p)
+            if os.path.islink(p):  # a symlink's target can come and go without its folder changing
+                direct.append((p, exists))
                 continue
-            folder = _nearest_existing(p)
+            folder = os.path.dirname(p) if exists else _nearest_existing(p)
             stamp = stamps[folder] = stamps[folder] if folder in stamps else _stamp(folder)
             if stamp is None or now - stamp[0] < RACY_NS:
-                direct.append(p)
-                if stamp is not None:
-                    retry_at = min(retry_at, stamp[0] + RACY_NS)
-                else:
-                    retry_at = now
-        self._missing = missing
-        # existing paths are the caller's to watch (their own stat, inotify): only absence is cached
+                direct.append((p, exists))
+                retry_at = min(retry_at, stamp[0] + RACY_NS) if stamp is not None else now
+        self._missing = tuple(missing)
         self._trusted = tuple((f, st) for f, st in stamps.items() if st is not None and now - st[0] >= RACY_NS)
         self._direct = tuple(direct)
         self._retry_at = retry_at
-        return missing
+        return self._missing
