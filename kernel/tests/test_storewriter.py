@@ -239,3 +239,16 @@ def test_a_queued_call_reads_and_writes_inside_the_commit_and_a_failing_one_is_r
     finally:
         store.close()
 
+
+
+def test_replacing_a_long_history_is_one_transaction(tmp_path):
+    store = SessionStore(tmp_path / "state.db")
+    try:
+        sid = store.create("a")
+        store.append(sid, Message(role="user", content="old"))
+        before = store._writer.commits
+        store.replace_messages(sid, [Message(role="user", content=str(i)) for i in range(600)])
+        assert store._writer.commits - before == 1  # not split at the queue's 256-statement spill
+        assert [m.content for m in store.messages(sid)] == [str(i) for i in range(600)]
+    finally:
+        store.close()

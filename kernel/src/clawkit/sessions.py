@@ -1,10 +1,11 @@
 """Sessions in SQLite: the single source of truth for messages, metadata, events, usage.
 
-Every write is committed as it happens (WAL, ``synchronous=NORMAL``): a process
-killed mid-turn loses nothing it already wrote, and the session resumes from the
-database. Plugins keep their own tables in the same file, prefixed by their name
-(``store.conn`` is an ordinary sqlite3 connection; wrap it with sqlite-utils if
-you like).
+What a turn writes is committed as soon as the turn next waits (WAL, ``synchronous=NORMAL``;
+one transaction for every session's writes since the last commit, see :mod:`clawkit.storewriter`)
+and before a tool runs: a process killed mid-turn loses nothing it wrote before its last wait,
+and the session resumes from the database. Plugins keep their own tables in the same file,
+prefixed by their name (``store.conn`` has the sqlite3 connection's API; every statement through
+it first commits what the store has queued).
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ class SessionStore:
     dialect = SQLITE
     _run_end_sql = _RUN_END_SQL
     _checkpointer: Any = None
-    #: commits on a thread of their own (SQLite; see clawkit.storewriter), None on PostgreSQL
+    #: the grouped commits (SQLite; see clawkit.storewriter), None on PostgreSQL
     _writer: StoreWriter | None = None
 
     def __init__(self, path: str | Path = ".clawkit/state.db", *, persist: bool = True):
@@ -362,22 +363,7 @@ class SessionStore:
         the turn next waits inside one (see :mod:`clawkit.storewriter`) — or (``defer``) with the
         next commit: the turn's last message rides with the turn's end. Returns its row id (0 when
         not yet committed)."""
-        data = None
-        if message.tool_calls or message.tool_result or message.blocks or message.metadata:
-            # a tool result's text is the message's content: stored once (it was twice — and redacted
-            # twice), put back by messages()
-            exclude = _RESULT_TEXT if message.tool_result is not None and message.tool_result.content == message.content else None
-            try:
-                data = message.model_dump_json(include=_DATA_FIELDS, exclude=exclude, exclude_defaults=True)
-            except ValueError:  # a lone surrogate from a model or a tool: stored replaced, never a crash
-                data = _dump(_scrub(message.model_dump(include=_DATA_FIELDS, exclude=exclude, exclude_defaults=True)))
-        content = _scrub(message.content)
-        if self.redact is not None:
-            content = self.redact(content)
-            if data is not None:
-                data = self._redact_json(data)
-        row = (session_id, run_id, message.role, content, data, time.time())
-        sql = _MESSAGE_SQL
+        sql, row = _MESSAGE_SQL, self._message_row(session_id, message, run_id)
         if defer and not self.conn.in_transaction:
             self.queue(sql, row)
             return 0
@@ -395,6 +381,24 @@ class SessionStore:
             self.conn.execute("BEGIN")
             self._write_pending()
             return int(self.conn.execute(sql, row).lastrowid or 0)
+
+    def _message_row(self, session_id: str, message: Message, run_id: str | None) -> tuple:
+        """The messages row for ``message``: its structured part as JSON, secrets redacted."""
+        data = None
+        if message.tool_calls or message.tool_result or message.blocks or message.metadata:
+            # a tool result's text is the message's content: stored once (it was twice — and redacted
+            # twice), put back by messages()
+            exclude = _RESULT_TEXT if message.tool_result is not None and message.tool_result.content == message.content else None
+            try:
+                data = message.model_dump_json(include=_DATA_FIELDS, exclude=exclude, exclude_defaults=True)
+            except ValueError:  # a lone surrogate from a model or a tool: stored replaced, never a crash
+                data = _dump(_scrub(message.model_dump(include=_DATA_FIELDS, exclude=exclude, exclude_defaults=True)))
+        content = _scrub(message.content)
+        if self.redact is not None:
+            content = self.redact(content)
+            if data is not None:
+                data = self._redact_json(data)
+        return (session_id, run_id, message.role, content, data, time.time())
 
     def messages(self, session_id: str) -> list[Message]:
         if self._pending:  # a message appended with ``defer``
@@ -414,10 +418,9 @@ class SessionStore:
     def replace_messages(self, session_id: str, messages: list[Message], run_id: str | None = None) -> None:
         """Rewrite a session's history atomically (compaction)."""
         self.flush()  # a deferred message must not be written after the new history
-        if self._writer is not None:
+        if self._writer is not None:  # one batch, one transaction, however long the history
             self._pending.append(("DELETE FROM messages WHERE session_id = ?", (session_id,)))
-            for m in messages:
-                self.append(session_id, m, run_id, defer=True)
+            self._pending.extend((_MESSAGE_SQL, self._message_row(session_id, m, run_id)) for m in messages)
             self.flush()
             return
         with self.conn:
