@@ -10,8 +10,17 @@ import sys
 import threading
 import time
 
+import pytest
+
 from clawkit.sessions import SessionStore
 from clawkit.types import Message
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SessionStore(tmp_path / "state.db")
+    yield s
+    s.close()
 
 
 def _count(path, table: str = "messages") -> int:
@@ -43,15 +52,11 @@ def test_in_a_loop_writes_are_committed_when_the_turn_next_waits_and_sessions_sh
         store.close()
 
 
-def test_outside_a_loop_a_message_is_committed_at_once_and_gets_its_row_id(tmp_path):
-    store = SessionStore(tmp_path / "state.db")
-    try:
-        sid = store.create("a")
-        first = store.append(sid, Message(role="user", content="one"))
-        second = store.append(sid, Message(role="user", content="two"))
-        assert 0 < first < second and _count(store.path) == 2
-    finally:
-        store.close()
+def test_outside_a_loop_a_message_is_committed_at_once_and_gets_its_row_id(store):
+    sid = store.create("a")
+    first = store.append(sid, Message(role="user", content="one"))
+    second = store.append(sid, Message(role="user", content="two"))
+    assert 0 < first < second and _count(store.path) == 2
 
 
 def test_a_read_through_the_store_or_its_connection_sees_every_write_before_it(tmp_path):
@@ -72,17 +77,13 @@ def test_a_read_through_the_store_or_its_connection_sees_every_write_before_it(t
         store.close()
 
 
-def test_a_failing_queued_statement_is_dropped_and_the_messages_still_commit(tmp_path, caplog):
-    store = SessionStore(tmp_path / "state.db")
-    try:
-        sid = store.create("a")
-        store.queue("INSERT INTO no_such_table VALUES (?)", (1,))  # a plugin's bad bookkeeping
-        with caplog.at_level(logging.WARNING, logger="clawkit.sessions"):
-            store.append(sid, Message(role="user", content="kept"))
-        assert [m.content for m in store.messages(sid)] == ["kept"]
-        assert "no_such_table" in caplog.text
-    finally:
-        store.close()
+def test_a_failing_queued_statement_is_dropped_and_the_messages_still_commit(store, caplog):
+    sid = store.create("a")
+    store.queue("INSERT INTO no_such_table VALUES (?)", (1,))  # a plugin's bad bookkeeping
+    with caplog.at_level(logging.WARNING, logger="clawkit.sessions"):
+        store.append(sid, Message(role="user", content="kept"))
+    assert [m.content for m in store.messages(sid)] == ["kept"]
+    assert "no_such_table" in caplog.text
 
 
 def test_the_session_lock_is_released_only_once_the_turns_writes_are_committed(tmp_path):
@@ -240,15 +241,10 @@ def test_a_queued_call_reads_and_writes_inside_the_commit_and_a_failing_one_is_r
         store.close()
 
 
-
-def test_replacing_a_long_history_is_one_transaction(tmp_path):
-    store = SessionStore(tmp_path / "state.db")
-    try:
-        sid = store.create("a")
-        store.append(sid, Message(role="user", content="old"))
-        before = store._writer.commits
-        store.replace_messages(sid, [Message(role="user", content=str(i)) for i in range(600)])
-        assert store._writer.commits - before == 1  # not split at the queue's 256-statement spill
-        assert [m.content for m in store.messages(sid)] == [str(i) for i in range(600)]
-    finally:
-        store.close()
+def test_replacing_a_long_history_is_one_transaction(store):
+    sid = store.create("a")
+    store.append(sid, Message(role="user", content="old"))
+    before = store._writer.commits
+    store.replace_messages(sid, [Message(role="user", content=str(i)) for i in range(600)])
+    assert store._writer.commits - before == 1  # not split at the queue's 256-statement spill
+    assert [m.content for m in store.messages(sid)] == [str(i) for i in range(600)]
