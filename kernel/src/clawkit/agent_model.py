@@ -172,35 +172,19 @@ class ModelSide:
     async def system_prompt(self, ctx: TurnContext):
         """The assembled prompt (text + inclusion report), or None with no contributors.
 
-        Contributors with a ``prepare(ctx)`` (I/O such as memory recall) are called first; the
-        awaitables they return are awaited concurrently, so the event loop is never blocked
-        (a ``prepare`` with nothing to wait for returns None: no task, no trip through the
-        loop); assembly itself stays synchronous and deterministic.
+        Contributors with an ``async prepare(ctx)`` (I/O such as memory recall) are
+        awaited concurrently first, so the event loop is never blocked; assembly
+        itself stays synchronous and deterministic.
         """
         contributors = self.contributors()
         if not contributors:
             return None
         last_user = next((m.content for m in reversed(ctx.session.history) if m.role == "user"), None)
         cctx = self.contributor_context(ctx, last_user)
-        waiting: list[tuple[Any, Any]] = []
-        for c in contributors:
-            if hasattr(c, "prepare"):
-                try:
-                    out = c.prepare(cctx)
-                except Exception as exc:
-                    self.hooks.report("contributor.prepare", c.id, exc)
-                    continue
-                if isawaitable(out):
-                    waiting.append((c, out))
-        if len(waiting) == 1:  # one to wait for: awaited here (gather would make it a task)
-            c, out = waiting[0]
-            try:
-                await out
-            except Exception as exc:
-                self.hooks.report("contributor.prepare", c.id, exc)
-        elif waiting:
-            outcomes = await asyncio.gather(*(out for _, out in waiting), return_exceptions=True)
-            for (c, _), out in zip(waiting, outcomes):
+        preparing = [c for c in contributors if hasattr(c, "prepare")]
+        if preparing:
+            outcomes = await asyncio.gather(*(maybe_await(c.prepare(cctx)) for c in preparing), return_exceptions=True)
+            for c, out in zip(preparing, outcomes):
                 if isinstance(out, Exception):
                     self.hooks.report("contributor.prepare", c.id, out)
         budgets = ctx.budget.prompt_chars()

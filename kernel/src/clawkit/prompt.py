@@ -122,10 +122,8 @@ class PromptContributor:
     # False: never trimmed, only dropped whole (skill instructions)
     compressible: bool = True
 
-    # Optional: ``prepare(self, ctx)`` (``async def``, or a plain function returning None or an
-    # awaitable) — awaited (concurrently with the other contributors' prepares) before assembly;
-    # do I/O there, not in contribute. Returning None when there is nothing to wait for spares
-    # the turn a task and a trip through the event loop.
+    # Optional: ``async def prepare(self, ctx)`` — awaited (concurrently with the
+    # other contributors' prepares) before assembly; do I/O there, not in contribute.
 
     def should_contribute(self, ctx: ContributorContext) -> bool:
         """The final filter, after tag matching. Default: always."""

@@ -100,15 +100,11 @@ class MemoryRecall(PromptContributor):
     def should_contribute(self, ctx: ContributorContext) -> bool:
         return STATE_KEY in ctx.state
 
-    def prepare(self, ctx: ContributorContext) -> Any:
-        """The wait for this turn's retrieval (the kernel awaits it without blocking the event loop);
-        None when there is nothing to wait for (no recall this turn, or its hits are in)."""
+    async def prepare(self, ctx: ContributorContext) -> None:
+        """Wait for the retrieval without blocking the event loop (the kernel awaits this)."""
         st = ctx.state.get(STATE_KEY)
         if st is None or "hits" in st:
-            return None
-        return self._wait(st)
-
-    async def _wait(self, st: dict[str, Any]) -> None:
+            return
         load_left = st["started"] + st["load_wait_ms"] / 1000 - time.perf_counter()
         if not st["ready"].done() and load_left > 0:
             await asyncio.wait([asyncio.wrap_future(st["ready"])], timeout=load_left)
