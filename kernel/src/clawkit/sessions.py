@@ -21,7 +21,7 @@ from pydantic_core import to_json as _to_json
 from .checkpoint import Checkpointer
 from .errors import UsageError
 from .sessionlock import SessionLocks
-from .storewriter import LockedConnection, StoreWriter
+from .storewriter import LockedConnection, StoreWriter, run_write
 from .storage import POSTGRESQL, SQLITE, Column, Index, Table, declare, is_postgres_url, script
 from .types import Message, SessionClassification, ToolResult, Usage, new_id
 
@@ -522,14 +522,11 @@ class SessionStore:
     async def wait_durable(self, ticket: int | None = None) -> None:
         """Commit now what was handed to the writer up to ``ticket`` (default: all of it)."""
         if self._writer is not None:
-            await self._writer.wait_async(ticket)
+            self._writer.wait(ticket)
 
     def _write_pending(self) -> None:
         for sql, row in self._pending:
-            if row is None and callable(sql):  # queue_call
-                sql(self.conn)
-            else:
-                self.conn.execute(sql, row)
+            run_write(self.conn, sql, row)
         self._pending.clear()
         if self._pending_meta:
             now = time.time()

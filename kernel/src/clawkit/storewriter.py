@@ -39,6 +39,15 @@ log = logging.getLogger("clawkit.sessions")
 _LIVE: "weakref.WeakSet[StoreWriter]" = weakref.WeakSet()
 
 
+def run_write(conn: Any, sql: Any, params: tuple | None) -> int | None:
+    """One queued write on ``conn``: a statement (returns its row id) or, with ``params`` None, a
+    :meth:`SessionStore.queue_call` callable ``sql(conn)``."""
+    if params is None and callable(sql):
+        sql(conn)
+        return None
+    return conn.execute(sql, params).lastrowid
+
+
 class StoreWriter:
     def __init__(self, conn: Any, on_commit: Callable[[], None] | None = None):
         self.conn = conn  # the raw sqlite3 connection
@@ -107,10 +116,7 @@ class StoreWriter:
             return
         if conn.in_transaction:  # inside a caller's own transaction: committed with it
             for sql, params in writes:
-                if params is None and callable(sql):
-                    sql(conn)
-                else:
-                    self.last_rowid = conn.execute(sql, params).lastrowid
+                self.last_rowid = run_write(conn, sql, params)
             return
         while True:
             try:
@@ -135,10 +141,7 @@ class StoreWriter:
         try:
             for i, (sql, params) in enumerate(writes):
                 try:
-                    if params is None and callable(sql):  # SessionStore.queue_call (raising: retried without it)
-                        sql(conn)
-                    else:
-                        self.last_rowid = conn.execute(sql, params).lastrowid
+                    self.last_rowid = run_write(conn, sql, params)  # a raising queue_call: retried without it
                 except Exception as exc:
                     if params is None or _is_statement_error(exc):
                         exc._clawkit_index = i  # type: ignore[attr-defined]
@@ -154,10 +157,6 @@ class StoreWriter:
         queue now (raises what the commit raised)."""
         if self.committed < (self.submitted if seq is None else seq):
             self.commit_queued()
-
-    async def wait_async(self, seq: int | None = None) -> None:
-        """:meth:`wait` for coroutines."""
-        self.wait(seq)
 
     def _raise(self) -> None:
         raise OSError(f"the session store could not commit: {self.error}") from self.error
