@@ -242,6 +242,12 @@ class ModelSide:
                     ctx.emit("llm.retry", reason=str(exc))
 
         response = await (call() if ctx.steps is None else ctx.steps.model(ctx, request, call))
+        if not response.usage.total_tokens and not response.usage.estimated:
+            # the provider reported no usage (and did not count it itself): counted here, marked
+            # estimated, so budgets, --json and telemetry never read 0 for a call that was made
+            from .tokens import estimate_usage
+
+            response.usage = estimate_usage(request, response)
         if on_text is not None:
             await self._send(ctx, Outbound(kind="stream_chunk", content="", metadata={"final": True}), deliver)
         store = ctx.session.store

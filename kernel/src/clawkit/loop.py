@@ -533,3 +533,5 @@ def _add_usage(total: Usage, u: Usage | dict) -> None:
     d["total_tokens"] += add["total_tokens"]
     if add["cost"] is not None:
         d["cost"] = (d["cost"] or 0.0) + add["cost"]
+    if add["estimated"]:
+        d["estimated"] = True

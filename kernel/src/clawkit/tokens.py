@@ -240,3 +240,38 @@ def max_request_tokens(request: Any) -> int:
             chars += 2 * len(str(c.arguments)) + 4
             overhead += 8
     return 4 * chars + overhead
+
+
+ESTIMATE_MAX_CHARS = 400_000  # per piece of text: past it, the count is scaled from this prefix
+
+
+def estimate_usage(request: Any, response: Any, model: str | None = None) -> Any:
+    """The :class:`clawkit.types.Usage` of one model call counted locally, for a provider that
+    reported none: the request's system text, messages, tool calls and tool schemas as prompt
+    tokens (with the per-message overheads OpenAI documents), the answer's text and tool calls as
+    completion tokens; ``estimated`` is set. Each piece is counted exactly up to
+    ``ESTIMATE_MAX_CHARS`` and scaled past it (counts are memoised, so a history re-sent on every
+    call is counted once); without an offline encoding it is a character estimate. Never raises."""
+    import json
+
+    from .types import Usage
+
+    counter = get_counter(model or getattr(request, "model", None))
+
+    def n(text: str) -> int:
+        return counter.count(text, max_exact_chars=ESTIMATE_MAX_CHARS) if text else 0
+
+    def calls(tool_calls: Any) -> int:
+        total = 0
+        for c in tool_calls or ():
+            args = c.raw_arguments or json.dumps(c.arguments, ensure_ascii=False, default=str)
+            total += 8 + n(c.name) + n(args)
+        return total
+
+    prompt = 3 + (n(request.system) + 4 if request.system else 0)
+    for m in request.messages:
+        prompt += 4 + n(m.content) + calls(m.tool_calls)
+    for t in request.tools:
+        prompt += 8 + n(t.name) + n(t.description) + n(json.dumps(t.parameters, ensure_ascii=False, default=str))
+    completion = n(response.content) + calls(response.tool_calls)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, estimated=True)

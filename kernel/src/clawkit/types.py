@@ -128,12 +128,16 @@ class Message(Model):
 
 
 class Usage(Model):
-    """Tokens and cost of one model call (cost in USD, when the provider knows it)."""
+    """Tokens and cost of one model call (cost in USD, when the provider knows it).
+
+    ``estimated`` is true when the provider reported no usage and the tokens were counted
+    locally (:func:`clawkit.tokens.estimate_usage`); a sum is estimated when any part is."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
     cost: float | None = None
+    estimated: bool = False
 
 
 class LlmRequest(Model):

@@ -76,7 +76,8 @@ def respond(handler: Any, reply: Reply, body: dict[str, Any], cut_after: int | N
         return
     handler._start_sse()
     start = _message(reply, body, usage, [])
-    start.update(stop_reason=None, usage={"input_tokens": usage["prompt_tokens"], "output_tokens": 1})
+    start.update(stop_reason=None, usage={"input_tokens": usage["prompt_tokens"],
+                                         "output_tokens": min(1, usage["completion_tokens"])})
     handler._event({"type": "message_start", "message": start}, "message_start")
     deltas = 0
     for name, payload, is_delta in _events(reply):

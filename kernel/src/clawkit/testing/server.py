@@ -17,6 +17,9 @@ when ``stream_options.include_usage``) are spoken, at ``/v1/chat/completions``
 and ``/chat/completions``; the same script is also answered in Anthropic's Messages
 format at ``/v1/messages`` (see :mod:`clawkit.testing.anthropic_api`). Every
 request is recorded on ``server.requests``.
+``ModelServer(report_usage=False)`` (or setting ``server.report_usage``) plays a server that
+reports no usage at all: none in whole answers, no usage chunk whatever
+``include_usage`` asks, zeros in the Anthropic format.
 When the script runs out the server answers 400 with a message saying so, so a
 test that makes more model calls than it scripted fails clearly.
 """
@@ -71,7 +74,8 @@ class RecordedRequest:
 class ModelServer:
     """The loopback model server. Use as a context manager, or ``start()``/``stop()``."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, report_usage: bool = True) -> None:
+        self.report_usage = report_usage  # False: a server that never sends usage (include_usage is ignored)
         self.replies: list[ScriptItem] = []
         self.requests: list[RecordedRequest] = []
         self.responder: Callable[[RecordedRequest], Reply | Fault | str] | None = None
@@ -243,9 +247,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         body = body if isinstance(body, dict) else {}
         if anthropic_style:
-            anthropic.respond(self, item, body, cut_after, usage(item, body))
+            counted = usage(item, body) if ms.report_usage else {"prompt_tokens": 0, "completion_tokens": 0}
+            anthropic.respond(self, item, body, cut_after, counted)
         elif body.get("stream"):
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            include_usage = ms.report_usage and bool((body.get("stream_options") or {}).get("include_usage"))
             self._stream(item, body, include_usage, cut_after)
         else:
             self._complete(item, body, cut_after)
@@ -275,6 +280,8 @@ class _Handler(BaseHTTPRequestHandler):
                          "logprobs": None}],
             "usage": usage(reply, body),
         }
+        if not self.server.model_server.report_usage:
+            del payload["usage"]
         if cut_after is None:
             self._send_json(200, payload)
         else:

@@ -1,14 +1,27 @@
-"""Budget arithmetic: what was used, against which cap, and what to do about it."""
+"""Budget arithmetic: what was used, against which cap, and what to do about it.
+
+Every capped run has a :class:`Pool`: what the run has reserved and used, its own and its
+sub-agents' (a child's run links its pool to its parent's, so every call a child makes is
+reserved against every ancestor's caps too). Calls are reserved *before* they start: a tool
+call in ``before_tool_call`` (atomically: a gate is a plain function on the event loop, so
+of forty parallel calls only as many as the cap leaves run), a model call in
+``before_llm_call``. A reservation whose call another gate blocks, or whose approval is
+denied, is given back (``tool.blocked``/``tool.approval`` events). Tokens and cost are added
+as each model call reports them (``llm.call``, estimated usage included) and checked before
+the next call.
+"""
 
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 KEY = "budgets"  # session metadata: tool calls and wall time of earlier runs
 KINDS = ("tokens", "cost", "model_calls", "tool_calls", "wall_time")
+STATE = "budgets.pool"
 
 
 class Caps(BaseModel):
@@ -27,9 +40,37 @@ class BudgetsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
-    run: Caps = Field(default_factory=Caps, description="caps for one run (one turn)")
+    run: Caps = Field(default_factory=Caps, description="caps for one run (one turn, its sub-agents included)")
     session: Caps = Field(default_factory=Caps, description="caps for the whole session, across runs")
     warn_at: float = Field(0.8, gt=0, le=1, description="share of a cap at which the wrap-up notice is sent")
+
+
+class Pool:
+    """One run's reservations and usage, its descendants' included; linked to the parent run's pool."""
+
+    __slots__ = ("caps", "parent", "started", "tool_calls", "model_calls", "tokens", "cost", "estimated", "held",
+                 "children", "__weakref__")
+
+    def __init__(self, caps: Caps, parent: "Pool | None", started: float) -> None:
+        self.caps, self.parent, self.started = caps, parent, started
+        self.tool_calls = self.model_calls = self.tokens = 0
+        self.cost = 0.0
+        self.estimated = False
+        self.held: set[str] = set()  # tool calls reserved and not given back
+        self.children: set[str] = set()  # call ids of agent calls whose child run reports here live
+
+    def chain(self) -> "list[Pool]":
+        out, p = [], self
+        while p is not None:
+            out.append(p)
+            p = p.parent
+        return out
+
+    def value(self, kind: str) -> float:
+        return time.monotonic() - self.started if kind == "wall_time" else getattr(self, kind)
+
+
+_pools: "weakref.WeakValueDictionary[str, Pool]" = weakref.WeakValueDictionary()  # run id -> its pool
 
 
 def _config(ctx: Any) -> BudgetsConfig:
@@ -47,9 +88,28 @@ def _active(cfg: BudgetsConfig) -> bool:
     return cfg.enabled and (_capped(cfg.run) or _capped(cfg.session))
 
 
+def pool(ctx: Any) -> Pool | None:
+    """This run's pool (made on first use), or None when neither it nor an ancestor run is capped."""
+    found = ctx.state.get(STATE)
+    if found is not None:
+        return found or None
+    cfg = _config(ctx)
+    parent_run = getattr(ctx, "parent_run_id", None)
+    parent = _pools.get(parent_run) if parent_run else None
+    if not cfg.enabled or (parent is None and not _active(cfg)):
+        ctx.state[STATE] = False
+        return None
+    mine = ctx.state[STATE] = Pool(cfg.run, parent, ctx.started)
+    _pools[ctx.run_id] = mine
+    if parent is not None and ctx.parent_step_id:
+        parent.children.add(ctx.parent_step_id)
+    return mine
+
+
 def start(ctx: Any) -> None:
     cfg = _config(ctx)
-    if not _active(cfg):
+    p = pool(ctx)
+    if p is None:
         return
     totals = ctx.session.store.usage_totals(ctx.session.id) if any(
         getattr(cfg.session, k) is not None for k in ("tokens", "cost", "model_calls")) else {}
@@ -61,37 +121,49 @@ def start(ctx: Any) -> None:
         "tool_calls": earlier.get("tool_calls", 0),
         "wall_time": earlier.get("wall_time", 0.0),
     }
-    hit = _over(ctx, cfg, include_run=False)
+    hit = _over(ctx, cfg, p, include_run=False)  # a spent session, or an ancestor's spent run (a child)
     if hit:
         _stop(ctx, hit)
-        ctx.state["reply"] = f"Stopped by a budget before doing anything: {hit[1]}. Raise the session budget to continue."
+        raise_it = "the session budget" if hit[0].startswith("session") else "the parent's budget"
+        ctx.state["reply"] = f"Stopped by a budget before doing anything: {hit[1]}. Raise {raise_it} to continue."
 
 
 def used(ctx: Any) -> dict[str, dict[str, float]]:
-    """This run's usage and the session's (earlier runs plus this one)."""
-    run = {
-        "tokens": ctx.usage.total_tokens,
-        "cost": ctx.usage.cost or 0.0,
-        "model_calls": ctx.model_calls,
-        "tool_calls": ctx.tool_calls,
-        "wall_time": time.monotonic() - ctx.started,
-    }
+    """This run's usage (its sub-agents' included) and the session's (earlier runs plus this one)."""
+    p = pool(ctx)
+    if p is None:
+        run = {"tokens": ctx.usage.total_tokens, "cost": ctx.usage.cost or 0.0, "model_calls": ctx.model_calls,
+               "tool_calls": ctx.tool_calls, "wall_time": time.monotonic() - ctx.started}
+    else:
+        run = {k: p.value(k) for k in KINDS}
     base = ctx.state.get("budgets.base") or {}
     return {"run": run, "session": {k: base.get(k, 0) + run[k] for k in KINDS}}
 
 
-def _over(ctx: Any, cfg: BudgetsConfig, *, include_run: bool = True, share: float = 1.0) -> tuple[str, str] | None:
-    """The first cap reached (scope.kind, a readable line), or None."""
-    u = used(ctx)
-    for scope, caps in (("run", cfg.run), ("session", cfg.session)):
-        if scope == "run" and not include_run:
+def _line(scope: str, kind: str, value: float, cap: float) -> str:
+    shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+    return f"{scope} {kind.replace('_', ' ')} {shown} of {cap:g}"
+
+
+def _over(ctx: Any, cfg: BudgetsConfig, p: Pool, *, include_run: bool = True,
+          share: float = 1.0) -> tuple[str, str] | None:
+    """The first cap reached (scope.kind, a readable line), or None: the session's, this run's
+    (unless ``include_run`` is false) and every ancestor run's."""
+    u = used(ctx)["session"]
+    for kind in KINDS:
+        cap = getattr(cfg.session, kind)
+        if cap is not None and u[kind] >= cap * share:
+            return f"session.{kind}", _line("session", kind, u[kind], cap)
+    for depth, q in enumerate(p.chain()):
+        if depth == 0 and not include_run:
             continue
         for kind in KINDS:
-            cap = getattr(caps, kind)
-            if cap is not None and u[scope][kind] >= cap * share:
-                value = u[scope][kind]
-                shown = f"{value:.4g}" if isinstance(value, float) else str(value)
-                return f"{scope}.{kind}", f"{scope} {kind.replace('_', ' ')} {shown} of {cap:g}"
+            cap = getattr(q.caps, kind)
+            if cap is not None:
+                value = q.value(kind)
+                if value >= cap * share:
+                    scope = "run" if depth == 0 else "parent run"
+                    return f"run.{kind}", _line(scope, kind, value, cap)
     return None
 
 
@@ -104,19 +176,18 @@ def _stop(ctx: Any, hit: tuple[str, str]) -> None:
 
 
 def gate(ctx: Any, call: Any) -> Any:
-    cfg = _config(ctx)
-    if not _active(cfg):
+    """Reserve ``call`` against every cap, or block it: atomic (no await between check and count)."""
+    p = pool(ctx)
+    if p is None:
         return None
-    hit = _over(ctx, cfg)
+    cfg = _config(ctx)
+    hit = _over(ctx, cfg, p)
     if hit is None and ctx.state.get("budgets.stopped"):
         hit = ("stopped", "budget")
     if hit is None:
-        # this call itself would pass a tool-call cap
-        for scope, caps in (("run", cfg.run), ("session", cfg.session)):
-            if caps.tool_calls is not None and used(ctx)[scope]["tool_calls"] + 1 > caps.tool_calls:
-                hit = (f"{scope}.tool_calls", f"{scope} tool calls {caps.tool_calls} of {caps.tool_calls}")
-                break
-    if hit is None:
+        for q in p.chain():
+            q.tool_calls += 1
+        p.held.add(call.id)
         return None
     from clawkit import Decision
 
@@ -124,31 +195,71 @@ def gate(ctx: Any, call: Any) -> Any:
     return Decision(action="block", reason=f"budget reached ({hit[1]})")
 
 
-def count_tool(ctx: Any) -> None:
-    cfg = _config(ctx)
-    if not _active(cfg):
+def release(run_id: str | None, call_id: str | None) -> None:
+    """Give back a reserved tool call that did not run (another gate blocked it, approval was denied)."""
+    p = _pools.get(run_id) if run_id else None
+    if p is None or call_id not in p.held:
         return
+    p.held.discard(call_id)
+    for q in p.chain():
+        q.tool_calls -= 1
+
+
+def add_usage(p: Pool, usage: dict[str, Any]) -> None:
+    tokens = int(usage.get("total_tokens") or 0)
+    cost = usage.get("cost")
+    estimated = bool(usage.get("estimated"))
+    for q in p.chain():
+        q.tokens += tokens
+        if cost:
+            q.cost += float(cost)
+        q.estimated = q.estimated or estimated
+
+
+def observe(event: Any) -> None:
+    p = _pools.get(event.run_id) if event.run_id else None
+    if p is None:
+        return
+    if event.type == "llm.call":
+        add_usage(p, event.data.get("usage") or {})
+    elif event.type == "tool.blocked" or (event.type == "tool.approval" and not event.data.get("approved")):
+        release(event.run_id, event.data.get("call_id"))
+
+
+def after_tool(ctx: Any, call: Any, result: Any) -> None:
+    p = pool(ctx)
+    if p is None:
+        return
+    reported = result.metadata.get("usage") if result is not None else None
+    if reported and call.id not in p.children:
+        # a tool that ran models itself and reports their usage (a child without a live pool)
+        add_usage(p, reported)
+    _persist(ctx)
+
+
+def _persist(ctx: Any) -> None:
     u = used(ctx)["session"]
     ctx.session.set(KEY, {"tool_calls": u["tool_calls"], "wall_time": round(u["wall_time"], 3)})
 
 
 def before_model(ctx: Any, request: Any) -> None:
-    cfg = _config(ctx)
-    if not _active(cfg):
+    p = pool(ctx)
+    if p is None:
         return
-    u = used(ctx)["session"]
-    ctx.session.set(KEY, {"tool_calls": u["tool_calls"], "wall_time": round(u["wall_time"], 3)})
+    cfg = _config(ctx)
+    _persist(ctx)
     if not ctx.state.get("stop_turn"):
-        hit = _over(ctx, cfg)
+        hit = _over(ctx, cfg, p)
         if hit is not None:
             _stop(ctx, hit)  # the kernel turns this call into the wrap-up round
             return
+        for q in p.chain():  # reserved before the call starts
+            q.model_calls += 1
     if ctx.state.get("budgets.warned") or ctx.state.get("stop_turn"):
         return
-    near = _over(ctx, cfg, share=cfg.warn_at)
+    near = _over(ctx, cfg, p, share=cfg.warn_at)
     if near is not None:
         ctx.state["budgets.warned"] = True
         ctx.emit("budget.warning", cap=near[0], detail=near[1])
         note = f"Budget notice: {near[1]} used. Wrap up soon: finish the current step and summarise."
         request.system = (request.system + "\n\n" if request.system else "") + note
-

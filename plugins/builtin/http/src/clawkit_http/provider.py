@@ -11,6 +11,10 @@ headers), ``max_connections`` (per event loop, 1000), ``input_cost_per_token`` /
 ``output_cost_per_token`` (prices for models the bundled table does not know).
 Every other extra key goes into the request body.
 
+Usage: streamed OpenAI-format requests ask for it (``stream_options.include_usage``); a
+server that still sends none gets its tokens counted locally (:func:`clawkit.tokens.estimate_usage`,
+``usage.estimated``), and the cost is priced from that estimate.
+
 A stream that breaks after text reached the user is not retried (the user would
 see the text twice): it raises ``ProviderError(kind="stream_cut")`` with the text
 delivered so far in ``partial_text``.
@@ -232,6 +236,10 @@ class HttpProvider:
                                                on_retry=self.on_retry, sleep=self.sleep)
         except _CallbackError as exc:
             raise exc.error from None
+        if not response.usage.total_tokens:  # the server sent none (even when asked): counted here, marked estimated
+            from clawkit.tokens import estimate_usage
+
+            response.usage = estimate_usage(request, response, body["model"])
         response.usage.cost = self._cost(body["model"], response)
         response.model = response.model or body["model"]
         return response

@@ -10,6 +10,10 @@ keys, 401/403, unknown models and other 4xx fail on the first attempt. A stream 
 breaks after text reached the user is not retried (the user would see the text
 twice): it raises ``kind="stream_cut"`` with the text in ``partial_text``.
 
+Streamed requests ask for usage (``stream_options.include_usage``); when the server
+reports none anyway, prompt and completion tokens are counted locally
+(:func:`clawkit.tokens.estimate_usage`, marked ``usage.estimated``) and priced like reported ones.
+
 Provider-only settings, read from the model config's extra keys (not sent to the
 model): ``input_cost_per_token`` / ``output_cost_per_token`` (prices for models
 litellm does not know). Every other extra key is passed to ``litellm.acompletion``.
@@ -149,6 +153,10 @@ class LitellmProvider:
                                                on_retry=self.on_retry, sleep=self.sleep)
         except _CallbackError as exc:
             raise exc.error from None
+        if not response.usage.total_tokens:  # the server sent none (even when asked): counted here, marked estimated
+            from clawkit.tokens import estimate_usage
+
+            response.usage = estimate_usage(request, response, params["model"])
         response.usage.cost = self._cost(litellm, params["model"], response.usage)
         response.model = response.model or params["model"]
         return response
