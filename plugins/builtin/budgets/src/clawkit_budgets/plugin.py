@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 KEY = "budgets"  # session metadata: tool calls and wall time of earlier runs
 KINDS = ("tokens", "cost", "model_calls", "tool_calls", "wall_time")
 STATE = "budgets.pool"
+START_KINDS = ("tokens", "cost", "model_calls", "wall_time")  # what refuses a child's turn outright
 
 
 class Caps(BaseModel):
@@ -121,7 +122,9 @@ def start(ctx: Any) -> None:
         "tool_calls": earlier.get("tool_calls", 0),
         "wall_time": earlier.get("wall_time", 0.0),
     }
-    hit = _over(ctx, cfg, p, include_run=False)  # a spent session, or an ancestor's spent run (a child)
+    # a spent session, or an ancestor's spent run (a child: no model call at all); an ancestor with no
+    # tool calls left still lets the child answer (its first call is the wrap-up round, without tools)
+    hit = _over(ctx, cfg, p, include_run=False, kinds=START_KINDS)
     if hit:
         _stop(ctx, hit)
         raise_it = "the session budget" if hit[0].startswith("session") else "the parent's budget"
@@ -145,8 +148,8 @@ def _line(scope: str, kind: str, value: float, cap: float) -> str:
     return f"{scope} {kind.replace('_', ' ')} {shown} of {cap:g}"
 
 
-def _over(ctx: Any, cfg: BudgetsConfig, p: Pool, *, include_run: bool = True,
-          share: float = 1.0) -> tuple[str, str] | None:
+def _over(ctx: Any, cfg: BudgetsConfig, p: Pool, *, include_run: bool = True, share: float = 1.0,
+          kinds: tuple[str, ...] = KINDS) -> tuple[str, str] | None:
     """The first cap reached (scope.kind, a readable line), or None: the session's, this run's
     (unless ``include_run`` is false) and every ancestor run's."""
     u = used(ctx)["session"]
@@ -157,7 +160,7 @@ def _over(ctx: Any, cfg: BudgetsConfig, p: Pool, *, include_run: bool = True,
     for depth, q in enumerate(p.chain()):
         if depth == 0 and not include_run:
             continue
-        for kind in KINDS:
+        for kind in kinds:
             cap = getattr(q.caps, kind)
             if cap is not None:
                 value = q.value(kind)

@@ -48,6 +48,16 @@ class _CallbackError(Exception):
         self.error = error
 
 
+def _server_reported_usage(stream: Any) -> bool:
+    """Whether the server sent usage in this stream. litellm answers ``include_usage`` itself when
+    the server did not (with its own count, indistinguishable from a reported one); the chunks it
+    kept say whether a usage chunk came from the server. Unknown (no ``chunks``): assume it did."""
+    chunks = getattr(stream, "chunks", None)
+    if not isinstance(chunks, list):
+        return True
+    return any(getattr(c, "usage", None) for c in chunks)
+
+
 class LitellmProvider:
     """A :class:`clawkit.providers.Provider` backed by ``litellm.acompletion``.
 
@@ -186,6 +196,8 @@ class LitellmProvider:
                 except Exception as exc:
                     raise _CallbackError(exc) from exc
                 delivered[0] += len(delta)
+        if not _server_reported_usage(stream):
+            assembler.usage = None  # litellm's own count, unmarked: counted (and marked estimated) by complete()
         return assembler.response()
 
     # --- reporting ----------------------------------------------------------------------

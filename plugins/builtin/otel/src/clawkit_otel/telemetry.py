@@ -5,7 +5,8 @@
   tool's span (a sub-agent: ``clawkit.agent.subagent = true``).
 * ``chat {model}`` — each model call, from the kernel's ``llm.call`` event (its own start time
   and duration): ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``/``output_tokens``,
-  ``gen_ai.response.finish_reasons``, ``clawkit.usage.cost``.
+  ``gen_ai.response.finish_reasons``, ``clawkit.usage.cost``, and ``clawkit.usage.estimated``
+  (true when the provider reported no usage and the tokens were counted locally).
 * ``execute_tool {tool}`` — each tool call: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
   ``clawkit.tool.risk``, ``clawkit.tool.decision`` (allowed, approved, denied, blocked).
 
@@ -135,6 +136,8 @@ class Telemetry:
         usage = event.data.get("usage") or {}
         span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("prompt_tokens") or 0))
         span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("completion_tokens") or 0))
+        if usage.get("estimated"):  # the provider reported none: the tokens were counted locally
+            span.set_attribute("clawkit.usage.estimated", True)
         if usage.get("cost") is not None:
             span.set_attribute("clawkit.usage.cost", float(usage["cost"]))
             self.cost.add(float(usage["cost"]), {"gen_ai.agent.name": str(event.data.get("agent", ""))})
@@ -167,6 +170,8 @@ class Telemetry:
                  "clawkit.model.latency": duration, "clawkit.model.tool_calls": int(d.get("tool_calls") or 0)}
         if usage.get("cost") is not None:
             attrs["clawkit.usage.cost"] = float(usage["cost"])
+        if usage.get("estimated"):  # the provider reported none: the tokens were counted locally
+            attrs["clawkit.usage.estimated"] = True
         if self.capture_content and event.run_id in self._inputs:
             attrs["gen_ai.input.messages"] = self._inputs[event.run_id]
         span = self.tracer.start_span(f"chat {model}", context=found[1] if found else None, kind=SpanKind.CLIENT,
