@@ -55,7 +55,7 @@ def before_tool_call(ctx, call):
 
 
 @hookimpl
-@hook_order(850)  # after every plugin but the telemetry observer: sees usage any of them put on the result
+@hook_order(50)
 def after_tool_call(ctx, call, result):
     """Count usage the tool reports (a tool that ran models); keep the session's tool-call count."""
     _plugin().after_tool(ctx, call, result)

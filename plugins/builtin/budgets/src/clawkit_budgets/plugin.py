@@ -139,6 +139,10 @@ def used(ctx: Any) -> dict[str, dict[str, float]]:
                "tool_calls": ctx.tool_calls, "wall_time": time.monotonic() - ctx.started}
     else:
         run = {k: p.value(k) for k in KINDS}
+        # usage a tool reported that this plugin did not see (a later plugin set it): the kernel
+        # rolled it into ctx.usage after the calls; children's usage is in both, so the larger holds
+        run["tokens"] = max(run["tokens"], ctx.usage.total_tokens)
+        run["cost"] = max(run["cost"], ctx.usage.cost or 0.0)
     base = ctx.state.get("budgets.base") or {}
     return {"run": run, "session": {k: base.get(k, 0) + run[k] for k in KINDS}}
 
@@ -152,18 +156,18 @@ def _over(ctx: Any, cfg: BudgetsConfig, p: Pool, *, include_run: bool = True, sh
           kinds: tuple[str, ...] = KINDS) -> tuple[str, str] | None:
     """The first cap reached (scope.kind, a readable line), or None: the session's, this run's
     (unless ``include_run`` is false) and every ancestor run's."""
-    u = used(ctx)["session"]
+    u = used(ctx)
     for kind in KINDS:
         cap = getattr(cfg.session, kind)
-        if cap is not None and u[kind] >= cap * share:
-            return f"session.{kind}", _line("session", kind, u[kind], cap)
+        if cap is not None and u["session"][kind] >= cap * share:
+            return f"session.{kind}", _line("session", kind, u["session"][kind], cap)
     for depth, q in enumerate(p.chain()):
         if depth == 0 and not include_run:
             continue
         for kind in kinds:
             cap = getattr(q.caps, kind)
             if cap is not None:
-                value = q.value(kind)
+                value = u["run"][kind] if depth == 0 else q.value(kind)
                 if value >= cap * share:
                     scope = "run" if depth == 0 else "parent run"
                     return f"run.{kind}", _line(scope, kind, value, cap)
