@@ -82,3 +82,33 @@ def test_sub_agents_two_levels_deep_stay_inside_the_root_cap(tmp_path, server, a
     ran = _db(ws, "SELECT name, COUNT(*) FROM steps WHERE kind = 'tool' AND status = 'ok' GROUP BY name")
     assert dict(ran) == {"agent_helper": 2, "agent_leaf": 3}
     assert _db(ws, "SELECT COUNT(*) FROM sessions")[0][0] == 6  # the lead, two children, three grandchildren
+
+
+def test_a_child_spends_its_parents_model_calls_live(tmp_path, server, audit_home):
+    """``run.model_calls: 4`` on the lead: its one call plus three of the child's use them up, so the
+    child (which would read file after file for ever) is stopped mid-run and wraps up."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for i in range(30):
+        (ws / f"part_{i:02d}.txt").write_text(f"part {i}\n")
+    model = {"name": "openai/test", "api_base": server.url, "api_key": "sk-test", "max_retries": 0, "timeout": 20}
+    reader = {"name": "reader", "model": model, "instructions": "Read every part.", "tools": ["read_file"]}
+    extra = "subagents: " + json.dumps({"reader": {"agent": reader, "description": "reads parts"}}) + "\n"
+    write_agent(ws, server, ["read_file"], plugins="budgets: {run: {model_calls: 4}}\n", extra=extra)
+    n = iter(range(1000))
+
+    def model_answer(request):
+        names = _tool_names(request)
+        if "agent_reader" in names:
+            return calls(("agent_reader", {"task": "read every part"}))
+        if names:
+            i = next(n)
+            return calls(("read_file", {"path": f"part_{i % 30:02d}.txt"}), ids=[f"read_{i}"])
+        return "summary so far"
+
+    run = run_cli(ws, server, audit_home, "delegate the reading", model_answer)
+    assert run.proc.returncode == EXIT_BUDGET, run.proc.stderr[-2000:]
+    child = [r for r in run.requests if "Read every part." in json.dumps(r.body)]
+    assert len([r for r in child if r.tools]) == 3  # then the lead's cap stopped it
+    assert not child[-1].tools  # its last call was the wrap-up round
+    assert "parent run model calls 4 of 4" in json.dumps(child[-1].messages)
