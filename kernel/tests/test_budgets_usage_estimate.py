@@ -6,7 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 
-from clawkit.testing.server import ModelServer, Reply
+from clawkit.testing.server import ModelServer
 from clawkit.types import LlmRequest, LlmResponse, Message, ToolCall, ToolDef, Usage
 
 
