@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import calls, run_cli, write_agent
+from .conftest import audit_rows, calls, run_cli, write_agent
 
 pytestmark = pytest.mark.e2e
 
@@ -46,6 +46,11 @@ def test_forty_parallel_calls_with_a_cap_of_five_run_five(tmp_path, server, audi
     # the steps say the same: five read_file calls executed, the rest blocked before they started
     statuses = _db(ws, "SELECT status, COUNT(*) FROM steps WHERE kind = 'tool' AND name = 'read_file' GROUP BY status")
     assert dict(statuses) == {"ok": 5, "blocked": 35}
+    # and the ledger: five executions, thirty-five blocks naming the budget, no decision row for those
+    ledger = audit_rows(ws)
+    assert sorted(r["step_id"] for r in ledger if r["kind"] == "execution") == sorted(c["id"] for c in ran)
+    budget_blocks = [r for r in ledger if r["decision"] == "tool.blocked" and "budget reached" in (r["reason"] or "")]
+    assert sorted(r["step_id"] for r in budget_blocks) == sorted(c["id"] for c in blocked)
     # each blocked call's result names the budget; the executed ones read the file
     shown = run.tool_results()
     assert all("budget" in shown[c["id"]] and "tool calls" in shown[c["id"]] for c in blocked)
