@@ -45,8 +45,8 @@ _EXPORTS = {
     **dict.fromkeys(("ActiveSkillsContributor", "SkillIndexContributor"), "contributors"),
     **dict.fromkeys(("SkillEntry", "SkillRegistry"), "registry"),
     **dict.fromkeys(("SkillTool", "load_skill", "sync_tools"), "skilltools"),
-    **dict.fromkeys(("LOADED_KEY", "SkillsConfig", "active_skills", "binding_skills", "available_skills", "build_registry", "bump",
-                     "flush_counters", "lexicon_for", "registry_for", "settings"), "state"),
+    **dict.fromkeys(("LOADED_KEY", "SkillsConfig", "active_skills", "binding_skills", "available_skills", "build_registry",
+                     "bump", "flush_counters", "lexicon_for", "registry_for", "settings"), "state"),
 }
 
 
