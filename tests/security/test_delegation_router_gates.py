@@ -133,6 +133,10 @@ def outcome(tmp_path_factory, server, audit_home):
     job("allowed", ASK, ["read_file"], ROUTE, test=["Here is what the researcher found."], child=[INJECTED])
     job("manifest", ASK, ["read_file", "shell_exec", "skills"], ROUTE, child_tools=["shell_exec"],
         files={"skills/vuln-lookup.claws": VULN_SKILL}, test=["The routed skill refused the researcher."], child=["CHILD RAN"])
+    job("always", "hello there", ["read_file", "edit_file", "skills"], "skills:\n  always: [weather]\n",
+        child_tools=["edit_file"], test=[Reply.tool_calls([("agent_researcher", {"task": "tidy notes.md"})]), "ok"],
+        child=["CHILD RAN"])
+    job("ungranted", ASK, ["read_file", "skills"], ROUTE, test=["The researcher needs approval."], child=["CHILD RAN"])
     fix = [Reply.tool_calls([("read_file", {"path": "auth.py"})]),
            Reply.tool_calls([("edit_file", {"path": "auth.py", "old": "return u == p  # BUG", "new": "return verify(u, p)"})]),
            "Fixed the login check."]
@@ -225,13 +229,23 @@ def test_a_routed_skill_whose_manifest_forbids_the_childs_tools_refuses_the_spaw
     assert outcome["script"].requests("manifest", "child") == []
     (lead,) = outcome["script"].requests("manifest", "test")
     tool_msg = next(m for m in lead.messages if m.get("role") == "tool")
-    # both routed skills forbid what the researcher would do with shell_exec: the bundled web-research grants only
-    # net.http (and env.read), the workspace's vuln-lookup denies shell.exec; the first refusal is the reason
-    assert re.search(r"the routed skill '(web-research|vuln-lookup)' (does not grant|denies) shell.exec", tool_msg["content"])
-    assert "sub-agent 'researcher' would need (its tool shell_exec)" in tool_msg["content"]
+    # the workspace's vuln-lookup skill (routed on "openssl") denies shell.exec: refused, whatever else asks
+    assert ("blocked by subagents: the skill 'vuln-lookup' denies shell.exec in its manifest, which sub-agent "
+            "'researcher' would need (its tool shell_exec)") in tool_msg["content"]
     rows = [r for r in audit_rows(ws) if r["step_id"] == call["id"]]
     assert any(r["kind"] == "decision" for r in rows)
-    assert any(r["decision"] == "tool.blocked" and "shell.exec" in (r["reason"] or "") for r in rows)
+    assert any(r["decision"] == "tool.blocked" and "vuln-lookup" in (r["reason"] or "") for r in rows)
+
+
+def test_a_routed_skill_that_does_not_grant_the_childs_tools_asks_and_a_run_denies(outcome):
+    result, ws = _run(outcome, "ungranted")
+    call = _routed_call(result)
+    assert call["blocked"] is True
+    assert outcome["script"].requests("ungranted", "child") == []
+    (lead,) = outcome["script"].requests("ungranted", "test")
+    tool_msg = next(m for m in lead.messages if m.get("role") == "tool")
+    assert "not approved" in tool_msg["content"]
+    assert "the skill 'web-research' does not grant fs.read in its manifest" in tool_msg["content"]
 
 
 @pytest.mark.parametrize("case", ["fix", "reviewfix"])
@@ -250,3 +264,15 @@ def test_fix_the_login_bug_with_skills_listed_edits_the_file(outcome, case):
     # "fix the login bug" no longer routes the read-only review skill; asked for a review *and* a fix, the
     # routed review skill guides the prompt but its manifest (deny fs.write) does not veto the lead's edit
     assert ("code-review" in route["data"]["skills"]) == (case == "reviewfix")
+
+
+def test_a_model_made_spawn_meets_the_same_manifest_check_as_a_routed_one(outcome):
+    """One path: the lead's always-on weather skill denies fs.write, so a child with edit_file is refused
+    whether the router or the model asks for it (the lead's own edit_file is refused by the shield alike)."""
+    result, ws = _run(outcome, "always")
+    call = _routed_call(result)
+    assert call["blocked"] is True
+    assert outcome["script"].requests("always", "child") == []
+    lead = outcome["script"].requests("always", "test")[-1]
+    tool_msg = next(m for m in lead.messages if m.get("role") == "tool")
+    assert "the skill 'weather' denies fs.write in its manifest, which sub-agent 'researcher' would need" in tool_msg["content"]

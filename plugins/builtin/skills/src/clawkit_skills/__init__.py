@@ -102,6 +102,9 @@ def message_received(ctx, message):
         ctx.emit(type_, **data)
     state.flush_counters(ctx, reg)
     _skilltools().sync_tools(ctx, reg, cfg)
+    if cfg.always or ctx.session.get(state.LOADED_KEY):
+        # calls planned before the first model call (a routed dispatch) are judged by the same manifests
+        ctx.state["capability_requests"] = state.binding_requests(ctx, reg)
 
 
 @hookimpl
@@ -119,7 +122,7 @@ def before_llm_call(ctx, request):
     active = state.active_skills(ctx, reg)
     ctx.state["skills.active"] = [s.name for s in active]
     # only skills chosen deliberately (always, load_skill) narrow the agent's own calls; a routed one guides
-    ctx.state["capability_requests"] = [dict(item) for s in state.binding_skills(ctx, active) for item in s.capability_requests]
+    ctx.state["capability_requests"] = state.binding_requests(ctx, reg, active)
     if active and not ctx.state.get("_skills_selected_emitted"):
         ctx.state["_skills_selected_emitted"] = True
         ctx.emit("skills.active", skills=[s.name for s in active], tools=[t.name for s in active for t in s.tool_definitions])

@@ -150,6 +150,12 @@ def binding_skills(ctx: Any, active: list[CompiledSkill]) -> list[CompiledSkill]
     return [s for s in active if s.name in chosen]
 
 
+def binding_requests(ctx: Any, reg: SkillRegistry | None = None, active: list[CompiledSkill] | None = None) -> list[dict[str, Any]]:
+    """``ctx.state["capability_requests"]``: the permission items of the binding skills, each with its ``skill``."""
+    active = active_skills(ctx, reg) if active is None else active
+    return [dict(item) for s in binding_skills(ctx, active) for item in s.capability_requests]
+
+
 def available_skills(ctx: Any) -> list[CompiledSkill]:
     """The skills a router may select this turn (requirements met), sorted by name.
 

@@ -75,16 +75,24 @@ def message_received(ctx, message):
 @hookimpl
 @hook_order(60)
 def before_tool_call(ctx, call):
-    """A routed ``agent_<name>`` call: the routed skill's manifest must allow what the child's
-    tools would do (checked before anything is spawned)."""
-    if not call.name.startswith("agent_") or not ctx.state.get("subagents.routed"):
+    """An ``agent_<name>`` call under skill manifests (the router's skills for a routed task, the
+    agent's ``always``/loaded skills): what the child's tools would do must be allowed — a denied
+    capability blocks, an ungranted one needs approval; checked before anything is spawned."""
+    if not call.name.startswith("agent_") or not (ctx.state.get("subagents.routed") or ctx.state.get("capability_requests")):
+        return None
+    declared = _declared(ctx.agent)
+    name = call.name[len("agent_"):]
+    if not declared or declared.get(name) is None:
         return None
     from clawkit.types import Decision
 
-    from .dispatch import skill_refusal
+    from .dispatch import skill_decision
 
-    reason = skill_refusal(ctx, call)
-    return Decision.block(reason) if reason else None
+    ruling = skill_decision(ctx, call, name)
+    if ruling is None:
+        return None
+    action, reason = ruling
+    return Decision.block(reason) if action == "block" else Decision.require_approval(reason)
 
 
 @hookimpl

@@ -8,10 +8,11 @@ decomposed into intents: MULTI). This plugin does not spawn anything itself: it 
 kernel makes them — concurrently — exactly like calls the model made: ``before_tool_call``
 gates (policy risk, sequence rules, the shield), approvals, the audit ledger, the child's
 answer wrapped as data by ``after_tool_call``, persisted as tool results. The lead's model
-then answers from those results. Before a routed child is spawned, the manifest of the
-skill the router chose for it is checked (:func:`skill_refusal`, in this plugin's
-``before_tool_call``): a skill whose manifest denies or does not grant what the child's
-tools would do refuses the dispatch, with the reason.
+then answers from those results. Before a child is spawned (routed or not), the manifests
+of the skills that govern it — the router's skills for a routed task, and the skills bound
+to the agent's own calls (``always``, loaded) — are checked against what the child's tools
+would do (:func:`skill_decision`, in this plugin's ``before_tool_call``): a denied
+capability refuses the spawn, an ungranted one needs approval, each with the reason.
 """
 
 from __future__ import annotations
@@ -67,23 +68,25 @@ def _covers(names: set[str], capability: str) -> bool:
     return bool(names & ALIASES.get(capability, {capability}))
 
 
-def manifest_refusal(skill: str, items: list[dict[str, Any]], agent: str, tools: list[str]) -> str | None:
-    """Why skill ``skill``'s manifest permission ``items`` forbid a child with ``tools``; None when
-    they allow it. A capability a child tool needs must be granted by a ``capability:`` item and
-    named by no ``deny:`` item (deny wins), as the shield rules for calls."""
+def manifest_refusal(skill: str, items: list[dict[str, Any]], agent: str, tools: list[str]) -> tuple[str, str] | None:
+    """How skill ``skill``'s manifest permission ``items`` rule on a child with ``tools``:
+    ``("block", reason)`` when a capability a child tool needs is denied (deny wins),
+    ``("require_approval", reason)`` when no ``capability:`` item grants it (the shield's
+    permissive rule for an ungranted capability), None when every such capability is granted."""
     denied = set().union(*(_names(i.get("deny")) for i in items if "capability" not in i)) if items else set()
     granted = set().union(*(_names(i.get("capability")) for i in items if "capability" in i)) if items else set()
+    ungranted = None
     for tool in tools:
         capability = TOOL_CAPABILITIES.get(tool)
         if capability is None:
             continue
         if _covers(denied, capability):
-            return (f"the routed skill {skill!r} denies {capability} in its manifest, which sub-agent {agent!r} "
-                    f"would need (its tool {tool})")
-        if not _covers(granted, capability):
-            return (f"the routed skill {skill!r} does not grant {capability} in its manifest, which sub-agent "
-                    f"{agent!r} would need (its tool {tool})")
-    return None
+            return "block", (f"the skill {skill!r} denies {capability} in its manifest, which sub-agent {agent!r} "
+                             f"would need (its tool {tool})")
+        if ungranted is None and not _covers(granted, capability):
+            ungranted = (f"the skill {skill!r} does not grant {capability} in its manifest, which sub-agent {agent!r} "
+                         f"would need (its tool {tool})")
+    return ("require_approval", ungranted) if ungranted else None
 
 
 def _child_tools(ctx: Any, name: str, spec: Any) -> list[str]:
@@ -93,28 +96,40 @@ def _child_tools(ctx: Any, name: str, spec: Any) -> list[str]:
     return list(lineage(child_for(ctx.runtime, name, spec)).tools)
 
 
-def skill_refusal(ctx: Any, call: Any) -> str | None:
-    """For a routed ``agent_<name>`` call: the first routed skill whose manifest forbids what the
-    child would need, as a reason; None when every routed skill allows it (or none was routed)."""
+def _manifests(ctx: Any, call: Any) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(skill, permission items) that govern this spawn: the skills bound to the agent's own calls
+    (``capability_requests``: ``always`` and loaded skills) and, for a routed call, the skills the
+    router chose for its task."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for item in ctx.state.get("capability_requests") or []:
+        if isinstance(item, dict):
+            out.setdefault(str(item.get("skill") or "?"), []).append(item)
     routed = (ctx.state.get(ROUTED_KEY) or {}).get(call.id)
-    if not routed or not routed.get("skills"):
+    names = [n for n in (routed or {}).get("skills") or [] if n not in out]
+    if names and ctx.hooks.has("list_skills"):
+        listed = {getattr(sk, "name", None): sk for found in ctx.hooks.call_sync("list_skills", ctx=ctx) for sk in (found or [])}
+        for name in names:
+            items = [dict(i) for i in (getattr(listed.get(name), "capability_requests", None) or [])]
+            if items:
+                out[name] = items
+    return list(out.items())
+
+
+def skill_decision(ctx: Any, call: Any, agent: str) -> tuple[str, str] | None:
+    """Before sub-agent ``agent`` is spawned for ``call``: the first skill manifest that forbids
+    (``block``) or does not grant (``require_approval``) what the child's tools would do."""
+    manifests = _manifests(ctx, call)
+    if not manifests:
         return None
-    hooks = ctx.hooks
-    listed = [sk for found in hooks.call_sync("list_skills", ctx=ctx) for sk in (found or [])] if hooks.has("list_skills") else []
-    by_name = {getattr(sk, "name", None): sk for sk in listed}
-    spec = ctx.agent.subagents.get(routed["agent"])
+    spec = ctx.agent.subagents.get(agent)
     try:
-        tools = _child_tools(ctx, routed["agent"], spec)
+        tools = _child_tools(ctx, agent, spec)
     except Exception as exc:  # a child that cannot be built cannot be checked: refused, with why
-        return f"sub-agent {routed['agent']!r} cannot start, so the routed skill's manifest cannot be checked: {exc}"
-    for name in routed["skills"]:
-        skill = by_name.get(name)
-        if skill is None:
-            continue
-        items = [dict(i) for i in (getattr(skill, "capability_requests", None) or [])]
-        if not items:
-            continue
-        reason = manifest_refusal(name, items, routed["agent"], tools)
-        if reason is not None:
-            return reason
-    return None
+        return "block", f"sub-agent {agent!r} cannot start, so the skill manifests cannot be checked: {exc}"
+    asked = None
+    for skill, items in manifests:
+        ruling = manifest_refusal(skill, items, agent, tools)
+        if ruling is not None and ruling[0] == "block":
+            return ruling
+        asked = asked or ruling
+    return asked
