@@ -217,6 +217,8 @@ def test_an_allowed_dispatch_answer_is_a_wrapped_tool_result_and_taints_the_sess
         store.close()
     rows = [r for r in audit_rows(ws) if r["step_id"] == call["id"]]
     assert {"decision", "execution"} <= {r["kind"] for r in rows}
+    planned = [r for r in audit_rows(ws) if r["decision"] == "tool.planned"]  # who asked for the call, in the chain
+    assert planned and '"origin": "router"' in json.dumps(json.loads(planned[0]["data"]))
     (lead,) = outcome["script"].requests("allowed", "test")  # the lead read the answer as data
     tool_msg = next(m for m in lead.messages if m.get("role") == "tool")
     assert "[UNTRUSTED DATA" in tool_msg["content"] and "CVE-2026-1111" in tool_msg["content"]
