@@ -118,3 +118,19 @@ def test_a_plugin_stop_during_planned_calls_makes_the_next_call_the_wrap_up(make
     r = agent.run("y")
     assert r.stop_reason == "budget" and r.reply == "summary"
     assert agent.provider.requests[-1].tools == []
+
+
+def test_planning_after_message_received_is_refused(make_agent):
+    errors = []
+
+    class Late:
+        @hookimpl
+        def before_llm_call(self, ctx, request):
+            try:
+                ctx.plan_tool_call("lookup", {"query": "late"}, origin="late")
+            except RuntimeError as exc:
+                errors.append(str(exc))
+
+    agent = make_agent(["ok"], plugins=(Tools(), Late()), tools=["lookup"])
+    agent.run("hi")
+    assert errors and "message_received" in errors[0]

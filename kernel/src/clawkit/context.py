@@ -147,12 +147,15 @@ class TurnContext:
         it reads like any other. Returns the :class:`~clawkit.types.ToolCall` (its ``id``
         is the call's step id). Ignored when a plugin answers the message itself
         (``ctx.state["reply"]``). ``ctx.state["planned_calls"]`` maps each planned call's
-        id to its origin, for gates that want to know who asked.
+        id to its origin, for gates that want to know who asked. Planning after
+        ``message_received`` (from a tool or a later hook) raises ``RuntimeError``.
         """
         from .types import ToolCall
 
         if not origin or not isinstance(origin, str):
             raise ValueError("plan_tool_call: origin must name who plans the call (e.g. 'router')")
+        if self.state.get("_planned_closed"):
+            raise RuntimeError("plan_tool_call: calls are planned in message_received, before the turn's first model call")
         call = ToolCall(id=new_id("call"), name=name, arguments=dict(arguments or {}))
         self.state.setdefault("_planned", []).append((call, origin))
         self.state.setdefault("planned_calls", {})[call.id] = origin

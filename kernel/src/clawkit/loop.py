@@ -356,6 +356,7 @@ class Agent(ModelSide):
         assistant tool calls marked with their origin, then run like the model's own calls
         (gates, approvals, audit, ``after_tool_call``, persistence). Returns ``tools_on``."""
         planned = ctx.state.pop("_planned", None)
+        ctx.state["_planned_closed"] = True  # later plans would never run: refused loudly
         if not planned:
             return True
         groups: dict[str, list[ToolCall]] = {}
