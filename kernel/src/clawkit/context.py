@@ -132,6 +132,35 @@ class TurnContext:
             self.state["stop_reason"] = reason
             self.state["stop_detail"] = detail
 
+    def plan_tool_call(self, name: str, arguments: dict[str, Any] | None = None, *, origin: str) -> Any:
+        """Ask the kernel to make a tool call for this turn, before its first model call.
+
+        For ``message_received`` implementations that decide an effect themselves (a router
+        dispatching a message to a sub-agent): there is no second way to act. The kernel
+        records the planned calls in the history as an assistant message with
+        ``tool_calls`` (``metadata["origin"] = origin``, one message per origin, in the
+        order planned) and a ``tool.planned`` event, then runs them through the same
+        pipeline as the model's calls — ``before_tool_call`` gates, approvals, the audit
+        records, execution, ``after_tool_call`` (truncation, scanning, wrapping as data),
+        persistence — concurrently when there are several. The model is then called with
+        their results and answers as usual; a blocked or denied call is an error result
+        it reads like any other. Returns the :class:`~clawkit.types.ToolCall` (its ``id``
+        is the call's step id). Ignored when a plugin answers the message itself
+        (``ctx.state["reply"]``). ``ctx.state["planned_calls"]`` maps each planned call's
+        id to its origin, for gates that want to know who asked. Planning after
+        ``message_received`` (from a tool or a later hook) raises ``RuntimeError``.
+        """
+        from .types import ToolCall
+
+        if not origin or not isinstance(origin, str):
+            raise ValueError("plan_tool_call: origin must name who plans the call (e.g. 'router')")
+        if self.state.get("_planned_closed"):
+            raise RuntimeError("plan_tool_call: calls are planned in message_received, before the turn's first model call")
+        call = ToolCall(id=new_id("call"), name=name, arguments=dict(arguments or {}))
+        self.state.setdefault("_planned", []).append((call, origin))
+        self.state.setdefault("planned_calls", {})[call.id] = origin
+        return call
+
     async def notice(self, text: str, *, verbose_only: bool = True, **metadata: Any) -> None:
         """Tell the user something about the run (an intervention, a budget warning).
 

@@ -204,6 +204,11 @@ def message_received(ctx, message):
     ``message.content`` in place (e.g. strip ``/think``) or return a string that
     replaces it, and may set turn state (``ctx.state``) or session metadata. A
     returned string from one implementation is what the next one sees.
+    An implementation that wants an effect (a router dispatching to a sub-agent)
+    calls ``ctx.plan_tool_call(name, arguments, origin=...)``: the kernel makes
+    the call before the first model call, through the same gates, approvals,
+    audit and ``after_tool_call`` as the model's calls, and records it in the
+    history as an assistant tool call marked with its origin.
     Failure: isolated.
     """
 

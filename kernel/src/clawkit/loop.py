@@ -346,9 +346,29 @@ class Agent(ModelSide):
             result.stop_detail = ctx.state.get("stop_detail", "")
             _add_usage(result.usage, ctx.state.get("reply_usage") or Usage())
             return
-        await self._loop(ctx, result, deliver)
+        tools_on = await self._run_planned(ctx, result, deliver)
+        await self._loop(ctx, result, deliver, tools_on=tools_on)
         ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump(),
                  duration=time.time() - ctx.state.get("_started", time.time()), agent=self.config.name)
+
+    async def _run_planned(self, ctx: TurnContext, result: TurnResult, deliver: Deliver | None) -> bool:
+        """Calls a plugin planned in ``message_received`` (``ctx.plan_tool_call``): recorded as
+        assistant tool calls marked with their origin, then run like the model's own calls
+        (gates, approvals, audit, ``after_tool_call``, persistence). Returns ``tools_on``."""
+        planned = ctx.state.pop("_planned", None)
+        ctx.state["_planned_closed"] = True  # later plans would never run: refused loudly
+        if not planned:
+            return True
+        groups: dict[str, list[ToolCall]] = {}
+        for call, origin in planned:
+            groups.setdefault(origin, []).append(call)
+        for origin, calls in groups.items():
+            self._append(ctx.session, Message(role="assistant", content="", tool_calls=calls, metadata={"origin": origin}), ctx)
+            ctx.emit("tool.planned", origin=origin, calls=[{"id": c.id, "tool": c.name} for c in calls])
+            stop_note = await self.executor.run_calls(ctx, calls, result, deliver)
+            if stop_note is not None:
+                return self._stop(ctx, result, _note(stop_note))
+        return True
 
     async def preview(self, text: str | None, classification: SessionClassification | None = None) -> tuple[LlmRequest, Any]:
         """The first request a turn for ``text`` would send, built by the turn's own code

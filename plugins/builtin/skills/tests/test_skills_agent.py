@@ -102,7 +102,21 @@ def test_index_is_compact_and_full_section_only_when_routed(agent_for):
         assert "hybrid_stenography" not in text and "FCST" not in text
     assert probe.active == [[], ["weather"]]
     assert probe.capabilities[0] == []
-    assert {"capability": "net.http", "allow": ["api.open-meteo.com", "geocoding-api.open-meteo.com"], "skill": "weather"} in probe.capabilities[1]
+    # issue 30 (changed deliberately): a skill the router only matched guides the prompt; its manifest does
+    # not narrow the agent's own calls (a keyword guess must not veto the work asked for)
+    assert probe.capabilities[1] == []
+
+
+def test_a_loaded_or_always_skill_binds_its_manifest(agent_for):
+    probe = Probe()
+    agent = agent_for([ScriptedReply.calls(call("load_skill", name="weather")), "ok"], extra=(probe,))
+    turns(agent, "Oslo today?")
+    grant = {"capability": "net.http", "allow": ["api.open-meteo.com", "geocoding-api.open-meteo.com"], "skill": "weather"}
+    assert probe.capabilities[0] == [] and grant in probe.capabilities[1]
+    probe = Probe()
+    always = agent_for(["a"], skills={"always": ["weather"]}, extra=(probe,))
+    turns(always, "hi")
+    assert grant in probe.capabilities[0]
 
 
 def test_load_skill_then_skill_tool_returns_plan_with_dialect_fill(agent_for):

@@ -1,7 +1,13 @@
 """The translation device dispatches to sub-agents (``clawkit run``, every plugin, the loopback model):
-a confident route spawns the named sub-agent; a message of several intents spawns one child per
-intent in parallel and merges the answers; the dispatch record is ClawDense (lossless) and the
-metrics count dispatches and the transport compression ratio."""
+a confident route becomes an ``agent_<name>`` call the kernel makes through the gates (issue 30:
+one delegation path) — the child's answer reaches the lead's model as a tool result wrapped as
+data, and the lead answers; a message of several intents makes one call per intent, run in
+parallel; the dispatch record is ClawDense (lossless) and the metrics count dispatches and the
+transport compression ratio.
+
+Changed deliberately in issue 30: the reply used to be the child's answer itself (the lead's
+model was not called) and a MULTI dispatch's answers were merged by a template; both reached the
+history as the lead's own words, past every gate."""
 
 from __future__ import annotations
 
@@ -45,10 +51,15 @@ def _stats(tmp_path, kit):
 
 def test_a_confident_route_spawns_the_research_subagent(tmp_path, kit, model_server, store_at):
     _agents(tmp_path, kit, model_server)
-    model_server.script(kit.ByModel(researcher=[SUMMARY]))
+    model_server.script(kit.ByModel(researcher=[SUMMARY], front=["Two advisories; see CVE-2026-0001."]))
     result = kit.run_json(tmp_path, "parent.yaml", "Search for Node.js vulnerabilities")
-    assert result["reply"] == SUMMARY  # a clean summary, straight from the research sub-agent
-    assert not kit.requests_for(model_server, "front")  # the front agent's own model was not needed
+    assert result["reply"] == "Two advisories; see CVE-2026-0001."  # the lead answers from the routed call's result
+    (call,) = result["tool_calls"]
+    assert call["name"] == "agent_researcher" and call["arguments"] == {"task": "Search for Node.js vulnerabilities"}
+    (front,) = kit.requests_for(model_server, "front")
+    planned, answer = front.messages[-2:]
+    assert planned["role"] == "assistant" and planned["tool_calls"][0]["function"]["name"] == "agent_researcher"
+    assert answer["role"] == "tool" and '<subagent_result agent="researcher">' in answer["content"] and SUMMARY in answer["content"]
     (req,) = kit.requests_for(model_server, "researcher")
     assert req.messages[-1]["content"] == "Search for Node.js vulnerabilities"  # natural language
     assert result["usage"]["total_tokens"] > 0  # the child's usage is the turn's
@@ -75,11 +86,14 @@ def test_multi_intent_message_spawns_two_children_in_parallel_and_merges(tmp_pat
     model_server.script(kit.ByModel(
         researcher=[Fault.delay(0.8, then=SUMMARY)],
         sysadmin=[Reply.tool_calls([("list_dir", {"path": "."})]), Fault.delay(0.3, then="src holds main.py and util.py.")],
+        front=["Advisories found; src holds two files."],
     ))
     result = kit.run_json(tmp_path, "parent.yaml", "Search for Node.js vulnerabilities and list the files in the src folder")
-    assert result["reply"] == (
-        f"## web_search (researcher)\n\n{SUMMARY}\n\n## files (sysadmin)\n\nsrc holds main.py and util.py."
-    )
+    assert result["reply"] == "Advisories found; src holds two files."
+    assert [c["name"] for c in result["tool_calls"]] == ["agent_researcher", "agent_sysadmin"]
+    (front,) = kit.requests_for(model_server, "front")  # one lead call, after both children answered
+    tool_msgs = [m["content"] for m in front.messages if m["role"] == "tool"]
+    assert SUMMARY in tool_msgs[0] and "src holds main.py and util.py." in tool_msgs[1]
     research = kit.requests_for(model_server, "researcher")[0]
     first_sys = kit.requests_for(model_server, "sysadmin")[0]
     assert research.messages[-1]["content"] == "Search for Node.js vulnerabilities"

@@ -10,7 +10,9 @@ How it plugs in:
   skill active this turn: selected by ``ctx.state["route"]["skills"]``, loaded by
   the model with ``load_skill``, or listed in ``always``).
 * ``before_llm_call`` — adds the active skills' IDL tool schemas to the request
-  (and removes inactive skills' ones), sets ``ctx.state["capability_requests"]``.
+  (and removes inactive skills' ones), sets ``ctx.state["capability_requests"]`` from
+  the skills chosen deliberately (``always``, ``load_skill``) — a routed skill guides the
+  prompt but does not narrow the agent's own tools.
 * ``register_tools`` — ``load_skill(name)``.
 * ``register_commands`` — ``clawkit skills list | show NAME | check | stats``.
 
@@ -43,8 +45,8 @@ _EXPORTS = {
     **dict.fromkeys(("ActiveSkillsContributor", "SkillIndexContributor"), "contributors"),
     **dict.fromkeys(("SkillEntry", "SkillRegistry"), "registry"),
     **dict.fromkeys(("SkillTool", "load_skill", "sync_tools"), "skilltools"),
-    **dict.fromkeys(("LOADED_KEY", "SkillsConfig", "active_skills", "available_skills", "build_registry", "bump",
-                     "flush_counters", "lexicon_for", "registry_for", "settings"), "state"),
+    **dict.fromkeys(("LOADED_KEY", "SkillsConfig", "active_skills", "binding_skills", "available_skills", "build_registry",
+                     "bump", "flush_counters", "lexicon_for", "registry_for", "settings"), "state"),
 }
 
 
@@ -100,6 +102,9 @@ def message_received(ctx, message):
         ctx.emit(type_, **data)
     state.flush_counters(ctx, reg)
     _skilltools().sync_tools(ctx, reg, cfg)
+    if cfg.always or ctx.session.get(state.LOADED_KEY):
+        # calls planned before the first model call (a routed dispatch) are judged by the same manifests
+        ctx.state["capability_requests"] = state.binding_requests(ctx, reg)
 
 
 @hookimpl
@@ -116,7 +121,8 @@ def before_llm_call(ctx, request):
     reg = ctx.state.get("skills.registry") or state.registry_for(ctx)
     active = state.active_skills(ctx, reg)
     ctx.state["skills.active"] = [s.name for s in active]
-    ctx.state["capability_requests"] = [dict(item) for s in active for item in s.capability_requests]
+    # only skills chosen deliberately (always, load_skill) narrow the agent's own calls; a routed one guides
+    ctx.state["capability_requests"] = state.binding_requests(ctx, reg, active)
     if active and not ctx.state.get("_skills_selected_emitted"):
         ctx.state["_skills_selected_emitted"] = True
         ctx.emit("skills.active", skills=[s.name for s in active], tools=[t.name for s in active for t in s.tool_definitions])

@@ -138,6 +138,24 @@ def active_skills(ctx: Any, reg: SkillRegistry | None = None) -> list[CompiledSk
     return out
 
 
+def binding_skills(ctx: Any, active: list[CompiledSkill]) -> list[CompiledSkill]:
+    """The active skills whose manifest permissions bind this agent's own calls: those chosen
+    deliberately — ``always`` in the YAML, or loaded with ``load_skill``. A skill the router
+    only matched to the message (keywords) guides the prompt but does not narrow the agent's
+    tools: a keyword guess ("fix the login *bug*" matching a read-only review skill) must not
+    veto the work asked for. A child dispatched for a routed skill is held to its manifest by
+    the sub-agents plugin before it is spawned."""
+    cfg = settings(ctx.agent)
+    chosen = set(cfg.always) | set(ctx.session.get(LOADED_KEY, []) or []) | set(ctx.state.get("skills.loaded_now", []))
+    return [s for s in active if s.name in chosen]
+
+
+def binding_requests(ctx: Any, reg: SkillRegistry | None = None, active: list[CompiledSkill] | None = None) -> list[dict[str, Any]]:
+    """``ctx.state["capability_requests"]``: the permission items of the binding skills, each with its ``skill``."""
+    active = active_skills(ctx, reg) if active is None else active
+    return [dict(item) for s in binding_skills(ctx, active) for item in s.capability_requests]
+
+
 def available_skills(ctx: Any) -> list[CompiledSkill]:
     """The skills a router may select this turn (requirements met), sorted by name.
 

@@ -5,10 +5,12 @@ Each entry of an agent's top-level ``subagents:`` section becomes a tool
 it runs the child as a complete agent — its own session, loop, model and prompt —
 with attenuated tools and grants (:mod:`.children`), bounded depth and fan-out, a
 timeout, and an answer that comes back as wrapped, scanned, provenance-stamped data
-(:mod:`.spawn`). A translation route naming a sub-agent dispatches to it directly
-(:mod:`.dispatch`). Events: ``subagent.start`` / ``subagent.end`` (audited by the
-policy plugin). Plugins veto a spawn in ``before_tool_call`` (the spawn is a tool
-call) or by cancelling the ``routed`` dispatch outbound in ``message_sending``.
+(:mod:`.spawn`). A translation route naming a sub-agent becomes an ``agent_<name>`` call
+the kernel makes through the same gates as the model's (:mod:`.dispatch`,
+``ctx.plan_tool_call``); the routed skill's manifest is checked before that child is
+spawned. Events: ``subagent.start`` / ``subagent.end`` / ``subagent.dispatch`` (audited
+by the policy plugin). Plugins veto a spawn in ``before_tool_call`` (the spawn is a tool
+call, routed or not) or by cancelling the ``routed`` dispatch outbound in ``message_sending``.
 """
 
 from __future__ import annotations
@@ -60,13 +62,37 @@ def before_llm_call(ctx, request):
 @hookimpl(trylast=True)
 @hook_order(90)
 def message_received(ctx, message):
-    """A translation route naming declared sub-agents dispatches the message to them."""
+    """A translation route naming declared sub-agents plans ``agent_<name>`` calls (origin
+    ``router``): the kernel makes them through the gates before the model answers."""
     route = ctx.state.get("route")
     if not route or not route.get("dispatch") or not _declared(ctx.agent):
         return None
     from .dispatch import dispatch
 
     return dispatch(ctx, route["dispatch"])
+
+
+@hookimpl
+@hook_order(60)
+def before_tool_call(ctx, call):
+    """An ``agent_<name>`` call under skill manifests (the router's skills for a routed task, the
+    agent's ``always``/loaded skills): what the child's tools would do must be allowed — a denied
+    capability blocks, an ungranted one needs approval; checked before anything is spawned."""
+    if not call.name.startswith("agent_") or not (ctx.state.get("subagents.routed") or ctx.state.get("capability_requests")):
+        return None
+    declared = _declared(ctx.agent)
+    name = call.name[len("agent_"):]
+    if not declared or declared.get(name) is None:
+        return None
+    from clawkit.types import Decision
+
+    from .dispatch import skill_decision
+
+    ruling = skill_decision(ctx, call, name)
+    if ruling is None:
+        return None
+    action, reason = ruling
+    return Decision.block(reason) if action == "block" else Decision.require_approval(reason)
 
 
 @hookimpl

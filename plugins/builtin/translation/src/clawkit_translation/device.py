@@ -204,9 +204,10 @@ def message_received(ctx, message):
         return None
     t0 = time.perf_counter()
     visible = [t.name for t in ctx.tools.visible()]
-    route = route_message(message.content, cfg, _skill_infos(ctx, cfg), visible).as_dict()
+    infos = _skill_infos(ctx, cfg)
+    route = route_message(message.content, cfg, infos, visible).as_dict()
     elapsed_us = round((time.perf_counter() - t0) * 1e6, 1)
-    dispatch = plan_dispatch(message.content, cfg, route)
+    dispatch = plan_dispatch(message.content, cfg, route, infos)
     if dispatch:
         route["dispatch"] = dispatch
     ctx.state["route"] = route
@@ -224,10 +225,15 @@ def message_received(ctx, message):
 _CLAUSES = re.compile(r"\s*(?:;|\n+|(?<=[.!?])\s+|,?\s+\band\s+(?:then\s+|also\s+)?)\s*", re.I)
 
 
-def plan_dispatch(text: str, cfg: TranslationConfig, route: dict[str, Any]) -> list[dict[str, Any]]:
+def plan_dispatch(text: str, cfg: TranslationConfig, route: dict[str, Any],
+                  skills: list[SkillInfo] = ()) -> list[dict[str, Any]]:
     """Sub-agent dispatches for ``text``: one per intent when the message decomposes into
     several clauses each routed confidently to a profile naming a sub-agent (MULTI), else
-    one for the whole message when its route's profile names one, else none."""
+    one for the whole message when its route's profile names one, else none.
+
+    Each names the skills routed for its task (``skills``): the sub-agents plugin checks
+    their manifests before it spawns the child. A dispatch is a plan, not an effect: it
+    becomes an ``agent_<name>`` call made through the gates."""
     targets = {p: pc.subagent for p, pc in cfg.profiles.items() if pc.subagent}
     if not targets:
         return []
@@ -240,12 +246,14 @@ def plan_dispatch(text: str, cfg: TranslationConfig, route: dict[str, Any]) -> l
             if profile not in targets or confidence < cfg.min_confidence:
                 items = []
                 break
-            items.append({"agent": targets[profile], "task": part, "intent": intent, "profile": profile})
+            chosen = router.match_skills(part, skills, cfg.max_skills) if skills else []
+            items.append({"agent": targets[profile], "task": part, "intent": intent, "profile": profile, "skills": chosen})
         if len({i["intent"] for i in items}) > 1:
             return items
     profile = route.get("profile")
     if profile in targets and route.get("confidence", 0) >= cfg.min_confidence:
-        return [{"agent": targets[profile], "task": text, "intent": route.get("intent"), "profile": profile}]
+        return [{"agent": targets[profile], "task": text, "intent": route.get("intent"), "profile": profile,
+                 "skills": list(route.get("skills") or [])}]
     return []
 
 
