@@ -69,6 +69,8 @@ def chat(tmp_path_factory, server, audit_home):
         term.expect(rb"you> ")
         os.write(term.fd, PASTE.encode() + b"\n")  # a paste, then Enter
         seen["paste"] = term.expect(rb"you> ")
+        os.write(term.fd, b"\x1b[200~/elevated on\x1b[201~\n")  # a paste of the directive alone
+        seen["paste_alone"] = term.expect(rb"you> ")
         term.send(f"{tags['after_paste']} go on")
         seen["after_paste"] = term.expect(rb"allow\? \[y/N\] |AFTER-DONE")
         if seen["after_paste"].endswith(b"] "):
@@ -98,6 +100,7 @@ def test_padded_command_shows_its_tail_on_the_page_that_asks(chat):
 
 def test_a_paste_holding_elevated_on_does_not_elevate(chat):
     assert b"Elevated mode on" not in chat["seen"]["paste"]
+    assert b"Elevated mode on" not in chat["seen"]["paste_alone"]  # pasted text is never a directive
     after = chat["seen"]["after_paste"]
     assert after.endswith(b"allow? [y/N] "), after[-400:]  # asked, not run unasked
     assert not (chat["ws"] / "paste.txt").exists()

@@ -17,11 +17,14 @@ from typing import Any, Callable
 Approver = Callable[..., Any]
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
+
+
 def call_hash(name: str, arguments: dict[str, Any]) -> str:
     """THE hash of a tool call, the one every approval binds to: SHA-256 of the tool name, a newline
     and the arguments as canonical JSON (sorted keys, no spaces, UTF-8, ``str()`` for other values).
     The policy's ledger, a terminal prompt and a server's approvals API all show this value."""
-    canon = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    canon = _CANONICAL(arguments)
     return hashlib.sha256(f"{name}\n{canon}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
