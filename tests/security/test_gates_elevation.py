@@ -111,7 +111,7 @@ def test_a_paste_holding_elevated_on_does_not_elevate(chat):
 
 
 def test_a_child_given_elevated_on_by_the_parents_model_is_not_elevated(chat):
-    shown = chat["cases"].seen("child")
+    [shown] = [v for v in chat["cases"].tool_results("child").values() if "Elevated" in v]  # the child's answer
     assert "Elevated mode on" not in shown and "NOT turned on" in shown
     rows = [r for r in audit_rows(chat["ws"]) if r["decision"] == "directive.change" and r["session_id"] != chat["sid"]]
     assert rows and all('"accepted":false' in r["data"] for r in rows if '"value":"on"' in (r["data"] or ""))
