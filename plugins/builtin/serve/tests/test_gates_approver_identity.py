@@ -1,10 +1,14 @@
-"""Issue 30 item 12, through real HTTP with every builtin loaded: the audit ledger's chained
+"""Issue 30 items 12 and 5, through real HTTP with every builtin loaded: the audit ledger's chained
 approval record names the API key that answered (id and name), and the call hash the approvals
-API showed the person is the one the ledger stores — one hash, not two computed differently."""
+API showed the person is the one the ledger stores — one hash, not two computed differently; and
+an elevation stored on a session by another channel (``clawkit run``) is not used by the server."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -20,17 +24,19 @@ pytestmark = pytest.mark.e2e
 def site(model, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gates-serve")
     helper = write_agent(tmp, model, "helper", tools=["shell_exec"])
+    elev = write_agent(tmp, model, "elev", tools=["shell_exec"], plugins={
+        "directives": {"allow_elevated": True, "allow_noninteractive_elevated": True}})
     db = tmp / "server.db"
     keys = {"full": make_key(db, "runner"), "approver": make_key(db, "alice-on-call", role="approver")}
-    served = serve([helper], db)
+    served = serve([helper, elev], db)
     try:
-        yield served, keys
+        yield served, keys, elev
     finally:
         served.stop()
 
 
 def _api(site, key: str) -> httpx.Client:
-    served, keys = site
+    served, keys, _ = site
     return httpx.Client(base_url=served.url, headers={"Authorization": f"Bearer {keys[key]}"}, timeout=60)
 
 
@@ -45,7 +51,7 @@ def _pending(site, sid: str) -> dict:
 
 
 def test_the_ledger_names_the_key_and_stores_the_call_hash_the_api_showed(site):
-    served, keys = site
+    served, keys, _ = site
     approver_id = keys["approver"].split("_")[1]  # ck_<id>_<secret>
     sid = _api(site, "full").post("/api/sessions", json={"agent": "helper"}).json()["session_id"]
     out: dict = {}
@@ -72,3 +78,25 @@ def test_the_ledger_names_the_key_and_stores_the_call_hash_the_api_showed(site):
     assert hashes == {shown}, records
     verified = _api(site, "full").get("/api/audit/verify", params={"agent": "helper"}).json()
     assert verified["ok"] is True, verified
+
+
+def test_an_elevation_stored_by_run_is_not_used_by_the_server(site):
+    served, keys, elev = site
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("CLAWKIT_LOAD_PLUGINS", None)
+    run = subprocess.run([sys.executable, "-m", "clawkit", "run", str(elev), "/elevated on", "--json"], cwd=elev.parent,
+                         env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert run.returncode == 0, run.stderr[-2000:]
+    stored = json.loads(run.stdout)
+    assert "Elevated mode on" in stored["reply"]
+    sid = stored["session_id"]
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", _api(site, "full").post(
+        f"/api/sessions/{sid}/messages", json={"message": "run: echo elevated-by-run > leak.txt"})))
+    t.start()
+    row = _pending(site, sid)  # asked, not run on the strength of another channel's elevation
+    assert row["tool"] == "shell_exec"
+    _api(site, "approver").post(f"/api/approvals/{row['id']}", json={"decision": "deny"})
+    t.join(60)
+    assert out["r"].status_code == 200 and "not approved" in out["r"].json()["reply"]
+    assert not (elev.parent / "ws-elev" / "leak.txt").exists()
