@@ -187,6 +187,7 @@ def make_terminal_approver(stdin: TextIO | None = None, stdout: TextIO | None = 
                       "long to show in full; refused.\n")
             out.flush()
             return Answer(False, f"{who} (not asked: the call is too long to show)", ident, digest)
+        _discard_typeahead(inp)
         answer = await _ask(inp, out, text, escape_controls(str(call.name)), limit)
         # after a timeout the reader thread still holds an opened tty: it is closed when that thread ends
         if opened is not None:
@@ -195,6 +196,18 @@ def make_terminal_approver(stdin: TextIO | None = None, stdout: TextIO | None = 
 
     approver.approver_name = "terminal"
     return approver
+
+
+def _discard_typeahead(stream: TextIO) -> None:
+    """Drop what was typed (or pasted) on the terminal before the question is shown: only a key pressed
+    after seeing the call answers it."""
+    try:
+        import termios
+
+        if stream.isatty():
+            termios.tcflush(stream.fileno(), termios.TCIFLUSH)
+    except (ImportError, OSError, ValueError, AttributeError):
+        pass
 
 
 async def _ask(inp: TextIO, out: TextIO, text: str, name: str, limit: float) -> bool:
