@@ -63,6 +63,7 @@ def chat(tmp_path_factory, server, audit_home):
     try:
         banner = term.expect(rb"you> ")
         sid = re.search(rb"session (ses\w+)", banner).group(1).decode()
+        seen["banner"] = banner
         term.send(f"{tags['padded']} run the tests")
         seen["padded"] = term.expect(rb"allow\? \[y/N\] |-- more[^\n]*-- ")
         term.send("n")
@@ -99,6 +100,7 @@ def test_padded_command_shows_its_tail_on_the_page_that_asks(chat):
 
 
 def test_a_paste_holding_elevated_on_does_not_elevate(chat):
+    assert b"\x1b[?2004h" in chat["seen"]["banner"]  # the chat asked the terminal for bracketed paste
     assert b"Elevated mode on" not in chat["seen"]["paste"]
     assert b"Elevated mode on" not in chat["seen"]["paste_alone"]  # pasted text is never a directive
     after = chat["seen"]["after_paste"]

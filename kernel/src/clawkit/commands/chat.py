@@ -136,13 +136,22 @@ class _PasteMode:
             termios.tcsetattr(fd, termios.TCSANOW, attrs)
         except (ImportError, OSError, ValueError, AttributeError):
             self.saved = None
-        _write(PASTE_ON)
+        self._tell(PASTE_ON)
         return self
+
+    def _tell(self, sequence: str) -> None:
+        """To the terminal itself (stdout may be a file: ``clawkit chat a.yaml > log``)."""
+        try:
+            with open("/dev/tty", "w") as tty:
+                tty.write(sequence)
+        except OSError:
+            if sys.stdout.isatty():
+                _write(sequence)
 
     def __exit__(self, *exc) -> None:
         if not self.on:
             return
-        _write(PASTE_OFF)
+        self._tell(PASTE_OFF)
         if self.saved is not None:
             try:
                 import termios
