@@ -168,7 +168,9 @@ def register_approvers(register):
     """Register approvers by name: ``register(name, approver)``.
 
     An approver is ``approver(call, reason, ctx) -> bool`` (or an awaitable of
-    one); it answers approval requests no ``request_approval`` hook answered. A
+    one), or returns a :class:`clawkit.approvals.Answer` naming who answered and the
+    call hash they were shown (the ``tool.approval`` event carries both, and the audit
+    ledger records them); it answers approval requests no ``request_approval`` hook answered. A
     front-end picks one by name (``clawkit chat`` on a terminal asks for
     ``"terminal"``; an HTTP server registers and picks its own), so front-ends
     never import the plugin that provides it. The kernel provides ``terminal`` (a
@@ -265,7 +267,8 @@ def before_tool_call(ctx, call):
 def request_approval(ctx, call, reason):
     """A gate asked for approval of ``call`` for ``reason``.
 
-    Return True (approve), False (deny) or None (no opinion). The first non-None
+    Return True (approve), False (deny), a :class:`clawkit.approvals.Answer` (which
+    also names who answered), or None (no opinion). The first non-None
     answer wins; with none, the agent's approver callback decides, and with no
     approver (a non-interactive run) the call is denied. May return an awaitable.
     Failure: fails closed (denied).

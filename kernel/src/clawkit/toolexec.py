@@ -8,6 +8,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from .approvals import Answer
 from .context import current_call
 from .hooks import HookFailure, isawaitable, maybe_await
 from .types import Decision, Message, Outbound, ToolCall, ToolResult
@@ -103,8 +104,10 @@ class ToolExecutor:
             ctx.emit("tool.blocked", tool=call.name, call_id=call.id, reason=decision.reason, plugin=decision.plugin)
             return _error(call, f"blocked by {decision.plugin or 'policy'}: {decision.reason}", blocked=True)
         if decision is not None and decision.action == "require_approval":
-            approved, who = await self.approve(ctx, call, decision.reason)
-            ctx.emit("tool.approval", tool=call.name, call_id=call.id, reason=decision.reason, approved=approved, by=who)
+            answer = await self.answer(ctx, call, decision.reason)
+            approved, who = answer.approved, answer.by
+            ctx.emit("tool.approval", tool=call.name, call_id=call.id, reason=decision.reason, approved=approved, by=who,
+                     approver=answer.identity or None, call_hash=answer.call_hash)
             if not approved:
                 return _error(call, f"not approved ({decision.reason}); approval was denied by {who}", blocked=True, denied=True)
         if deliver is not None and self.hooks.has("message_sending"):
@@ -159,15 +162,27 @@ class ToolExecutor:
         return None
 
     async def approve(self, ctx: "TurnContext", call: ToolCall, reason: str) -> tuple[bool, str]:
+        """(approved, who answered) — :meth:`answer` without the details."""
+        answer = await self.answer(ctx, call, reason)
+        return answer.approved, answer.by
+
+    async def answer(self, ctx: "TurnContext", call: ToolCall, reason: str) -> Answer:
+        """Ask the ``request_approval`` hooks, then the agent's approver; who answered, as an :class:`Answer`
+        (an approver returning a bool is named by its ``approver_name`` attribute, else ``approver``)."""
         try:
             answer = await self.hooks.call_first("request_approval", fail_closed=True, ctx=ctx, call=call, reason=reason)
         except HookFailure as exc:
-            return False, f"{exc.plugin} (failed: {exc.error})"
+            return Answer(False, f"{exc.plugin} (failed: {exc.error})")
         if answer is not None:
-            return bool(answer), "plugin"
-        if self.agent.approver is None:
-            return False, "nobody (non-interactive run)"
+            return answer if isinstance(answer, Answer) else Answer(bool(answer), "plugin", {"kind": "plugin"})
+        approver = self.agent.approver
+        if approver is None:
+            return Answer(False, "nobody (non-interactive run)", {"kind": "none"})
+        name = str(getattr(approver, "approver_name", None) or "approver")
         try:
-            return bool(await maybe_await(self.agent.approver(call, reason, ctx))), "approver"
+            answer = await maybe_await(approver(call, reason, ctx))
         except Exception as exc:
-            return False, f"approver (failed: {exc})"
+            return Answer(False, f"{name} (failed: {exc})", {"kind": "approver", "name": name})
+        if isinstance(answer, Answer):
+            return answer
+        return Answer(bool(answer), name, {"kind": "approver", "name": name})

@@ -6,6 +6,12 @@ leaves from anywhere (exit 143). Each turn runs through ``asyncio.Runner.run``, 
 SIGINT handling cancels the running task instead of killing the loop, so the next
 message is answered on the same loop and the agent is closed (plugins' threads
 joined) on every path.
+
+On a terminal the chat turns on *bracketed paste* (``ESC[?2004h``): the terminal wraps
+pasted text in ``ESC[200~`` … ``ESC[201~``. A paste is one message, however many lines it
+has (sent when the person presses Enter), and its text is marked as pasted (message
+metadata ``pasted``: the pasted pieces), so plugins never take a line of it for a command
+a person typed — a ``/elevated on`` inside a paste elevates nothing.
 """
 
 from __future__ import annotations
@@ -14,21 +20,69 @@ import asyncio
 import sys
 
 from ..cli import EXIT_OK, terminated
+from ..hookspecs import hook_order, hookimpl
 from .core import CHAT_HELP, _open, _stdout_deliver, _write, session_arg
+
+PASTE_ON, PASTE_OFF = "\x1b[?2004h", "\x1b[?2004l"
+PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
+
+
+class Typed(str):
+    """A message as read: the text, and ``pasted``, the pieces of it that were pasted."""
+
+    pasted: list[str]
+
+    def __new__(cls, text: str, pasted: list[str] | None = None) -> "Typed":
+        obj = super().__new__(cls, text)
+        obj.pasted = list(pasted or [])
+        return obj
+
+
+def split_paste(raw: str) -> tuple[str, list[str], bool]:
+    """``raw`` (lines read so far, bracketed-paste markers in it) as (text, pasted pieces, inside a
+    paste still). A marker left open means the paste goes on past the end of the line."""
+    text, pieces, inside, pos = [], [], False, 0
+    while pos < len(raw):
+        marker = PASTE_END if inside else PASTE_START
+        at = raw.find(marker, pos)
+        chunk = raw[pos:] if at < 0 else raw[pos:at]
+        if inside:
+            pieces.append(chunk)
+        text.append(chunk)
+        if at < 0:
+            break
+        inside = not inside
+        pos = at + len(marker)
+    # a stray end marker, or one of another kind, is not text either
+    joined = "".join(text).replace(PASTE_END, "").replace(PASTE_START, "")
+    return joined, [p.replace(PASTE_END, "").replace(PASTE_START, "") for p in pieces], inside
 
 
 def _read_line(interactive: bool) -> str | None:
     """The next message; None to leave. At an interactive prompt, Ctrl-C with text typed
-    clears the line (as a shell does) and Ctrl-C on an empty line leaves."""
+    clears the line (as a shell does) and Ctrl-C on an empty line leaves. On a terminal, a
+    paste (however many lines) is one message, a :class:`Typed` naming what was pasted."""
     if not interactive:
         line = sys.stdin.readline()
         return None if line == "" else line
     while True:
         try:
-            return input("you> ")
-        except EOFError:
-            print()
-            return None
+            _write("you> ")
+            raw = sys.stdin.readline()
+            if raw == "":
+                print()
+                return None
+            while True:
+                text, pieces, inside = split_paste(raw)
+                if not inside:
+                    break
+                more = sys.stdin.readline()  # the paste goes on: its lines are one message
+                if more == "":
+                    break
+                raw += more
+            stripped = text.strip()
+            pasted = [p.strip() for p in pieces if p.strip()]
+            return Typed(stripped, pasted) if pasted else stripped
         except KeyboardInterrupt:
             if terminated():
                 raise
@@ -39,12 +93,72 @@ def _read_line(interactive: bool) -> str | None:
 
 
 def _typed_text() -> str:
+    readline = sys.modules.get("readline")  # only when something already uses it: never imported here
     try:
-        import readline
-
-        return readline.get_line_buffer()
-    except (ImportError, AttributeError):
+        return readline.get_line_buffer() if readline is not None else ""
+    except AttributeError:
         return ""
+
+
+class PastedInput:
+    """Marks the chat's next message with what was pasted into it (message metadata ``pasted``), for
+    ``message_received`` plugins (directives) to treat as data. Not for a sub-agent's messages."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+
+    @hookimpl
+    @hook_order(5)
+    def message_received(self, ctx, message):
+        if self.pieces and getattr(ctx, "parent_run_id", None) is None:
+            message.metadata["pasted"] = list(self.pieces)
+        return None
+
+
+class _PasteMode:
+    """Bracketed paste on the terminal while the chat runs (and ECHOCTL off, so the markers
+    are not echoed as ``^[[200~``); both restored on every way out."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.saved = None
+
+    def __enter__(self) -> "_PasteMode":
+        if not self.on:
+            return self
+        try:
+            import termios
+
+            fd = sys.stdin.fileno()
+            self.saved = termios.tcgetattr(fd)
+            attrs = termios.tcgetattr(fd)
+            attrs[3] &= ~getattr(termios, "ECHOCTL", 0)
+            termios.tcsetattr(fd, termios.TCSANOW, attrs)
+        except (ImportError, OSError, ValueError, AttributeError):
+            self.saved = None
+        self._tell(PASTE_ON)
+        return self
+
+    def _tell(self, sequence: str) -> None:
+        """To the terminal itself (stdout may be a file: ``clawkit chat a.yaml > log``)."""
+        try:
+            with open("/dev/tty", "w") as tty:
+                tty.write(sequence)
+        except OSError:
+            if sys.stdout.isatty():
+                _write(sequence)
+
+    def __exit__(self, *exc) -> None:
+        if not self.on:
+            return
+        self._tell(PASTE_OFF)
+        if self.saved is not None:
+            try:
+                import termios
+
+                termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, self.saved)
+            except (OSError, ValueError):
+                pass
 
 
 def _interrupted_note(agent, session_id: str) -> str | None:
@@ -59,10 +173,13 @@ def _interrupted_note(agent, session_id: str) -> str | None:
 def cmd_chat(args) -> int:
     interactive = sys.stdin.isatty()
     # by name: the kernel's plain prompt, or whichever plugin registered a better "terminal"
-    agent = _open(args, approver="terminal" if interactive else None)
+    pasted = PastedInput()
+    agent = _open(args, approver="terminal" if interactive else None, extra=(pasted,))
     agent.channel = "chat" if interactive else "pipe"  # plugins accept some things (/elevated) only from a person
     session_id = None
+    paste_mode = _PasteMode(interactive)
     try:
+        paste_mode.__enter__()
         session_id = agent.session(session_arg(args)).id
         if interactive:
             print(f"clawkit chat — agent {agent.config.name}, session {session_id}. {CHAT_HELP}")
@@ -75,18 +192,20 @@ def cmd_chat(args) -> int:
                 if line is None:
                     break
                 text = line.strip()
+                pasted.pieces = list(getattr(line, "pasted", []))
                 if not text:
                     continue
-                if text in ("/quit", "/exit"):
+                command = None if pasted.pieces else text  # a paste is a message, never a chat command
+                if command in ("/quit", "/exit"):
                     break
-                if text == "/session":
+                if command == "/session":
                     _write(session_id + "\n")
                     continue
-                if text == "/new":
+                if command == "/new":
                     session_id = agent.session(None).id
                     _write(f"new session {session_id}\n")
                     continue
-                if text == "/help":
+                if command == "/help":
                     _write(CHAT_HELP + "\n")
                     continue
                 if interactive:
@@ -100,6 +219,7 @@ def cmd_chat(args) -> int:
                     print("[reply cancelled; what arrived is stored, marked interrupted]", file=sys.stderr)
             runner.run(agent.drain(timeout=5.0))  # a classification still running shapes the next session
     finally:
+        paste_mode.__exit__()
         agent.close()
         if session_id:
             print(f"[session {session_id}]", file=sys.stderr)

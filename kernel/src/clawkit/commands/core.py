@@ -81,7 +81,7 @@ def add_session_options(p) -> None:
     g.add_argument("--new-session", metavar="ID", help="start a new session with this id")
 
 
-def _open(args, approver: Any = None):
+def _open(args, approver: Any = None, extra: tuple = ()):
     from ..runtime import load_config, open_agent
 
     if not Path(args.agent).is_file():
@@ -94,7 +94,7 @@ def _open(args, approver: Any = None):
             raise UsageError(f"{args.agent}: workspace {workspace} does not exist "
                              f"(create it, or pass --create-workspace)")
         workspace.mkdir(parents=True)
-    agent = open_agent(args.agent, overrides, approver=approver, extra_plugins=(StderrNotices(),))
+    agent = open_agent(args.agent, overrides, approver=approver, extra_plugins=(StderrNotices(), *extra))
     try:
         _check_session(agent, args)
     except BaseException:

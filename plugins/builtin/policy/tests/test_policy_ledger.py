@@ -173,11 +173,14 @@ def test_terminal_approver_answers_and_times_out():
     call = ToolCall(name="shell_exec", arguments={"command": "ls", "api_key": "sk-supersecretvalue123456"})
     out = io.StringIO()
     yes = make_terminal_approver(stdin=io.StringIO("y\n"), stdout=out, timeout=5)
-    assert asyncio.run(yes(call, "unsafe", _Ctx())) is True
+    # an Answer (truthy when approved) naming the terminal's user and the call hash it showed
+    answer = asyncio.run(yes(call, "unsafe", _Ctx()))
+    assert answer.approved is True and answer.identity["kind"] == "terminal" and answer.by.startswith("terminal user ")
+    assert f"call hash: {answer.call_hash}" in out.getvalue()
     assert "[approval] shell_exec" in out.getvalue() and "because: unsafe" in out.getvalue()
     assert "sk-supersecretvalue123456" not in out.getvalue()
     no = make_terminal_approver(stdin=io.StringIO("\n"), stdout=io.StringIO(), timeout=5)
-    assert asyncio.run(no(call, "unsafe", _Ctx())) is False
+    assert asyncio.run(no(call, "unsafe", _Ctx())).approved is False
     r, w = os.pipe()
     silent = make_terminal_approver(stdin=os.fdopen(r), stdout=io.StringIO(), timeout=0.05)
     with pytest.raises(clawkit_policy.ApprovalTimeout, match="no answer within 0.05 s"):

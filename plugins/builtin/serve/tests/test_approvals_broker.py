@@ -47,7 +47,8 @@ def test_an_answer_outlives_its_broker_and_is_used_once_for_that_exact_call(db):
     assert err.value.status == 409
     second.answer(row["id"], True, by="ops", call_hash=row["call_hash"])
     assert [o["id"] for o in orphans] == [row["id"]]  # the runner resumes the turn
-    assert asyncio.run(second.request("a", CALL, "unsafe", ctx())) is True  # the resumed gate asks again
+    answer = asyncio.run(second.request("a", CALL, "unsafe", ctx()))  # the resumed gate asks again
+    assert answer.approved is True and answer.by == "ops" and answer.call_hash == row["call_hash"]
     with pytest.raises(ApprovalError):
         second.answer(row["id"], False, by="ops")  # answered once
 

@@ -2,8 +2,9 @@
 
 A directive is a known name after a ``/`` that starts a word (so ``/usr/bin`` or
 ``a/think`` are text), optionally followed by one of its values. Text inside
-backtick code spans and fenced blocks is never parsed. Unknown names and
-invalid values are left as text.
+backtick code spans and fenced blocks is never parsed, nor text a terminal marked as
+pasted (``skip``: the pasted pieces, found in the text). Unknown names and invalid values are left
+as text.
 """
 
 from __future__ import annotations
@@ -37,10 +38,27 @@ class Parsed:
         return bool(self.directives) and not self.text.strip()
 
 
-def parse(text: str) -> Parsed:
+def _spans(text: str, pieces: list[str] | tuple[str, ...]) -> list[tuple[int, int]]:
+    """Where each of ``pieces`` sits in ``text``; a piece not found makes all of ``text`` skipped (fail closed)."""
+    out, pos = [], 0
+    for piece in pieces:
+        if not isinstance(piece, str) or not piece:
+            continue
+        at = text.find(piece, pos)
+        if at < 0:
+            at = text.find(piece)
+        if at < 0:
+            return [(0, len(text))]
+        out.append((at, at + len(piece)))
+        pos = at + len(piece)
+    return out
+
+
+def parse(text: str, skip: list[str] | tuple[str, ...] = ()) -> Parsed:
+    """``skip``: pieces of ``text`` that are never parsed (what a person pasted into a terminal)."""
     if "/" not in text:  # most messages: no directive can be in them
         return Parsed(text)
-    code = [m.span() for m in _CODE.finditer(text)]
+    code = [m.span() for m in _CODE.finditer(text)] + _spans(text, skip)
     found: list[tuple[str, str]] = []
     cuts: list[tuple[int, int]] = []
     for m in _NAME.finditer(text):

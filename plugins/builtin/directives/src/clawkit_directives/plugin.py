@@ -26,6 +26,10 @@ log = logging.getLogger("clawkit.directives")
 STATE_KEY = "directives"
 META_KEY = "directives"
 ELEVATED_KEY = "elevated_until"
+#: session metadata: the channel whose person turned elevation on; only that channel's turns use it
+ELEVATED_CHANNEL_KEY = "elevated_channel"
+#: message metadata a terminal front-end sets: the pieces of the text that were pasted (bracketed paste)
+PASTED_KEY = "pasted"
 THINK_TEXT = {
     "minimal": "Answer directly; think only as much as the task strictly needs.",
     "low": "Think briefly before answering: check the key assumption, then answer.",
@@ -105,8 +109,9 @@ def elevated_until(session: Any) -> float | None:
 
 def _clear_elevated(session: Any) -> None:
     try:
-        if ELEVATED_KEY in session.metadata:
-            session.metadata.pop(ELEVATED_KEY)
+        if ELEVATED_KEY in session.metadata or ELEVATED_CHANNEL_KEY in session.metadata:
+            session.metadata.pop(ELEVATED_KEY, None)
+            session.metadata.pop(ELEVATED_CHANNEL_KEY, None)
             session.store.save_metadata(session.id, session.metadata)
     except Exception as exc:
         log.warning("session %s: could not clear %s: %r", session.id, ELEVATED_KEY, exc)
@@ -129,14 +134,37 @@ def _change(ctx: Any, name: str, value: str, previous: str, scope: str, accepted
 ELEVATED_STATE = "elevated_until"  # ctx.state: the elevation the policy plugins honour this turn
 
 
+def nested(ctx: Any) -> bool:
+    """A sub-agent's run (started by a parent's tool call): never elevated, never elevates."""
+    return getattr(ctx, "parent_run_id", None) is not None
+
+
+def elevated_channel(session: Any) -> str | None:
+    try:
+        value = session.get(ELEVATED_CHANNEL_KEY)
+    except Exception:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def elevation_applies(ctx: Any) -> bool:
+    """Whether the session's stored elevation counts for this turn: only on the channel that set it
+    (a chat's elevation is not used by ``clawkit run``, ``serve``, ``mcp serve`` on the same session),
+    and never in a sub-agent. A stored elevation that names no channel counts nowhere (fail closed)."""
+    return not nested(ctx) and elevated_channel(ctx.session) == ctx.channel
+
+
 def current_elevation(ctx: Any, cfg: DirectivesConfig) -> float | None:
-    """The session's elevation if it still stands: a stored grant ends when the agent no longer allows
-    ``/elevated`` (it is removed); published in ``ctx.state["elevated_until"]`` for the policy plugins."""
+    """The session's elevation if it still stands for this turn: a stored grant ends when the agent no
+    longer allows ``/elevated`` (it is removed); it holds only on the channel that set it, never in a
+    sub-agent (:func:`elevation_applies`); published in ``ctx.state["elevated_until"]`` for the policy plugins."""
     until = elevated_until(ctx.session)
     if until is not None and not cfg.allow_elevated:
         _clear_elevated(ctx.session)
         _change(ctx, "elevated", "off", "on", "session", reason="allow_elevated was revoked in the agent config")
         until = None
+    if until is not None and not elevation_applies(ctx):
+        until = None  # stays stored for the channel that set it
     if until is None:
         ctx.state.pop(ELEVATED_STATE, None)
     else:
@@ -152,6 +180,9 @@ def _elevate(ctx: Any, cfg: DirectivesConfig, value: str, alone: bool = True) ->
         if not cfg.allow_elevated:
             refusal = ("not permitted by the agent config",
                        "Elevated mode is not permitted for this agent (plugins.directives.allow_elevated is false).")
+        elif nested(ctx):
+            refusal = ("inside a sub-agent",
+                       "Elevated mode was NOT turned on: a sub-agent is never elevated (only a person, in their own chat).")
         elif not alone:
             refusal = ("the directive must be the whole message",
                        "Elevated mode was NOT turned on: send /elevated on as a message of its own.")
@@ -163,11 +194,16 @@ def _elevate(ctx: Any, cfg: DirectivesConfig, value: str, alone: bool = True) ->
             _change(ctx, "elevated", "on", previous, "session", accepted=False, reason=refusal[0])
             return refusal[1]
         new_until = time.time() + cfg.elevated_minutes * 60
+        ctx.session.set(ELEVATED_CHANNEL_KEY, ctx.channel, now=True)
         ctx.session.set(ELEVATED_KEY, new_until, now=True)
         ctx.state[ELEVATED_STATE] = new_until
-        _change(ctx, "elevated", "on", previous, "session", until=new_until, minutes=cfg.elevated_minutes)
-        return (f"Elevated mode on for {cfg.elevated_minutes:g} minutes (until {time.strftime('%H:%M', time.localtime(new_until))}). "
-                "It relaxes policy for tools this agent already has; it never adds a tool.")
+        _change(ctx, "elevated", "on", previous, "session", until=new_until, minutes=cfg.elevated_minutes,
+                channel=ctx.channel)
+        return (f"Elevated mode on for {cfg.elevated_minutes:g} minutes (until {time.strftime('%H:%M', time.localtime(new_until))}), "
+                f"in this {ctx.channel} only. It relaxes policy for tools this agent already has; it never adds a tool.")
+    if nested(ctx):  # a sub-agent cannot end its parent's elevation either
+        _change(ctx, "elevated", "off", previous, "session", accepted=False, reason="inside a sub-agent")
+        return "Elevated mode is not changed from inside a sub-agent."
     _clear_elevated(ctx.session)
     ctx.state.pop(ELEVATED_STATE, None)
     _change(ctx, "elevated", "off", previous, "session")
@@ -177,7 +213,9 @@ def _elevate(ctx: Any, cfg: DirectivesConfig, value: str, alone: bool = True) ->
 def status_text(ctx: Any, cfg: DirectivesConfig, turn: dict[str, str] | None = None) -> str:
     turn = turn if turn is not None else session_directives(ctx.session)
     until = elevated_until(ctx.session)
-    if until:
+    if until and not elevation_applies(ctx):
+        elevated = f"off here (on in {elevated_channel(ctx.session) or 'another channel'} only)"
+    elif until:
         elevated = f"on ({max(1, round((until - time.time()) / 60))} min left)"
     else:
         elevated = "off" if cfg.allow_elevated else "off (not permitted for this agent)"
@@ -191,7 +229,9 @@ def status_text(ctx: Any, cfg: DirectivesConfig, turn: dict[str, str] | None = N
 
 def message_received(ctx, message):
     """Strip directives; persist a directive-only message's settings and answer it."""
-    parsed: Parsed = parse(message.content)
+    pasted = message.metadata.get(PASTED_KEY) if isinstance(message.metadata, dict) else None
+    # pasted text is data, never a directive (a paste cannot elevate the session)
+    parsed: Parsed = parse(message.content, pasted if isinstance(pasted, list) else ())
     persisted = session_directives(ctx.session)
     cfg = _config(ctx)
     current_elevation(ctx, cfg)

@@ -22,6 +22,7 @@ class AgentServer:
         from clawkit.runtime import open_agent
 
         self.agent = open_agent(args.agent, overrides_from(args), approver=self.approve)
+        self.agent.channel = "mcp"  # its own channel: elevation set elsewhere (chat, run) is not used here
         cfg = getattr(self.agent.config, "mcp", None)
         self.settings = (cfg if isinstance(cfg, McpConfig) else McpConfig()).serve
         self.denied: dict[str, list[dict[str, str]]] = {}

@@ -282,9 +282,16 @@ def _approval(turn: Turn, p: Pending, data: dict[str, Any], ids: dict[str, Any],
     from .scope import call_hash
 
     approved, by = bool(data.get("approved")), str(data.get("by") or "")
-    record(turn, "approval", ids, call_hash=call_hash(p.call.name, p.call.arguments), decision=event_name(approved),
+    digest = call_hash(p.call.name, p.call.arguments)
+    shown = data.get("call_hash")
+    approver = data.get("approver") if isinstance(data.get("approver"), dict) else {}
+    extra: dict[str, Any] = {"approver": approver} if approver else {}
+    if shown and shown != digest:  # an approver that showed a hash of its own: an auditor sees both
+        extra["shown_call_hash"] = shown
+    # who answered (terminal user, API key id and name, callback) is inside the chained record: verify covers it
+    record(turn, "approval", ids, call_hash=digest, decision=event_name(approved),
            reason=data.get("reason"), approval_required=True, approval_result="approved" if approved else "denied",
-           approval_by=by, ts=ts)
+           approval_by=by, data=extra or None, ts=ts)
     if not approved:
         _pending.pop((ids["session_id"], p.call.id), None)
         return

@@ -11,7 +11,6 @@ only ``safe``… ``unsafe`` approval rules apply to it. Everything else needs a
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import ipaddress
 import os
 import shlex
@@ -20,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
+from clawkit.approvals import call_hash as _call_hash
+
 from .config import Grant
-from .ledger import canonical  # the same text as json.dumps(sort_keys, compact, ensure_ascii=False, default=str)
 
 PATH_ARGS = frozenset({"path", "paths", "file", "filename", "filepath", "file_path", "directory", "dir", "cwd",
                        "root", "source", "src", "dest", "destination", "target"})
@@ -35,8 +35,10 @@ _WILDCARDS = frozenset("*?[")
 
 
 def call_hash(name: str, arguments: dict[str, Any]) -> str:
-    """SHA-256 of the tool name and its canonical arguments: what an approval binds to."""
-    return hashlib.sha256(f"{name}\n{canonical(arguments)}".encode()).hexdigest()
+    """SHA-256 of the tool name and its canonical arguments: what an approval binds to. The one
+    definition is the kernel's (:func:`clawkit.approvals.call_hash`), so the hash a terminal prompt
+    or a server's approvals API shows a person is the one in the ledger."""
+    return _call_hash(name, arguments)
 
 
 def is_within(path: str, root: str) -> bool:

@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from . import audit
 from .app import HttpError, Server
-from .approvals import ApprovalError, public
+from .approvals import ApprovalError, answered_by, public
 from .runner import SessionBusy
 
 SHOWN_EVENTS = ("tool.", "turn.", "session.", "approval.", "shield.", "sequence.", "directive.", "llm.", "compaction")
@@ -149,7 +149,7 @@ def routes(server: Server) -> list[Route]:
             raise HttpError(400, "'decision' must be \"approve\" or \"deny\"", code="bad_decision")
         key = request.scope["clawkit.key"]
         try:
-            done = server.broker.answer(row["id"], decision == "approve", by=f"key {key.id} ({key.name})",
+            done = server.broker.answer(row["id"], decision == "approve", by=answered_by(key.id, key.name),
                                         call_hash=body.get("call_hash"), note=body.get("note"))
         except ApprovalError as exc:
             raise HttpError(exc.status, str(exc), code="approval_" + {404: "not_found", 409: "conflict", 410: "expired"}.get(exc.status, "error")) from None

@@ -1,7 +1,9 @@
 """Durable approvals: a tool call waiting for a person, kept in the server's database.
 
-A request is a row (``serve_approvals``) bound to the session, the call's id, a
-SHA-256 of the tool name and canonical arguments, and an expiry. The waiting turn
+A request is a row (``serve_approvals``) bound to the session, the call's id, the
+call hash (:func:`clawkit.approvals.call_hash`, the one the audit ledger records), and
+an expiry. The answer names the API key that gave it (``answered_by``: its id and name);
+the approver hands that to the kernel, so the ledger's chained record names the key too. The waiting turn
 holds an in-process future; an answer (API or panel) settles it. After a restart the
 future is gone but the row and the turn's history are not: the answer is recorded,
 and the runner *resumes* the turn (:meth:`clawkit.loop.Agent.resume`), whose gate asks
@@ -13,13 +15,14 @@ why. :class:`ApprovalBroker` is the interface a queue-backed runner keeps.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
+import re
 import sqlite3
 import threading
 import time
 from typing import Any, Callable
 
+from clawkit.approvals import Answer, call_hash
 from clawkit.storage import Column, Index, Table, declare
 from clawkit.types import new_id
 
@@ -36,10 +39,21 @@ COLUMNS = ("id", "agent", "session_id", "run_id", "call_id", "tool", "arguments"
            "status", "created", "expires", "answered", "answered_by", "note", "consumed")
 
 
-def call_hash(name: str, arguments: dict[str, Any]) -> str:
-    """SHA-256 of the tool name and its arguments in canonical JSON (sorted keys, no spaces)."""
-    canon = json.dumps({"name": name, "arguments": arguments}, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+def answered_by(key_id: str, key_name: str) -> str:
+    """How an answer given with an API key is recorded (``answered_by``): its id and its name."""
+    return f"key {key_id} ({key_name})"
+
+
+_BY_KEY = re.compile(r"key (\S+) \((.*)\)", re.DOTALL)
+
+
+def identity(by: str | None) -> dict[str, Any]:
+    """Who answered, as fields for the audit ledger: ``{"kind": "api_key", "key_id", "key_name"}`` for an
+    answer given with an API key (see :func:`answered_by`), else ``{"kind": "server", "by": by}``."""
+    m = _BY_KEY.fullmatch(by or "")
+    if m:
+        return {"kind": "api_key", "key_id": m.group(1), "key_name": m.group(2)}
+    return {"kind": "server", "by": by or ""}
 
 
 class ApprovalTimedOut(Exception):
@@ -115,7 +129,7 @@ class ApprovalBroker:
 
         return approve
 
-    async def request(self, agent_name: str, call: Any, reason: str, ctx: Any, *, timeout: float | None = None) -> bool:
+    async def request(self, agent_name: str, call: Any, reason: str, ctx: Any, *, timeout: float | None = None) -> Answer:
         digest = call_hash(call.name, call.arguments)
         now = time.time()
         found = self._rows("WHERE session_id = ? AND call_id = ? AND consumed IS NULL ORDER BY created DESC LIMIT 1",
@@ -159,14 +173,17 @@ class ApprovalBroker:
         self.publish(row["session_id"], {"type": "approval.pending", "approval": public(row)})
         return row
 
-    def _consume(self, row: dict[str, Any], digest: str) -> bool:
-        """Use a recorded answer once: it must be for this exact call and not past its expiry."""
+    def _consume(self, row: dict[str, Any], digest: str) -> Answer:
+        """Use a recorded answer once: it must be for this exact call and not past its expiry. The
+        answer names who gave it and the call hash they were shown (the row's)."""
         self._set(row["id"], consumed=time.time())
         if row["status"] == "expired":
             raise ApprovalTimedOut(f"approval {row['id']} expired before an answer ({row.get('note') or 'no answer'})")
         if row["call_hash"] != digest:
             raise ApprovalTimedOut(f"approval {row['id']} was for different arguments; ask again")
-        return row["status"] == "approved"
+        who = identity(row.get("answered_by"))
+        return Answer(row["status"] == "approved", row.get("answered_by") or "server", {**who, "approval": row["id"]},
+                      row["call_hash"])
 
     # answers --------------------------------------------------------------------------------
 

@@ -13,7 +13,10 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 from typing import Any
+
+from clawkit.approvals import Answer, call_hash  # the one call hash (the audit ledger's)
 
 from . import pg
 
@@ -46,10 +49,16 @@ def ensure_schema(url: str) -> None:
     pg.ensure(url, "clawkit_approvals", DDL)
 
 
-def call_hash(name: str, arguments: dict[str, Any]) -> str:
-    """SHA-256 of the tool name and canonical JSON arguments (the same digest clawkit serve uses)."""
-    canon = json.dumps({"name": name, "arguments": arguments}, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+_BY_KEY = re.compile(r"key (\S+) \((.*)\)", re.DOTALL)
+
+
+def identity(by: str | None) -> dict[str, Any]:
+    """Who answered, for the audit ledger: an API key's id and name (``key <id> (<name>)``, as the
+    server records it), else the ``--by`` a person gave ``clawkit approvals``."""
+    m = _BY_KEY.fullmatch(by or "")
+    if m:
+        return {"kind": "api_key", "key_id": m.group(1), "key_name": m.group(2)}
+    return {"kind": "queue", "by": by or ""}
 
 
 def _row(cur: Any, r: tuple) -> dict[str, Any]:
@@ -61,7 +70,7 @@ def _row(cur: Any, r: tuple) -> dict[str, Any]:
 def durable_approver(url: str, timeout: float = 3600.0) -> Any:
     """The approver of a worker's agents: inside a queued turn, wait for the answer durably."""
 
-    async def approve(call: Any, reason: str, ctx: Any) -> bool:
+    async def approve(call: Any, reason: str, ctx: Any) -> Answer | bool:
         slot = ctx.steps.approval_slot(call.id) if getattr(ctx, "steps", None) is not None and hasattr(ctx.steps, "approval_slot") else None
         if slot is None:
             return False  # not a queued turn: nobody can answer
@@ -73,7 +82,9 @@ def durable_approver(url: str, timeout: float = 3600.0) -> Any:
                    "call_hash": call_hash(call.name, call.arguments), "reason": reason, "risk": risk}
         row = await slot.run_async({"name": "clawkit.approval"}, wait_for_answer, url, request, timeout)
         ctx.emit("approval.answered", approval=row["id"], status=row["status"], by=row.get("answered_by"))
-        return row["status"] == "approved" and row["call_hash"] == request["call_hash"]
+        approved = row["status"] == "approved" and row["call_hash"] == request["call_hash"]
+        who = {**identity(row.get("answered_by")), "approval": row["id"]}
+        return Answer(approved, row.get("answered_by") or "queue", who, row["call_hash"])
 
     return approve
 
