@@ -25,6 +25,7 @@ from clawkit.errors import ConfigError
 from .config import SubagentsConfig, SubagentSpec
 
 AGENT_TOOL_PREFIX = "agent_"
+CHILD_CHANNEL = "subagent"  # children's own channel: non-interactive, never elevated
 
 
 @dataclass
@@ -84,6 +85,8 @@ def covered(grant: dict[str, Any], parent_grants: list[dict[str, Any]]) -> bool:
     """True when one parent grant allows everything ``grant`` asks for."""
     tools = grant.get("tools") or ["*"]
     for p in parent_grants:
+        if grant.get("access", "rw") == "rw" and p.get("access", "rw") == "ro" and grant.get("paths"):
+            continue  # a read-only parent grant never covers a writable one
         if (_covered(tools, p.get("tools") or ["*"]) and _covered(grant.get("paths") or [], p.get("paths") or [])
                 and _covered(grant.get("hosts") or [], p.get("hosts") or [])
                 and _covered(grant.get("commands") or [], p.get("commands") or [])):
@@ -118,32 +121,54 @@ def _sections_for(parent: Any) -> list:
     return found
 
 
+def child_workspace(parent: Any, data: dict[str, Any], where: str) -> str:
+    """The child's workspace: the parent's effective one (after ``--workspace``,
+    ``CLAWKIT_WORKSPACE``, the parent's YAML), or a folder inside it that the child's own
+    ``workspace:`` names (relative to the parent's workspace). Never wider, never elsewhere:
+    the same answer from the CLI, ``serve``, the workers and the test kit."""
+    root = Path(parent.config.workspace).resolve()
+    named = data.get("workspace")
+    if named is None or str(named).strip() in ("", "."):
+        return str(root)
+    path = Path(str(named)).expanduser()
+    path = (path if path.is_absolute() else root / path).resolve()
+    if path != root and root not in path.parents:
+        raise ConfigError(f"{where}: workspace {path} is outside the parent's workspace {root}: "
+                          "a sub-agent works in its parent's workspace or a folder inside it")
+    if not path.is_dir():
+        raise ConfigError(f"{where}: workspace {path} does not exist (a folder inside the parent's workspace {root})")
+    return str(path)
+
+
+def tool_risks(parent: Any) -> dict[str, str]:
+    """Each tool the parent may hand down, with its registered risk level."""
+    return {t.name: str(getattr(t.definition.risk, "value", t.definition.risk)) for t in parent.tools.visible()}
+
+
 def build_child(parent: Any, name: str, spec: SubagentSpec) -> Any:
     """A new :class:`clawkit.loop.Agent` for sub-agent ``name`` of ``parent``."""
     from clawkit.loop import Agent
 
+    from .merge import hold, kept_on
+
     up = lineage(parent)
     data, where, lines, base = _load_data(parent, name, spec)
+    data["workspace"] = child_workspace(parent, data, where)
     own_tools = list(data.get("tools") or [])
     tools = attenuate(up.tools, own_tools, spec.tools)
     data["tools"] = tools
-    plugins = dict(data.get("plugins") or {})
+    parent_off = set(parent.config.disabled_plugins())
+    keep_on = kept_on(parent.pm, parent_off)
+    plugins = hold(parent.config, dict(data.get("plugins") or {}), tool_risks(parent), keep_on)
     policy = dict(plugins.get("policy") or {})
     own_grants = list(policy.get("grants") or [])
     policy["grants"] = [g for g in own_grants if isinstance(g, dict) and covered(g, up.grants)] if own_grants else list(up.grants)
     if policy["grants"] or "policy" in plugins:
         plugins["policy"] = policy
     memory = _section(parent.config.plugin("memory"))
-    parent_memory_on = parent.config.plugin("memory") is not None and "memory" not in parent.config.disabled_plugins()
+    parent_memory_on = parent.config.plugin("memory") is not None and "memory" not in parent_off
     if parent_memory_on and (plugins.get("memory") or {}).get("enabled", True) is not False:
-        mine = dict(plugins.get("memory") or {})
-        parent_db = memory.get("db") or str(Path(parent.config.workspace) / ".clawkit" / "memory.db")
-        if not Path(parent_db).is_absolute():
-            parent_db = str((Path(parent.config.workspace) / parent_db).resolve())
-        mine["db"] = parent_db  # one memory file for the tree: the child reads the parent's episodes…
-        parent_partition = memory.get("partition") or parent.config.name
-        mine["read_partitions"] = sorted(set(mine.get("read_partitions") or []) | {parent_partition})
-        plugins["memory"] = mine  # …and writes its own partition (its name unless it sets one)
+        plugins["memory"] = child_memory(parent, memory, dict(plugins.get("memory") or {}), name)
     data["plugins"] = plugins
     cfg = validate_agent(data, where, lines, _sections_for(parent), base_dir=base)
     cfg._source = Path(where) if isinstance(spec.agent, str) else parent.config.source_file  # its own sub-agents resolve from there
@@ -152,11 +177,27 @@ def build_child(parent: Any, name: str, spec: SubagentSpec) -> Any:
     if depth >= max_depth and getattr(cfg, "subagents", None):
         cfg.subagents = SubagentsConfig()  # at the limit: offered no agent tools
     off = set(cfg.disabled_plugins())
-    pm = parent.pm if off == set(parent.config.disabled_plugins()) else _plugins_without(parent.pm, off)
-    child = Agent(cfg, pm=pm, store=parent.store, approver=_asking_through(parent, name), channel=parent.channel)
+    pm = parent.pm if off == parent_off else _plugins_without(parent.pm, off)
+    # its own non-interactive channel: nothing a model writes can elevate a child
+    child = Agent(cfg, pm=pm, store=parent.store, approver=_asking_through(parent, name), channel=CHILD_CHANNEL)
     child._clawkit_lineage = Lineage(depth, max_depth, min(up.max_parallel, cfg.limits.max_parallel_subagents), name,
                                      weakref.ref(parent), effective_tools(child), policy["grants"])
     return child
+
+
+def child_memory(parent: Any, memory: dict[str, Any], mine: dict[str, Any], name: str) -> dict[str, Any]:
+    """The child's memory: the parent's file, the child's own partition below the parent's
+    (``lead>researcher``: the parent recalls it only as untrusted data), reading the parent's."""
+    parent_db = memory.get("db") or str(Path(parent.config.workspace) / ".clawkit" / "memory.db")
+    if not Path(parent_db).is_absolute():
+        parent_db = str((Path(parent.config.workspace) / parent_db).resolve())
+    parent_partition = memory.get("partition") or parent.config.name
+    readable = {parent_partition, *(memory.get("read_partitions") or [])}
+    mine["db"] = parent_db  # one memory file for the tree: the child reads the parent's episodes…
+    mine["partition"] = f"{parent_partition}>{name}"  # …and writes only its own partition, whatever its file says
+    mine["child_of"] = parent_partition
+    mine["read_partitions"] = sorted(readable | {p for p in mine.get("read_partitions") or [] if p in readable})
+    return mine
 
 
 def _plugins_without(pm: Any, off: set[str]) -> Any:
