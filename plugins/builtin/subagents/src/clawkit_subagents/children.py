@@ -249,3 +249,24 @@ def close_children(parent: Any) -> None:
 
 def open_parents() -> list[Any]:
     return list(_children.keys())
+
+
+def confinement(child: Any) -> dict[str, Any]:
+    """What the child runs under, after its file was held to its parent's (stored with each of
+    its sessions, so an auditor sees the effective workspace, channel, jail, shield and risks)."""
+    from .merge import _level, _risk_of
+
+    def mode_of(section: str, key: str) -> Any:
+        value = child.config.plugin(section)
+        if value is None or getattr(value, "enabled", True) is False or section in child.config.disabled_plugins():
+            return None
+        return _level(getattr(value, key, None))
+
+    policy = child.config.plugin("policy")
+    risk = dict(getattr(policy, "risk", None) or {}) if policy is not None else {}
+    return {
+        "workspace": str(child.config.workspace), "channel": child.channel,
+        "sandbox": mode_of("sandbox", "mode"), "shield": mode_of("shield", "mode"),
+        "risk": {t.name: _risk_of({k: _level(v) for k, v in risk.items()}, t.name, _level(t.definition.risk))
+                 for t in child.tools.visible()},
+    }

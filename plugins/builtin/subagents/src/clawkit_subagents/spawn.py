@@ -24,7 +24,7 @@ from typing import Any
 from clawkit import provenance
 from clawkit.types import ToolResult, Usage, new_id
 
-from .children import child_for, lineage
+from .children import child_for, confinement, lineage
 from .config import SubagentSpec
 
 SCHEMA_NOTE = (
@@ -202,7 +202,7 @@ async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_i
     session = child.session(None)
     session.set("subagent", {"agent": name, "parent_agent": parent.config.name, "parent_session": ctx.session.id,
                              "parent_run_id": ctx.run_id, "parent_step_id": step_id, "trace_id": ctx.trace_id,
-                             "depth": kin.depth, "tools": kin.tools, "dispatch": record,
+                             "depth": kin.depth, "tools": kin.tools, "dispatch": record, "confinement": confinement(child),
                              "transport": sent.metadata.get("transport", "text")})  # committed with the child's first message
     out.session_id = session.id
     _TREES[session.id] = ctx.state["subagents.tree"]  # the child's own children count against this tree
