@@ -304,6 +304,7 @@ def test_a_childs_memory_goes_to_its_own_partition_and_the_parent_recalls_it_onl
           keeper: {{agent: keeper.yaml, description: Keeps notes.}}
         plugins:
           memory: {{watch: false, recall: {{budget_ms: 30000, load_wait_ms: 60000, min_similarity: 0.1}}}}
+          policy: {{risk: {{memory_save: safe}}}}
         """)
     model_server.script(kit.ByModel(
         lead=[Reply.tool_calls([("agent_keeper", {"task": "remember the rotation schedule"})]), "noted",

@@ -88,8 +88,8 @@ def hold_policy(parent: dict[str, Any], child: dict[str, Any], tool_risks: dict[
     p_risk, c_risk = dict(parent.get("risk") or {}), dict(child.get("risk") or {})
     risk: dict[str, str] = {}
     for name, default in tool_risks.items():
-        mine, theirs = _risk_of(p_risk, name, default), _risk_of(c_risk, name, default)
-        risk[name] = mine if RISK_ORDER.get(mine, 2) >= RISK_ORDER.get(theirs, 0) else theirs
+        mine, theirs = _risk_of(p_risk, name, default), _risk_of(c_risk, name, "")
+        risk[name] = mine if not theirs or RISK_ORDER.get(mine, 2) >= RISK_ORDER.get(theirs, 0) else theirs
     for pattern, level in [*p_risk.items(), *c_risk.items()]:
         risk.setdefault(pattern, _level(level))
     out["risk"] = risk

@@ -1,0 +1,69 @@
+"""The merge rules a child's plugin sections are held to (docs/plugins/subagents.md, "Children
+inside their parent"): the stricter of parent and child wins, key by key."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from clawkit_subagents.children import covered
+from clawkit_subagents.merge import hold, hold_policy, hold_sandbox, hold_shield
+
+
+class _Section(dict):
+    def model_dump(self, mode: str = "python") -> dict:
+        return dict(self)
+
+
+def _parent(**sections):
+    return SimpleNamespace(plugin=lambda name: _Section(sections[name]) if name in sections else None)
+
+
+def test_risk_never_drops_below_the_parents_and_an_unset_child_inherits_it():
+    tools = {"shell_exec": "unsafe", "read_file": "safe", "memory_save": "guarded", "web_fetch": "safe"}
+    held = hold_policy({"risk": {"memory_save": "safe", "web_fetch": "unsafe"}},
+                       {"risk": {"read_file": "guarded", "shell_exec": "safe", "*": "safe"}}, tools)
+    assert held["risk"]["shell_exec"] == "unsafe"  # lowering refused
+    assert held["risk"]["web_fetch"] == "unsafe"  # the parent's override stays
+    assert held["risk"]["memory_save"] == "safe"  # the parent's own choice passes down when the child says nothing…
+    assert held["risk"]["read_file"] == "guarded"  # …and a child may be stricter
+    assert list(held["risk"])[:4] == list(tools)  # exact names first: the parent's level decides before any glob
+
+
+def test_shield_sandbox_and_policy_switches_keep_the_stricter_setting():
+    shield = hold_shield({"mode": "permissive", "wrap": "always", "thresholds": {"log": 0.3, "approve": 0.7},
+                          "weights": {"unsafe": 0.5}, "trust": {"after_untrusted": 0.9}, "untrusted_tools": ["web_fetch"],
+                          "taint_threshold": 1.0, "capability_map": {"x": "network"}},
+                         {"mode": "audit-only", "wrap": "never", "thresholds": {"log": 0.9, "approve": 0.2},
+                          "weights": {"unsafe": 0.1}, "untrusted_tools": [], "taint_threshold": 9.0,
+                          "capability_map": {"x": "read", "y": "write"}})
+    assert shield["mode"] == "permissive" and shield["wrap"] == "always"
+    assert shield["thresholds"] == {"log": 0.3, "approve": 0.2} and shield["weights"] == {"unsafe": 0.5}
+    assert shield["untrusted_tools"] == ["web_fetch"] and shield["taint_threshold"] == 1.0
+    assert shield["capability_map"] == {"x": "network", "y": "write"}
+    assert hold_shield({"mode": "permissive"}, {"mode": "strict"})["mode"] == "strict"
+    sandbox = hold_sandbox({"mode": "bwrap", "bwrap": "bwrap", "network_grants": "proxy", "cpu_seconds": 60,
+                            "extra_ro_paths": ["/opt/tool"], "hidden_paths": ["/etc/shadow"]},
+                           {"mode": "off", "bwrap": "/tmp/fake", "network_grants": "all", "cpu_seconds": 600,
+                            "extra_ro_paths": ["/", "/opt/tool"], "hidden_paths": []})
+    assert sandbox["mode"] == "bwrap" and sandbox["bwrap"] == "bwrap" and sandbox["network_grants"] == "proxy"
+    assert sandbox["cpu_seconds"] == 60 and sandbox["extra_ro_paths"] == ["/opt/tool"]
+    assert sandbox["hidden_paths"] == ["/etc/shadow"]
+    policy = hold_policy({"step_grants": False, "step_grant_scope": "step", "audit": True, "egress_tools": ["web_fetch"],
+                          "guarded_approval": "call", "approval_ttl": 60},
+                         {"step_grants": True, "step_grant_scope": "persistent", "audit": False, "egress_tools": [],
+                          "guarded_approval": "tool", "approval_ttl": 99999}, {})
+    assert policy["step_grants"] is False and policy["step_grant_scope"] == "step" and policy["audit"] is True
+    assert policy["egress_tools"] == ["web_fetch"] and policy["guarded_approval"] == "call" and policy["approval_ttl"] == 60
+
+
+def test_gate_plugins_stay_on_elevation_is_off_and_grants_never_widen():
+    parent = _parent(shield={"mode": "strict"}, directives={"allow_elevated": True})
+    out = hold(parent, {"shield": {"enabled": False, "mode": "audit-only"},
+                        "directives": {"allow_elevated": True, "allow_noninteractive_elevated": True}},
+               {}, keep_on={"shield"})
+    assert "enabled" not in out["shield"] and out["shield"]["mode"] == "strict"
+    assert out["directives"]["allow_elevated"] is False and out["directives"]["elevated_channels"] == []
+    ro = [{"tools": ["read_file"], "paths": ["/data"], "access": "ro"}]
+    assert covered({"tools": ["read_file"], "paths": ["/data"], "access": "ro"}, ro)
+    assert not covered({"tools": ["read_file"], "paths": ["/data"]}, ro)  # rw under a read-only grant
+    assert not covered({"tools": ["web_fetch"], "hosts": ["*"]}, [{"tools": ["web_fetch"], "hosts": ["10.0.0.1"]}])
