@@ -39,9 +39,9 @@ def _tool_results(request) -> list[str]:
 
 
 def _layout(tmp_path: Path, kit, model_server, child: str) -> tuple[Path, Path]:
-    """conf/lead.yaml (the agent files), ws/ (the workspace given with --workspace), outside/."""
-    conf, ws, outside = tmp_path / "conf", tmp_path / "ws", tmp_path / "outside"
-    for d in (conf, ws, outside):
+    """lead.yaml (the agent files), ws/ (the workspace given with --workspace) and outside/ beside them."""
+    conf, ws, outside = tmp_path, tmp_path / "ws", tmp_path / "outside"
+    for d in (ws, outside):
         d.mkdir()
     (outside / "notes.txt").write_text("OUTSIDE-SECRET-7731\n")
     (ws / "inside.txt").write_text("INSIDE-FACT-4410\n")
@@ -69,15 +69,17 @@ INLINE_READER = "{{name: reader, model: {model}, tools: [read_file]}}"
 
 
 def test_cli_child_works_in_the_parents_workspace_and_a_wider_one_is_refused(tmp_path, kit, model_server):
-    """``clawkit run conf/lead.yaml --workspace ws``: the inline child reads ``inside.txt`` of ws and
-    cannot read ``../outside/notes.txt`` (old main: it worked in conf/, where that path resolved);
+    """``clawkit run lead.yaml --workspace ws``: the inline child reads ``inside.txt`` of ws and
+    cannot read ``outside/notes.txt`` beside it (old main: it worked in the YAML's folder, where
+    that file is inside);
     a child file naming a workspace outside the parent's is refused with a clear error."""
     child = INLINE_READER.format(model=kit.model_block(model_server, "reader"))
     lead, ws = _layout(tmp_path, kit, model_server, child)
     model_server.script(kit.ByModel(
         lead=[Reply.tool_calls([("agent_reader", {"task": "read the notes"}), ("agent_escaper", {"task": "read"})]),
               "done"],
-        reader=[Reply.tool_calls([("read_file", {"path": "../outside/notes.txt"}), ("read_file", {"path": "inside.txt"})]),
+        reader=[Reply.tool_calls([("read_file", {"path": "../outside/notes.txt"}), ("read_file", {"path": "inside.txt"}),
+                                  ("read_file", {"path": str(tmp_path / "outside" / "notes.txt")})]),
                 "read them"],
         escaper=["never asked"],
     ))
@@ -295,6 +297,7 @@ def test_a_childs_memory_goes_to_its_own_partition_and_the_parent_recalls_it_onl
         tools: [memory_save]
         plugins:
           memory: {{partition: lead, save_file: "MEMORY.md"}}
+          policy: {{risk: {{memory_save: safe}}}}
         """)
     kit.write(tmp_path / "lead.yaml", f"""
         name: lead
