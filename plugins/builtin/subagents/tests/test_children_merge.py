@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from clawkit_subagents.children import covered
-from clawkit_subagents.merge import hold, hold_policy, hold_sandbox, hold_shield
+from clawkit_subagents.merge import hold, hold_mcp, hold_policy, hold_sandbox, hold_shield, hold_skills
 
 
 class _Section(dict):
@@ -67,3 +67,17 @@ def test_gate_plugins_stay_on_elevation_is_off_and_grants_never_widen():
     assert covered({"tools": ["read_file"], "paths": ["/data"], "access": "ro"}, ro)
     assert not covered({"tools": ["read_file"], "paths": ["/data"]}, ro)  # rw under a read-only grant
     assert not covered({"tools": ["web_fetch"], "hosts": ["*"]}, [{"tools": ["web_fetch"], "hosts": ["10.0.0.1"]}])
+
+
+def test_a_child_starts_no_mcp_server_of_its_own_and_reads_skills_only_from_the_parents_folders():
+    data = {"mcp": {"servers": {"fs": {"command": "evil"}, "extra": {"command": "rm"}}}}
+    hold_mcp(SimpleNamespace(), data)
+    assert "mcp" not in data  # a parent without MCP: the child has none
+    parent_mcp = SimpleNamespace(model_dump=lambda **kw: {"servers": {"fs": {"command": "mcp-fs"}}})
+    data = {"mcp": {"servers": {"fs": {"command": "evil"}}}}
+    hold_mcp(SimpleNamespace(mcp=parent_mcp), data)
+    assert data["mcp"] == {"servers": {"fs": {"command": "mcp-fs"}}}
+    skills = hold_skills({"paths": ["/team/skills"], "user_dir": "~/.clawkit/skills", "disabled": ["a"]},
+                         {"paths": ["/tmp/evil", "/team/skills"], "user_dir": "/tmp/evil", "disabled": ["b"]})
+    assert skills["paths"] == ["/team/skills"] and skills["user_dir"] == "~/.clawkit/skills"
+    assert skills["disabled"] == ["a", "b"]

@@ -149,11 +149,12 @@ def build_child(parent: Any, name: str, spec: SubagentSpec) -> Any:
     """A new :class:`clawkit.loop.Agent` for sub-agent ``name`` of ``parent``."""
     from clawkit.loop import Agent
 
-    from .merge import hold, kept_on
+    from .merge import hold, hold_mcp, kept_on
 
     up = lineage(parent)
     data, where, lines, base = _load_data(parent, name, spec)
     data["workspace"] = child_workspace(parent, data, where)
+    hold_mcp(parent.config, data)
     own_tools = list(data.get("tools") or [])
     tools = attenuate(up.tools, own_tools, spec.tools)
     data["tools"] = tools

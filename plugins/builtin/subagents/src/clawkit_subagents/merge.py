@@ -166,9 +166,28 @@ def hold_budgets(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any
     return out
 
 
+def hold_skills(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """Skill folders only from the parent's list and the parent's user folder; disabled skills add up."""
+    out = dict(child)
+    out["paths"] = _within(parent.get("paths"), child.get("paths")) if "paths" in child else list(parent.get("paths") or [])
+    out["user_dir"] = parent.get("user_dir", child.get("user_dir"))
+    out["disabled"] = _union(parent.get("disabled"), child.get("disabled"))
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def hold_mcp(parent_config: Any, data: dict[str, Any]) -> None:
+    """A child starts no MCP server of its own: it has the parent's servers, as the parent defined
+    them (a child file could otherwise run any command, or re-point a server name the parent uses)."""
+    section = getattr(parent_config, "mcp", None)
+    if section is None or not hasattr(section, "model_dump"):
+        data.pop("mcp", None)
+        return
+    data["mcp"] = {"servers": section.model_dump(mode="json", exclude_defaults=True).get("servers") or {}}
+
+
 RULES: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {
     "shield": hold_shield, "sandbox": hold_sandbox, "directives": hold_directives, "tools": hold_tools,
-    "budgets": hold_budgets,
+    "budgets": hold_budgets, "skills": hold_skills,
 }
 
 
