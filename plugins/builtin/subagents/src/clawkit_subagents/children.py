@@ -1,14 +1,20 @@
-"""Building a child agent: its own config, attenuated by the parent's, sharing the parent's store.
+"""Building a child agent: its own config, held to the parent's, sharing the parent's store.
 
-Attenuation, never escalation:
+Attenuation, never escalation (docs/plugins/subagents.md, "Children inside their parent"):
 
+* workspace — the parent's effective workspace or a folder inside it (:func:`child_workspace`),
+  never the folder of the child's own file; one outside is a clear error;
 * tools — the intersection of the child's own ``tools:``, the declaration's narrowing
   and the parent's effective tools (the parent's own ``agent_*`` tools never pass down);
 * grants — the child's own policy grants survive only when a parent grant covers them;
   a child that declares none works under the parent's;
+* risk, sandbox, shield, budgets, skills, MCP servers — the stricter of parent and child
+  (:mod:`.merge`); plugins that gate calls stay on;
+* memory — the child's own partition below the parent's, recalled by the parent as untrusted;
 * depth — a child at the tree's limit is offered no agent tools of its own;
-* approvals — the child has its own session (so the parent's approvals and
-  ``/elevated`` do not carry over) and asks through the parent's approver, naming itself.
+* approvals — the child has its own session on its own channel (``subagent``: the parent's
+  approvals and ``/elevated`` do not carry over, and nothing elevates it) and asks through
+  the parent's approver, naming itself.
 """
 
 from __future__ import annotations
@@ -254,7 +260,11 @@ def open_parents() -> list[Any]:
 
 def confinement(child: Any) -> dict[str, Any]:
     """What the child runs under, after its file was held to its parent's (stored with each of
-    its sessions, so an auditor sees the effective workspace, channel, jail, shield and risks)."""
+    its sessions, so an auditor sees the effective workspace, channel, jail, shield and risks).
+    Worked out once per child agent: its config does not change."""
+    known = getattr(child, "_clawkit_confinement", None)
+    if known is not None:
+        return known
     from .merge import _level, _risk_of
 
     def mode_of(section: str, key: str) -> Any:
@@ -265,9 +275,10 @@ def confinement(child: Any) -> dict[str, Any]:
 
     policy = child.config.plugin("policy")
     risk = dict(getattr(policy, "risk", None) or {}) if policy is not None else {}
-    return {
+    child._clawkit_confinement = {
         "workspace": str(child.config.workspace), "channel": child.channel,
         "sandbox": mode_of("sandbox", "mode"), "shield": mode_of("shield", "mode"),
         "risk": {t.name: _risk_of({k: _level(v) for k, v in risk.items()}, t.name, _level(t.definition.risk))
                  for t in child.tools.visible()},
     }
+    return child._clawkit_confinement
