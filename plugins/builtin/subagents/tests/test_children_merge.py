@@ -81,3 +81,22 @@ def test_a_child_starts_no_mcp_server_of_its_own_and_reads_skills_only_from_the_
                          {"paths": ["/tmp/evil", "/team/skills"], "user_dir": "/tmp/evil", "disabled": ["b"]})
     assert skills["paths"] == ["/team/skills"] and skills["user_dir"] == "~/.clawkit/skills"
     assert skills["disabled"] == ["a", "b"]
+
+
+def test_a_childs_workspace_is_the_parents_or_a_folder_inside_it(tmp_path):
+    import pytest
+
+    from clawkit.errors import ConfigError
+    from clawkit_subagents.children import child_workspace
+
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    parent = SimpleNamespace(config=SimpleNamespace(workspace=ws))
+    assert child_workspace(parent, {}, "c.yaml") == str(ws.resolve())
+    assert child_workspace(parent, {"workspace": "."}, "c.yaml") == str(ws.resolve())
+    assert child_workspace(parent, {"workspace": "sub"}, "c.yaml") == str((ws / "sub").resolve())
+    for wider in ("..", str(tmp_path), "/etc", "sub/../../x"):
+        with pytest.raises(ConfigError, match="outside the parent's workspace"):
+            child_workspace(parent, {"workspace": wider}, "c.yaml")
+    with pytest.raises(ConfigError, match="does not exist"):
+        child_workspace(parent, {"workspace": "missing"}, "c.yaml")
