@@ -133,6 +133,36 @@ def test_the_test_kit_and_the_cli_give_a_child_the_same_workspace(tmp_path, kit,
         assert any("INSIDE-FACT-4410" in r for r in _tool_results(reqs[1]))
 
 
+def test_serve_gives_a_child_the_parents_workspace_too(tmp_path, kit, model_server, monkeypatch):
+    """Parity with ``clawkit serve`` (the real app on uvicorn, every builtin loaded): the parent's
+    YAML names ``workspace: ws``; its inline child works in ws, not in the YAML's folder (old
+    main: it did, and ``inside.txt`` was not found)."""
+    pytest.importorskip("clawkit_serve")
+    import httpx
+    from clawkit_serve.testing import make_key, serve
+
+    monkeypatch.delenv("CLAWKIT_LOAD_PLUGINS", raising=False)
+    child = INLINE_READER.format(model=kit.model_block(model_server, "reader"))
+    lead, ws = _layout(tmp_path, kit, model_server, child)
+    lead.write_text(lead.read_text() + "workspace: ws\n")
+    model_server.script(kit.ByModel(
+        lead=[Reply.tool_calls([("agent_reader", {"task": "read the notes"})]), "done"],
+        reader=[Reply.tool_calls([("read_file", {"path": "inside.txt"})]), "read them"],
+    ))
+    db = tmp_path / "server.db"
+    key = make_key(db, "full")
+    served = serve([lead], db, approval_timeout=5)
+    try:
+        r = httpx.post(served.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {key}"}, timeout=120,
+                       json={"model": "lead", "messages": [{"role": "user", "content": "go"}]})
+    finally:
+        served.stop()
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "done", r.text
+    assert any("INSIDE-FACT-4410" in t for t in _tool_results(kit.requests_for(model_server, "reader")[1]))
+    (stored,) = _child_sessions(ws / ".clawkit" / "state.db")
+    assert stored["subagent"]["confinement"]["workspace"] == str(ws.resolve())
+
+
 def kit_model(server, name: str) -> dict:
     return {"name": f"openai/{name}", "api_base": server.url, "api_key": "sk-test", "max_retries": 0, "timeout": 30}
 
