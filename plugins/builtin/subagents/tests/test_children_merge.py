@@ -100,3 +100,18 @@ def test_a_childs_workspace_is_the_parents_or_a_folder_inside_it(tmp_path):
             child_workspace(parent, {"workspace": wider}, "c.yaml")
     with pytest.raises(ConfigError, match="does not exist"):
         child_workspace(parent, {"workspace": "missing"}, "c.yaml")
+
+
+def test_a_childs_memory_is_its_own_partition_with_the_parents_file_and_embedding(tmp_path):
+    from clawkit_subagents.children import child_memory
+
+    parent = SimpleNamespace(config=SimpleNamespace(workspace=tmp_path, name="lead"))
+    mine = child_memory(parent, {"embedding": {"provider": "local"}, "read_partitions": ["team"]},
+                        {"partition": "lead", "db": "/tmp/other.db", "read_partitions": ["team", "secret"],
+                         "embedding": {"provider": "litellm", "api_base": "http://attacker"},
+                         "paths": ["docs", "/etc", "../up", str(tmp_path / "notes")]}, "keeper")
+    assert mine["partition"] == "lead>keeper" and mine["child_of"] == "lead"
+    assert mine["db"] == str(tmp_path / ".clawkit" / "memory.db")
+    assert mine["read_partitions"] == ["lead", "team"]
+    assert mine["embedding"] == {"provider": "local"}
+    assert mine["paths"] == ["docs", str(tmp_path / "notes")]

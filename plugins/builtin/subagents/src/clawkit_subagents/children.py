@@ -204,7 +204,24 @@ def child_memory(parent: Any, memory: dict[str, Any], mine: dict[str, Any], name
     mine["partition"] = f"{parent_partition}>{name}"  # …and writes only its own partition, whatever its file says
     mine["child_of"] = parent_partition
     mine["read_partitions"] = sorted(readable | {p for p in mine.get("read_partitions") or [] if p in readable})
+    for key in ("embedding", "chunking"):  # one index, one embedding model: a child's cannot send text elsewhere
+        if key in memory:
+            mine[key] = memory[key]
+        else:
+            mine.pop(key, None)
+    root = Path(parent.config.workspace).resolve()
+    mine["paths"] = [p for p in mine.get("paths") or [] if _inside(str(p), root)]  # nothing indexed from outside
     return mine
+
+
+def _inside(path: str, root: Path) -> bool:
+    """A memory ``paths`` entry (file, folder or glob) that stays inside ``root``."""
+    p = Path(path).expanduser()
+    if ".." in p.parts:
+        return False
+    if not p.is_absolute():
+        return True
+    return p == root or root in p.parents
 
 
 def _plugins_without(pm: Any, off: set[str]) -> Any:
