@@ -136,8 +136,9 @@ class MemoryRecall(PromptContributor):
         hits = st["hits"]
         if not hits:
             return None
-        per = max(200, st["max_chars"] // max(1, len(hits)) - 40)
         mem = st.get("memory")
+        # room for the data block's markers, so a cut never drops the end marker
+        per = max(200, (st["max_chars"] - 300) // max(1, len(hits)) - 40)
         mine, theirs = [], []
         for h in hits:
             body = " ".join(h.text.split())
