@@ -137,8 +137,9 @@ class MemoryRecall(PromptContributor):
         if not hits:
             return None
         mem = st.get("memory")
-        # room for the data block's markers, so a cut never drops the end marker
-        per = max(200, (st["max_chars"] - 300) // max(1, len(hits)) - 40)
+        # with sub-agents' notes: room for the data block's markers, so a cut never drops the end marker
+        room = 300 if mem is not None and any(mem.untrusted(h.partition) for h in hits) else 0
+        per = max(200, (st["max_chars"] - room) // max(1, len(hits)) - 40)
         mine, theirs = [], []
         for h in hits:
             body = " ".join(h.text.split())
