@@ -88,6 +88,9 @@ class MemoryConfig(BaseModel):
     db: str | None = Field(None, description="memory SQLite file; default <workspace>/.clawkit/memory.db")
     partition: str | None = Field(None, description="this agent's partition; default the agent's name")
     read_partitions: list[str] = Field(default_factory=list, description="other partitions this agent may read")
+    child_of: str | None = Field(None, description="set by clawkit-subagents for a sub-agent (not by hand): the parent's "
+                                 "partition. The child's notes go to its own folder and partition (never the workspace's "
+                                 "memory files); the parent recalls them only as untrusted data")
     paths: list[str] = Field(default_factory=list, description="extra files/dirs/globs to index (relative to the workspace)")
     sessions: bool = Field(True, description="index finished turns of past sessions (episodes)")
     watch: bool = Field(True, description="re-index memory files when they change (watchfiles)")
@@ -108,6 +111,23 @@ def config_of(agent: Any) -> MemoryConfig:
     data = section.model_dump() if hasattr(section, "model_dump") else dict(section)
     data.pop("enabled", None)
     return MemoryConfig.model_validate(data)
+
+
+CHILD_NOTES = ".clawkit/memory/children"  # a sub-agent's memory_save notes, one folder per child partition
+
+
+def notes_dir(partition: str) -> str:
+    """A child partition's notes folder, relative to the workspace (``lead>researcher`` →
+    ``.clawkit/memory/children/lead/researcher``)."""
+    import re
+
+    parts = [re.sub(r"[^A-Za-z0-9_.-]", "_", p).lstrip(".") or "_" for p in partition.split(">")]
+    return "/".join([CHILD_NOTES, *parts])
+
+
+def is_below(partition: str, ancestor: str) -> bool:
+    """Whether ``partition`` is a sub-agent's partition below ``ancestor`` (``lead>researcher``)."""
+    return partition.startswith(ancestor + ">")
 
 
 def db_path(workspace: Path, cfg: MemoryConfig) -> Path:

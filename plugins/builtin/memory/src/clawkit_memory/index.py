@@ -33,7 +33,8 @@ EPISODE_BATCH = 64  # sessions read per snapshot when indexing episodes
 # first (MATERIALIZED keeps SQLite from grouping over the whole messages_session index instead)
 _TOUCHED = ("WITH new AS {} (SELECT id, session_id FROM messages WHERE id > ?)"
             " SELECT n.session_id, MAX(n.id) AS last FROM new n JOIN sessions s ON s.id = n.session_id"
-            " WHERE s.agent = ? GROUP BY n.session_id ORDER BY last LIMIT ?"
+            " WHERE s.agent = ? AND (json_extract(CASE WHEN json_valid(s.metadata) THEN s.metadata END, '$.subagent')"
+            " IS NOT NULL) = ? GROUP BY n.session_id ORDER BY last LIMIT ?"
             ).format("MATERIALIZED" if stdlib_sqlite.sqlite_version_info >= (3, 35) else "")
 _TAG = re.compile(r"(?<![\w#/&])#([A-Za-z][\w-]{1,40})")
 _TAG_LINE = re.compile(r"^\s*[-*]?\s*tags?:\s*(.+)$", re.I | re.M)
@@ -368,7 +369,7 @@ class MemoryIndex:
         return conn
 
     def sync_sessions(self, state_db: str | Path | Any, partition: str, agent: str, *,
-                      max_sessions: int | None = None) -> IndexReport:
+                      max_sessions: int | None = None, subagent: bool = False) -> IndexReport:
         """Index finished turns of ``agent``'s sessions from the kernel's session database.
 
         ``state_db`` is the file path (one read-only connection per file, kept open) or an
@@ -378,6 +379,8 @@ class MemoryIndex:
         session is re-read whole (its finished turns replace its episode; unfinished turns
         wait for a later run); one whose last message id is unchanged is skipped.
         ``max_sessions`` bounds one run (``report.more`` says whether sessions are left).
+        ``subagent``: index the sub-agent sessions of that name (a child's partition), else only
+        the sessions that are not a sub-agent's — a parent never takes a child's turns as its own.
         """
         report = IndexReport()
         with self._episodes_lock:  # one indexer at a time: two would index the same session twice
@@ -389,9 +392,10 @@ class MemoryIndex:
             if conn is None:
                 return report
             meta_key = f"episodes:{partition}:{agent}:{ident}"
+            flag = 1 if subagent else 0
             size = min(EPISODE_BATCH, max_sessions) if max_sessions else EPISODE_BATCH
             while True:
-                batch, done = self._read_touched(conn, meta_key, agent, size)
+                batch, done = self._read_touched(conn, meta_key, agent, size, flag)
                 if batch is None:
                     return report
                 self._index_episodes(partition, batch, meta_key, done, report)
@@ -401,7 +405,7 @@ class MemoryIndex:
                     report.more = True
                     return report
 
-    def _read_touched(self, conn: Any, meta_key: str, agent: str, limit: int) -> tuple[list | None, str]:
+    def _read_touched(self, conn: Any, meta_key: str, agent: str, limit: int, subagent: int = 0) -> tuple[list | None, str]:
         """Sessions of ``agent`` with messages above the watermark (at most ``limit``, by their
         last message id) with their rows, read in one snapshot, and the watermark after them."""
         with self.lock:
@@ -419,7 +423,7 @@ class MemoryIndex:
             since = int(mark.get("id", 0)) if mark.get("first") == first and int(mark.get("id", 0)) <= top else 0
             if since >= top:
                 return None, ""
-            touched = conn.execute(_TOUCHED, (since, agent, limit)).fetchall()
+            touched = conn.execute(_TOUCHED, (since, agent, subagent, limit)).fetchall()
             batch = [(sid, last, conn.execute("SELECT id, role, content, data, created FROM messages"
                                               " WHERE session_id = ? ORDER BY id", (sid,)).fetchall())
                      for sid, last in touched]

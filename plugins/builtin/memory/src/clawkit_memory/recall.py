@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from clawkit.prompt import ContributorContext, PromptContributor, PromptSection
 
-from .tools import session_partitions
+from .tools import mark_from_children, session_partitions, untrusted_block
 
 if TYPE_CHECKING:
     from .service import AgentMemory
@@ -51,7 +51,7 @@ def start_recall(ctx: Any, mem: "AgentMemory", text: str) -> None:
     rc = mem.cfg.recall
     known = mem.cached_recall(text, sid, extra)
     if known is not None:  # the same query, nothing new since: answered here, no thread hand-off
-        ctx.state[STATE_KEY] = {"hits": known, "timed_out": False, "started": started, "max_chars": rc.max_chars,
+        ctx.state[STATE_KEY] = {"hits": known, "memory": mem, "timed_out": False, "started": started, "max_chars": rc.max_chars,
                                 "waited_ms": (time.perf_counter() - started) * 1000, "timings": {
                                     "refresh_ms": 0.0, "embed_ms": 0.0, "search_ms": 0.0, "cached": 1.0}}
         return
@@ -69,6 +69,7 @@ def start_recall(ctx: Any, mem: "AgentMemory", text: str) -> None:
         return mem.recall(text, session_id=sid, extra_partitions=extra, timings=timings, ready=ready)
 
     future = mem.executor.submit(job)
+    st["memory"] = mem
     st.update({"future": future, "ready": ready, "started": started, "budget_ms": rc.budget_ms,
                "load_wait_ms": rc.load_wait_ms, "max_chars": rc.max_chars, "timings": timings})
     ctx.state[STATE_KEY] = st
@@ -135,11 +136,17 @@ class MemoryRecall(PromptContributor):
         hits = st["hits"]
         if not hits:
             return None
-        per = max(200, st["max_chars"] // max(1, len(hits)) - 40)
-        lines = []
+        mem = st.get("memory")
+        # with sub-agents' notes: room for the data block's markers, so a cut never drops the end marker
+        room = 300 if mem is not None and any(mem.untrusted(h.partition) for h in hits) else 0
+        per = max(200, (st["max_chars"] - room) // max(1, len(hits)) - 40)
+        mine, theirs = [], []
         for h in hits:
             body = " ".join(h.text.split())
             body = body if len(body) <= per else body[: per - 1].rstrip() + "…"
-            lines.append(f"- [{h.citation}] {body}")
-        return PromptSection("Relevant memory", "From your memory (cite as [path#lines]; may be outdated):\n"
-                             + "\n".join(lines), st["max_chars"])
+            (theirs if mem is not None and mem.untrusted(h.partition) else mine).append(f"- [{h.citation}] {body}")
+        text = "From your memory (cite as [path#lines]; may be outdated):\n" + "\n".join(mine) if mine else ""
+        if theirs:  # sub-agents' notes: data inside delimiters, and the session now carries untrusted content
+            mark_from_children(ctx, {h.partition for h in hits if mem.untrusted(h.partition)}, "recalled")
+            text = (text + "\n\n" if text else "") + "From your sub-agents' notes:\n" + untrusted_block(mem, "\n".join(theirs))
+        return PromptSection("Relevant memory", text, st["max_chars"])

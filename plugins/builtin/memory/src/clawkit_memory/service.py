@@ -17,7 +17,7 @@ from typing import Any
 
 from clawkit.absent import AbsentPaths
 
-from .config import EPISODE_DELAY, MEMORY_ROOTS, MemoryConfig, config_of, db_path  # noqa: F401  (re-exported)
+from .config import EPISODE_DELAY, MEMORY_ROOTS, MemoryConfig, config_of, db_path, is_below, notes_dir  # noqa: F401  (re-exported)
 from .embeddings import collect_providers, resolve_provider
 from .index import IndexReport, MemoryIndex
 from .search import Hit, Searcher
@@ -122,7 +122,10 @@ class AgentMemory:
         self.partition = partition
         self.agent_name = agent_name
         self.searcher = Searcher(index, cfg.search)
-        self.roots = [*MEMORY_ROOTS, *cfg.paths]
+        # a sub-agent indexes only its own notes (and its own paths): the workspace's memory files are
+        # the parent's, read through the parent's partition
+        self.roots = [notes_dir(partition), *cfg.paths] if cfg.child_of else [*MEMORY_ROOTS, *cfg.paths]
+        self._below: tuple[str, ...] = ()  # partitions of this agent's sub-agents: read as untrusted data
         # one thread: recalls first; episode indexing in the gaps (see MemoryWorker)
         self.executor = MemoryWorker(f"memory-{partition}")
         self.users: set[int] = set()  # ids of the open agent configs using this service
@@ -153,14 +156,30 @@ class AgentMemory:
         return self.index.workspace
 
     def readable(self, extra: list[str] | None = None) -> list[str]:
-        """This partition first, then the ones it may read (never written to)."""
-        return list(dict.fromkeys([self.partition, *self.cfg.read_partitions, *(extra or [])]))
+        """This partition first, then the ones it may read (never written to), then its
+        sub-agents' partitions (their hits are untrusted: :meth:`untrusted`)."""
+        return list(dict.fromkeys([self.partition, *self.cfg.read_partitions, *(extra or []), *self._below]))
+
+    def untrusted(self, partition: str) -> bool:
+        """A hit from this partition is another agent's note: data, never instructions."""
+        return is_below(partition, self.partition)
+
+    def find_below(self) -> None:
+        """Look up the partitions of this agent's sub-agents (``<mine>>child`` and deeper)."""
+        with self.index.lock:
+            rows = self.index.conn.execute("SELECT DISTINCT partition FROM memory_sources WHERE partition > ? AND "
+                                           "partition < ?", (self.partition + ">", self.partition + "?")).fetchall()
+        below = tuple(sorted(p for (p,) in rows if is_below(p, self.partition)))
+        if below != self._below:
+            self._below = below
+            self._own = tuple(self.readable())
 
     # --- freshness ---------------------------------------------------------------------
 
     def refresh(self, *, force: bool = False) -> IndexReport:
         """Sync memory files: always without a watcher, else every few seconds as a safety net."""
         with self._sync_lock:  # a caller arriving mid-sync waits for it instead of searching a stale index
+            self.find_below()
             if not force and self.watching and time.monotonic() - self._last_sync < SAFETY_SYNC_SECONDS:
                 return IndexReport()
             report = self.index.sync(self.partition, self.roots)
@@ -173,7 +192,8 @@ class AgentMemory:
         :meth:`MemoryIndex.sync_sessions`)."""
         if not self.cfg.sessions:
             return IndexReport()
-        return self.index.sync_sessions(state_db, self.partition, self.agent_name, max_sessions=max_sessions)
+        return self.index.sync_sessions(state_db, self.partition, self.agent_name, max_sessions=max_sessions,
+                                        subagent=bool(self.cfg.child_of))
 
     def index_sessions_later(self, state_db: Any, *, delay: float | None = None) -> None:
         """Queue episode indexing as background work on the memory thread (after a turn ends).

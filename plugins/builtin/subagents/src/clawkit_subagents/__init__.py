@@ -32,9 +32,10 @@ def _declared(agent: Any) -> Any:
 
 @hookimpl
 def register_config(register):
-    from .config import SubagentsConfig
+    from .config import SubagentsConfig, SubagentsSettings
 
     register("subagents", SubagentsConfig, top_level=True)
+    register("subagents", SubagentsSettings)
 
 
 @hookimpl

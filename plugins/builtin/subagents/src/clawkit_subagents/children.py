@@ -1,14 +1,20 @@
-"""Building a child agent: its own config, attenuated by the parent's, sharing the parent's store.
+"""Building a child agent: its own config, held to the parent's, sharing the parent's store.
 
-Attenuation, never escalation:
+Attenuation, never escalation (docs/plugins/subagents.md, "Children inside their parent"):
 
+* workspace — the parent's effective workspace or a folder inside it (:func:`child_workspace`),
+  never the folder of the child's own file; one outside is a clear error;
 * tools — the intersection of the child's own ``tools:``, the declaration's narrowing
   and the parent's effective tools (the parent's own ``agent_*`` tools never pass down);
 * grants — the child's own policy grants survive only when a parent grant covers them;
   a child that declares none works under the parent's;
+* risk, sandbox, shield, budgets, skills, MCP servers — the stricter of parent and child
+  (:mod:`.merge`); plugins that gate calls stay on;
+* memory — the child's own partition below the parent's, recalled by the parent as untrusted;
 * depth — a child at the tree's limit is offered no agent tools of its own;
-* approvals — the child has its own session (so the parent's approvals and
-  ``/elevated`` do not carry over) and asks through the parent's approver, naming itself.
+* approvals — the child has its own session on its own channel (``subagent``: the parent's
+  approvals and ``/elevated`` do not carry over, and nothing elevates it) and asks through
+  the parent's approver, naming itself.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from clawkit.errors import ConfigError
 from .config import SubagentsConfig, SubagentSpec
 
 AGENT_TOOL_PREFIX = "agent_"
+CHILD_CHANNEL = "subagent"  # children's own channel: non-interactive, never elevated
 
 
 @dataclass
@@ -84,6 +91,8 @@ def covered(grant: dict[str, Any], parent_grants: list[dict[str, Any]]) -> bool:
     """True when one parent grant allows everything ``grant`` asks for."""
     tools = grant.get("tools") or ["*"]
     for p in parent_grants:
+        if grant.get("access", "rw") == "rw" and p.get("access", "rw") == "ro" and grant.get("paths"):
+            continue  # a read-only parent grant never covers a writable one
         if (_covered(tools, p.get("tools") or ["*"]) and _covered(grant.get("paths") or [], p.get("paths") or [])
                 and _covered(grant.get("hosts") or [], p.get("hosts") or [])
                 and _covered(grant.get("commands") or [], p.get("commands") or [])):
@@ -118,32 +127,55 @@ def _sections_for(parent: Any) -> list:
     return found
 
 
+def child_workspace(parent: Any, data: dict[str, Any], where: str) -> str:
+    """The child's workspace: the parent's effective one (after ``--workspace``,
+    ``CLAWKIT_WORKSPACE``, the parent's YAML), or a folder inside it that the child's own
+    ``workspace:`` names (relative to the parent's workspace). Never wider, never elsewhere:
+    the same answer from the CLI, ``serve``, the workers and the test kit."""
+    root = Path(parent.config.workspace).resolve()
+    named = data.get("workspace")
+    if named is None or str(named).strip() in ("", "."):
+        return str(root)
+    path = Path(str(named)).expanduser()
+    path = (path if path.is_absolute() else root / path).resolve()
+    if path != root and root not in path.parents:
+        raise ConfigError(f"{where}: workspace {path} is outside the parent's workspace {root}: "
+                          "a sub-agent works in its parent's workspace or a folder inside it")
+    if not path.is_dir():
+        raise ConfigError(f"{where}: workspace {path} does not exist (a folder inside the parent's workspace {root})")
+    return str(path)
+
+
+def tool_risks(parent: Any) -> dict[str, str]:
+    """Each tool the parent may hand down, with its registered risk level."""
+    return {t.name: str(getattr(t.definition.risk, "value", t.definition.risk)) for t in parent.tools.visible()}
+
+
 def build_child(parent: Any, name: str, spec: SubagentSpec) -> Any:
     """A new :class:`clawkit.loop.Agent` for sub-agent ``name`` of ``parent``."""
     from clawkit.loop import Agent
 
+    from .merge import hold, hold_mcp, kept_on
+
     up = lineage(parent)
     data, where, lines, base = _load_data(parent, name, spec)
+    data["workspace"] = child_workspace(parent, data, where)
+    hold_mcp(parent.config, data)
     own_tools = list(data.get("tools") or [])
     tools = attenuate(up.tools, own_tools, spec.tools)
     data["tools"] = tools
-    plugins = dict(data.get("plugins") or {})
+    parent_off = set(parent.config.disabled_plugins())
+    keep_on = kept_on(parent.pm, parent_off)
+    plugins = hold(parent.config, dict(data.get("plugins") or {}), tool_risks(parent), keep_on)
     policy = dict(plugins.get("policy") or {})
     own_grants = list(policy.get("grants") or [])
     policy["grants"] = [g for g in own_grants if isinstance(g, dict) and covered(g, up.grants)] if own_grants else list(up.grants)
     if policy["grants"] or "policy" in plugins:
         plugins["policy"] = policy
     memory = _section(parent.config.plugin("memory"))
-    parent_memory_on = parent.config.plugin("memory") is not None and "memory" not in parent.config.disabled_plugins()
+    parent_memory_on = parent.config.plugin("memory") is not None and "memory" not in parent_off
     if parent_memory_on and (plugins.get("memory") or {}).get("enabled", True) is not False:
-        mine = dict(plugins.get("memory") or {})
-        parent_db = memory.get("db") or str(Path(parent.config.workspace) / ".clawkit" / "memory.db")
-        if not Path(parent_db).is_absolute():
-            parent_db = str((Path(parent.config.workspace) / parent_db).resolve())
-        mine["db"] = parent_db  # one memory file for the tree: the child reads the parent's episodes…
-        parent_partition = memory.get("partition") or parent.config.name
-        mine["read_partitions"] = sorted(set(mine.get("read_partitions") or []) | {parent_partition})
-        plugins["memory"] = mine  # …and writes its own partition (its name unless it sets one)
+        plugins["memory"] = child_memory(parent, memory, dict(plugins.get("memory") or {}), name)
     data["plugins"] = plugins
     cfg = validate_agent(data, where, lines, _sections_for(parent), base_dir=base)
     cfg._source = Path(where) if isinstance(spec.agent, str) else parent.config.source_file  # its own sub-agents resolve from there
@@ -152,11 +184,44 @@ def build_child(parent: Any, name: str, spec: SubagentSpec) -> Any:
     if depth >= max_depth and getattr(cfg, "subagents", None):
         cfg.subagents = SubagentsConfig()  # at the limit: offered no agent tools
     off = set(cfg.disabled_plugins())
-    pm = parent.pm if off == set(parent.config.disabled_plugins()) else _plugins_without(parent.pm, off)
-    child = Agent(cfg, pm=pm, store=parent.store, approver=_asking_through(parent, name), channel=parent.channel)
+    pm = parent.pm if off == parent_off else _plugins_without(parent.pm, off)
+    # its own non-interactive channel: nothing a model writes can elevate a child
+    child = Agent(cfg, pm=pm, store=parent.store, approver=_asking_through(parent, name), channel=CHILD_CHANNEL)
     child._clawkit_lineage = Lineage(depth, max_depth, min(up.max_parallel, cfg.limits.max_parallel_subagents), name,
                                      weakref.ref(parent), effective_tools(child), policy["grants"])
     return child
+
+
+def child_memory(parent: Any, memory: dict[str, Any], mine: dict[str, Any], name: str) -> dict[str, Any]:
+    """The child's memory: the parent's file, the child's own partition below the parent's
+    (``lead>researcher``: the parent recalls it only as untrusted data), reading the parent's."""
+    parent_db = memory.get("db") or str(Path(parent.config.workspace) / ".clawkit" / "memory.db")
+    if not Path(parent_db).is_absolute():
+        parent_db = str((Path(parent.config.workspace) / parent_db).resolve())
+    parent_partition = memory.get("partition") or parent.config.name
+    readable = {parent_partition, *(memory.get("read_partitions") or [])}
+    mine["db"] = parent_db  # one memory file for the tree: the child reads the parent's episodes…
+    mine["partition"] = f"{parent_partition}>{name}"  # …and writes only its own partition, whatever its file says
+    mine["child_of"] = parent_partition
+    mine["read_partitions"] = sorted(readable | {p for p in mine.get("read_partitions") or [] if p in readable})
+    for key in ("embedding", "chunking"):  # one index, one embedding model: a child's cannot send text elsewhere
+        if key in memory:
+            mine[key] = memory[key]
+        else:
+            mine.pop(key, None)
+    root = Path(parent.config.workspace).resolve()
+    mine["paths"] = [p for p in mine.get("paths") or [] if _inside(str(p), root)]  # nothing indexed from outside
+    return mine
+
+
+def _inside(path: str, root: Path) -> bool:
+    """A memory ``paths`` entry (file, folder or glob) that stays inside ``root``."""
+    p = Path(path).expanduser()
+    if ".." in p.parts:
+        return False
+    if not p.is_absolute():
+        return True
+    return p == root or root in p.parents
 
 
 def _plugins_without(pm: Any, off: set[str]) -> Any:
@@ -208,3 +273,29 @@ def close_children(parent: Any) -> None:
 
 def open_parents() -> list[Any]:
     return list(_children.keys())
+
+
+def confinement(child: Any) -> dict[str, Any]:
+    """What the child runs under, after its file was held to its parent's (stored with each of
+    its sessions, so an auditor sees the effective workspace, channel, jail, shield and risks).
+    Worked out once per child agent: its config does not change."""
+    known = getattr(child, "_clawkit_confinement", None)
+    if known is not None:
+        return known
+    from .merge import _level, _risk_of
+
+    def mode_of(section: str, key: str) -> Any:
+        value = child.config.plugin(section)
+        if value is None or getattr(value, "enabled", True) is False or section in child.config.disabled_plugins():
+            return None
+        return _level(getattr(value, key, None))
+
+    policy = child.config.plugin("policy")
+    risk = dict(getattr(policy, "risk", None) or {}) if policy is not None else {}
+    child._clawkit_confinement = {
+        "workspace": str(child.config.workspace), "channel": child.channel,
+        "sandbox": mode_of("sandbox", "mode"), "shield": mode_of("shield", "mode"),
+        "risk": {t.name: _risk_of({k: _level(v) for k, v in risk.items()}, t.name, _level(t.definition.risk))
+                 for t in child.tools.visible()},
+    }
+    return child._clawkit_confinement

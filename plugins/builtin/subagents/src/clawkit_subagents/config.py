@@ -56,3 +56,13 @@ class SubagentsConfig(RootModel[dict[str, SubagentSpec]]):
 
     def __bool__(self) -> bool:
         return bool(self.root)
+
+
+class SubagentsSettings(BaseModel):
+    """``plugins.subagents``: limits over the whole tree of agents one user turn starts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_children_per_run: int = Field(
+        16, gt=0, description="sub-agents one user turn may start in total, at every level of the tree (each is "
+        "counted before it starts, so children started in parallel cannot overshoot); the one past it gets an error result")

@@ -17,12 +17,14 @@ import asyncio
 import hashlib
 import json
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from clawkit import provenance
 from clawkit.types import ToolResult, Usage, new_id
 
-from .children import child_for, lineage
+from .children import child_for, confinement, lineage
 from .config import SubagentSpec
 
 SCHEMA_NOTE = (
@@ -32,6 +34,9 @@ REPAIR_NOTE = (
     "Your answer does not satisfy the required JSON Schema: {problems}. "
     "Reply again with only the corrected JSON value."
 )
+
+
+DEFAULT_MAX_CHILDREN = 16  # plugins.subagents.max_children_per_run
 
 
 class SpawnFailed(Exception):
@@ -76,6 +81,63 @@ def _semaphore(ctx: Any, limit: int) -> asyncio.Semaphore:
     return sem
 
 
+class TreeCount:
+    """Children started in one user turn's tree of agents (every level), against the cap."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.started = 0
+
+
+# child session id -> its tree's count (held by the root turn's state: gone when that turn is)
+_TREES: "weakref.WeakValueDictionary[str, TreeCount]" = weakref.WeakValueDictionary()
+
+
+def max_children(agent: Any) -> int:
+    section = agent.plugin("subagents") if hasattr(agent, "plugin") else None
+    return int(getattr(section, "max_children_per_run", None) or DEFAULT_MAX_CHILDREN)
+
+
+def reserve(ctx: Any) -> str | None:
+    """Count one child for this turn's tree before it starts (synchronously: children started in
+    parallel cannot overshoot); an error text when the tree has started as many as its cap."""
+    tree = ctx.state.get("subagents.tree") or _TREES.get(ctx.session.id)
+    if tree is None:
+        tree = TreeCount(max_children(ctx.agent))
+    ctx.state["subagents.tree"] = tree
+    cap = min(tree.cap, max_children(ctx.agent))
+    if tree.started >= cap:
+        return (f"this user turn has already started {tree.started} sub-agents, the most it may "
+                f"(plugins.subagents.max_children_per_run: {cap}); finish the task with what you have")
+    tree.started += 1
+    return None
+
+
+def release(ctx: Any) -> None:
+    tree = ctx.state.get("subagents.tree")
+    if tree is not None and tree.started > 0:
+        tree.started -= 1
+
+
+def taint_parent(ctx: Any, name: str, child_session: Any) -> None:
+    """The child's answer is outside content for the parent: mark the parent's session (and
+    carry the child's own alarm up: an injection detected in the child's run taints the parent)."""
+    detail = f"answer of sub-agent {name!r} (session {getattr(child_session, 'id', '?')})"
+    try:
+        if provenance.is_untrusted(child_session):
+            seen = provenance.describe(child_session)
+            detail += f"; the child's session was untrusted ({seen})" if seen else "; the child's session was untrusted"
+        alarm = bool(child_session.get("tainted"))
+    except Exception:  # an unreadable child record: assume the worst
+        detail, alarm = detail + "; the child's session could not be read", True
+    if alarm:
+        detail += "; an injection was detected in the child's run"
+    provenance.mark_untrusted(ctx.session, f"agent_{name}", detail, kind="subagent")
+    if alarm and not ctx.session.get("tainted"):
+        ctx.session.set("tainted", True)
+        ctx.emit("subagent.tainted", agent=name, child_session=getattr(child_session, "id", None))
+
+
 def _parse_json(text: str) -> Any:
     body = text.strip()
     if body.startswith("```"):  # models fence JSON even when asked not to
@@ -116,9 +178,15 @@ async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_i
     if len(task) > spec.max_task_chars:
         out.status, out.error = "invalid", f"the task is {len(task)} characters; at most {spec.max_task_chars} are accepted"
         return out
+    refused = reserve(ctx)
+    if refused is not None:
+        out.status, out.error = "limit", refused
+        ctx.emit("subagent.end", agent=name, call_id=step_id, status=out.status, error=out.error)
+        return out
     try:
         child = child_for(parent, name, spec)
     except Exception as exc:  # a bad child file is a clear error for the parent's model, not a crash
+        release(ctx)
         out.status, out.error = "config", f"sub-agent {name!r} cannot start: {exc}"
         ctx.emit("subagent.end", agent=name, call_id=step_id, status=out.status, error=out.error)
         return out
@@ -126,6 +194,7 @@ async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_i
     sent = await parent.send(ctx, "routed", task, None, to=name, ct1=_dispatch_record(name, step_id, task), dispatch=True,
                              agent=name)
     if sent.cancelled:
+        release(ctx)
         out.status, out.error = "vetoed", f"a plugin vetoed handing this task to sub-agent {name!r}"
         ctx.emit("subagent.end", agent=name, call_id=step_id, status=out.status, error=out.error)
         return out
@@ -133,9 +202,10 @@ async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_i
     session = child.session(None)
     session.set("subagent", {"agent": name, "parent_agent": parent.config.name, "parent_session": ctx.session.id,
                              "parent_run_id": ctx.run_id, "parent_step_id": step_id, "trace_id": ctx.trace_id,
-                             "depth": kin.depth, "tools": kin.tools, "dispatch": record,
+                             "depth": kin.depth, "tools": kin.tools, "dispatch": record, "confinement": confinement(child),
                              "transport": sent.metadata.get("transport", "text")})  # committed with the child's first message
     out.session_id = session.id
+    _TREES[session.id] = ctx.state["subagents.tree"]  # the child's own children count against this tree
     ctx.emit("subagent.start", agent=name, call_id=step_id, child_session=session.id, depth=kin.depth, tools=kin.tools,
              task_sha256=hashlib.sha256(task.encode()).hexdigest(), dispatch=record,
              transport=sent.metadata.get("transport", "text"))
@@ -154,6 +224,7 @@ async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_i
         kind = getattr(exc, "kind", None)
         out.status, out.error = "error", f"sub-agent {name!r} failed: {type(exc).__name__}{f' ({kind})' if kind else ''}: {exc}"
     elapsed = round(time.time() - started, 3)
+    taint_parent(ctx, name, session)  # whatever came back (an answer, an error quoting it) is the child's
     if out.error is None:
         delivered = await parent.send(ctx, "routed", out.answer, None, to=parent.config.name, agent=name, from_agent=name)
         if delivered.cancelled:
