@@ -117,6 +117,10 @@ class Agent(ModelSide):
         self.hooks.call_sync("register_providers", register=self.providers.register)
         self._provider = provider
         self.executor = ToolExecutor(self)
+        from .governing import collect
+
+        #: what governs this agent's next run (docs/security.md): tools refuse to write it, the sandbox mounts it read-only
+        self.governing = collect(self.hooks, config)
         self._sessions: dict[str, Session] = {}
         self._background: set[asyncio.Future] = set()
         self._closed = False
