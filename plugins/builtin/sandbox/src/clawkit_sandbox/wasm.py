@@ -18,10 +18,13 @@ kernel's executor — the ``before_tool_call`` gates (policy, shield), approval,
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import functools
 import itertools
 import json
 import os
+import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -46,6 +49,10 @@ EXAMPLE_TASK = EXAMPLE.model_copy(update={
     "name": "text_stats_task", "module": str(MODULES / "text_stats_task.wasm"), "instance": "task",
     "description": EXAMPLE.description + " One instance serves the whole run: calls and total_words count "
     "the calls of this run so far."})
+
+
+#: the absolute (monotonic) deadline of the Wasm call whose host call is running in this task
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("clawkit_wasm_deadline", default=None)
 
 
 class _Args(BaseModel):
@@ -150,6 +157,18 @@ def wasm_tool(decl: WasmToolConfig, cfg: SandboxConfig | None = None, base: str 
         loop = asyncio.get_running_loop()
         parent = getattr(ctx, "step_id", None) or "wasm"
         runtime = getattr(ctx, "runtime", None)
+        # the deadline of this call includes the host calls it makes: a host call that runs a Wasm
+        # tool (this one, recursively) inherits what is left, never a fresh deadline of its own
+        outer = _DEADLINE.get()
+        now = time.monotonic()
+        deadline = now + timeout if outer is None else min(outer, now + timeout)
+        limit = timeout if outer is None else round(max(0.0, deadline - now), 3)
+        if limit <= 0:
+            raise ToolError(f"{decl.name} (WebAssembly) not run: the calling Wasm tool's deadline has passed")
+
+        async def hosted(call: ToolCall) -> Any:
+            _DEADLINE.set(deadline)  # this task's own context: the nested call sees the outer deadline
+            return await runtime.executor.one(ctx, call, None, False, reader=f"wasm:{decl.name}")
 
         def host_call(name: str, args_text: str) -> str:
             if name not in decl.host_tools:
@@ -160,17 +179,26 @@ def wasm_tool(decl: WasmToolConfig, cfg: SandboxConfig | None = None, base: str 
                 args = json.loads(args_text)
             except ValueError as exc:
                 return f"Error: arguments for {name} are not JSON: {exc}"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return f"Error: {name} not run: {decl.name}'s deadline ({timeout:g} s) has passed"
             call = ToolCall(id=f"{parent}.host{next(counter)}", name=name, arguments=args if isinstance(args, dict) else {})
             ctx.emit("tool.host_call", call_id=call.id, tool=name, parent=parent, module=decl.name)
-            future = asyncio.run_coroutine_threadsafe(runtime.executor.one(ctx, call, None, False), loop)
-            return future.result(timeout + 60).content
+            # through the kernel's executor: the same gates, approval, after_tool_call and audit as a model's
+            # call; the result is the tool's own (not wrapped for the model: the module computes on it)
+            future = asyncio.run_coroutine_threadsafe(hosted(call), loop)
+            try:
+                return future.result(left).content
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                return f"Error: {name} did not finish within {decl.name}'s deadline ({timeout:g} s); it was abandoned"
 
         payload = json.dumps(arguments).encode("utf-8")
         if tasks is not None:
             reactor = tasks.for_run(ctx)
-            work = functools.partial(reactor.call, payload, fuel=fuel, timeout=timeout, host_call=host_call)
+            work = functools.partial(reactor.call, payload, fuel=fuel, timeout=limit, host_call=host_call)
         else:
-            work = functools.partial(_once, module, payload, memory_mb=memory_mb, fuel=fuel, timeout=timeout,
+            work = functools.partial(_once, module, payload, memory_mb=memory_mb, fuel=fuel, timeout=limit,
                                      preopens=_preopens(ctx, decl), host_call=host_call)
         outcome = await asyncio.to_thread(_ticking, work)
         if tasks is not None:

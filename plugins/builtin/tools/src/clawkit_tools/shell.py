@@ -157,10 +157,33 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
         raise ToolError(f"command not found: {argv[0]!r}")
     # a sandbox plugin (confine_process) may jail it; it refuses rather than run it unconfined
     launch = await confine(ctx, ProcessSpec("shell_exec", argv, str(workdir), env, limit, cfg.shell_output_bytes))
+    # what governs the next run and the jail does not keep read-only: checked after the command, restored
+    guard = _guard(ctx, launch)
+    failure: ToolError | None = None
+    output = ""
     try:
-        return await _run(launch, cfg, limit)
+        output = await _run(launch, cfg, limit)
+    except ToolError as exc:
+        failure = exc
     finally:
         await launch.close()
+        restored = guard.restore() if guard is not None else []
+    if restored:
+        shown = "\n".join(f"  {line}" for line in restored)
+        raise ToolError("the command changed what governs the agent's next run, which no command of the agent may "
+                        f"change; clawkit undid it:\n{shown}\nThe command's own result was:\n"
+                        f"{str(failure) if failure else output}")
+    if failure is not None:
+        raise failure
+    return output
+
+
+def _guard(ctx: Any, launch: ProcessLaunch) -> Any:
+    from .guard import Snapshot, unguarded
+    from .paths import governing
+
+    paths = unguarded(governing(ctx), launch)
+    return Snapshot.take(paths) if paths else None
 
 
 async def _run(launch: ProcessLaunch, cfg: Any, limit: float) -> str:

@@ -1,0 +1,191 @@
+"""Unjailed commands and what governs the next run: snapshot before, compare after, restore.
+
+Without the sandbox's read-only mounts a command runs as the user and can write anything the
+user can. So around every ``shell_exec`` the few paths that govern the agent's next run
+(:mod:`clawkit.governing`: its YAML and the YAML files it names, ``.agents/``, the user's
+clawkit config, skill folders…) are snapshotted — ``lstat`` of each entry, the bytes of small
+files — and compared after the command. Any change is undone (content written back, created
+entries removed, deleted ones recreated) and the call becomes an error that says what was
+restored. Cheap: these are a few small files; large trees are bounded (:data:`MAX_ENTRIES`).
+
+Not covered: what our own process writes while the command runs — the session database
+(``*.db``, its journal files), lock files and the ledger's anchors — which the audit ledger's
+chain and anchors protect instead (``clawkit audit verify``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+MAX_ENTRIES = 2000  # entries per governing tree that are snapshotted
+MAX_BYTES = 1 << 20  # files larger than this are compared by size and mtime, not restored
+SKIP_DIRS = frozenset({"anchors", "locks", "outputs"})
+SKIP_SUFFIXES = (".db", ".db-wal", ".db-shm", ".db-journal", ".lock", ".tmp", ".sqlite", ".sqlite3")
+
+
+def _skipped(name: str) -> bool:
+    return name.endswith(SKIP_SUFFIXES) or name.startswith(".anchor.")
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str  # file, dir, link, other
+    mode: int
+    size: int
+    mtime: int
+    data: bytes | None = None  # the content of a small file (restorable)
+    target: str | None = None  # a symlink's target
+
+    def same(self, other: "Entry") -> bool:
+        if self.kind != other.kind or self.target != other.target:
+            return False
+        if self.kind == "file":
+            if self.data is not None and other.data is not None:
+                return self.data == other.data and stat.S_IMODE(self.mode) == stat.S_IMODE(other.mode)
+            return (self.size, self.mtime) == (other.size, other.mtime)
+        return self.kind != "other" or (self.size, self.mtime) == (other.size, other.mtime)
+
+
+def _entry(path: str) -> Entry | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return Entry("link", st.st_mode, 0, 0, target=os.readlink(path))
+    if stat.S_ISDIR(st.st_mode):
+        return Entry("dir", st.st_mode, 0, 0)
+    if stat.S_ISREG(st.st_mode):
+        data = None
+        if st.st_size <= MAX_BYTES:
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read(MAX_BYTES + 1)
+            except OSError:
+                data = None
+        return Entry("file", st.st_mode, st.st_size, st.st_mtime_ns, data)
+    return Entry("other", st.st_mode, st.st_size, st.st_mtime_ns)
+
+
+def _walk(root: str) -> dict[str, Entry | None]:
+    """Every entry of the tree at ``root`` (``root`` itself included; None when it is missing)."""
+    out: dict[str, Entry | None] = {root: _entry(root)}
+    top = out[root]
+    if top is None or top.kind != "dir":
+        return out
+    for base, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        for name in sorted(dirs + files):
+            if len(out) >= MAX_ENTRIES:
+                return out
+            if _skipped(name):
+                continue
+            path = os.path.join(base, name)
+            out[path] = _entry(path)
+    return out
+
+
+class Snapshot:
+    """The state of the governing paths before a command (:meth:`take`), and :meth:`restore` after it."""
+
+    def __init__(self, roots: Iterable[tuple[str, str]]) -> None:
+        self.roots = [(r, what) for r, what in roots]
+        self.before: dict[str, Entry | None] = {}
+        for root, _ in self.roots:
+            self.before.update(_walk(root))
+
+    @classmethod
+    def take(cls, governing: Iterable[Any]) -> "Snapshot":
+        roots: list[tuple[str, str]] = []
+        for g in governing:
+            if any(g.path == r or g.path.startswith(r.rstrip("/") + "/") for r, _ in roots):
+                continue  # inside a root already taken
+            roots = [(r, w) for r, w in roots if not r.startswith(g.path.rstrip("/") + "/")]
+            roots.append((g.path, g.what))
+        return cls(roots)
+
+    def changes(self) -> list[tuple[str, str]]:
+        """``(path, change)`` — created, modified, deleted — since :meth:`take`."""
+        after: dict[str, Entry | None] = {}
+        for root, _ in self.roots:
+            after.update(_walk(root))
+        out: list[tuple[str, str]] = []
+        for path in sorted(set(self.before) | set(after)):
+            old, new = self.before.get(path), after.get(path)
+            if old is None and new is None:
+                continue
+            if old is None:
+                out.append((path, "created"))
+            elif new is None:
+                out.append((path, "deleted"))
+            elif not old.same(new):
+                out.append((path, "modified"))
+        return out
+
+    def restore(self) -> list[str]:
+        """Undo every change; returns one line per path (what happened and whether it was restored)."""
+        changes = self.changes()
+        lines: list[str] = []
+        # remove what was created, deepest first; then put back what was there, shallowest first
+        for path, change in sorted(changes, key=lambda c: -c[0].count("/")):
+            if change == "created":
+                _remove(path)
+        for path, change in sorted(changes, key=lambda c: c[0].count("/")):
+            old = self.before.get(path)
+            if old is None:
+                lines.append(f"{path} ({change}; removed)")
+                continue
+            ok = _put_back(path, old)
+            lines.append(f"{path} ({change}; {'restored' if ok else 'NOT restored: it was too large to keep a copy'})")
+        return lines
+
+
+def unguarded(governing: Iterable[Any], launch: Any) -> list[Any]:
+    """The governing paths a launch does not already protect (the sandbox lists in
+    ``launch.sandbox["governing"]`` the ones it mounted read-only or left out of the jail)."""
+    covered = set(((getattr(launch, "sandbox", None) or {}).get("governing") or {}).get("protected") or ())
+    return [g for g in governing if g.path not in covered]
+
+
+def _remove(path: str) -> None:
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _put_back(path: str, old: Entry) -> bool:
+    try:
+        now = _entry(path)
+        if now is not None and old.same(now):
+            return True
+        if old.kind == "dir":
+            if now is not None and now.kind != "dir":
+                _remove(path)
+            os.makedirs(path, exist_ok=True)
+            os.chmod(path, stat.S_IMODE(old.mode))
+            return True
+        if old.kind == "link":
+            _remove(path)
+            os.symlink(old.target or "", path)
+            return True
+        if old.kind == "file" and old.data is not None:
+            if now is not None and now.kind != "file":
+                _remove(path)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.clawkit-restore"
+            with open(tmp, "wb") as fh:
+                fh.write(old.data)
+            os.chmod(tmp, stat.S_IMODE(old.mode))
+            os.replace(tmp, path)
+            return True
+    except OSError:
+        return False
+    return False
