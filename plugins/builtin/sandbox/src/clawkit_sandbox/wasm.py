@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from clawkit.tools import Tool, ToolError
-from clawkit.types import Risk, ToolCall, ToolDef
+from clawkit.types import Risk, ToolCall, ToolDef, ToolResult
 
 from .config import SandboxConfig, WasmToolConfig
 from .runtime import MODULES, Outcome, Reactor, _ticker, engine, run_module  # noqa: F401 - re-exported
@@ -166,6 +166,8 @@ def wasm_tool(decl: WasmToolConfig, cfg: SandboxConfig | None = None, base: str 
         if limit <= 0:
             raise ToolError(f"{decl.name} (WebAssembly) not run: the calling Wasm tool's deadline has passed")
 
+        used: list[str] = []  # host tools called: their results reached the module, so its result carries them
+
         async def hosted(call: ToolCall) -> Any:
             _DEADLINE.set(deadline)  # this task's own context: the nested call sees the outer deadline
             return await runtime.executor.one(ctx, call, None, False, reader=f"wasm:{decl.name}")
@@ -186,6 +188,7 @@ def wasm_tool(decl: WasmToolConfig, cfg: SandboxConfig | None = None, base: str 
             ctx.emit("tool.host_call", call_id=call.id, tool=name, parent=parent, module=decl.name)
             # through the kernel's executor: the same gates, approval, after_tool_call and audit as a model's
             # call; the result is the tool's own (not wrapped for the model: the module computes on it)
+            used.append(name)
             future = asyncio.run_coroutine_threadsafe(hosted(call), loop)
             try:
                 return future.result(left).content
@@ -216,10 +219,16 @@ def wasm_tool(decl: WasmToolConfig, cfg: SandboxConfig | None = None, base: str 
         try:
             result = json.loads(text)
         except ValueError:
-            return text
+            result = None
         if isinstance(result, dict) and set(result) == {"error"}:
             raise ToolError(f"{decl.name}: {result['error']}")
-        return text
+        if not used:
+            return text
+        # computed on what host tools returned (a workspace file, a page): untrusted data for the model,
+        # wrapped by the shield like the host tool's own result would have been
+        current = getattr(ctx, "call", None)
+        return ToolResult(call_id=getattr(current, "id", None) or parent, name=decl.name, content=text,
+                          metadata={"untrusted": True, "host_tools": sorted(set(used))})
 
     definition = ToolDef(name=decl.name, description=decl.description or f"WebAssembly tool {decl.name}",
                          parameters=decl.parameters, risk=Risk(decl.risk))

@@ -1,0 +1,58 @@
+"""Issue 30 item 10: Wasm host proxies with the full install, through the real CLI.
+
+The module computes on the host tool's raw result (the shield's untrusted-data wrapper is for
+the model, which reads the module's result — wrapped); the host call still goes through the
+gates and the audit ledger; a Wasm tool that calls itself through its host proxy stops at the
+outer call's deadline instead of every level starting a fresh one."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from clawkit.testing.server import Reply
+
+from .conftest import audit_rows, run_cli, write_agent
+
+pytestmark = pytest.mark.e2e
+
+NOTE = "twenty-three bytes here"  # 23 bytes, no newline
+# calls itself through clawkit.call_tool, then spins: only a deadline stops it
+RECURSE = """(module
+  (import "clawkit" "call_tool" (func $call (param i32 i32 i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "recurse")
+  (data (i32.const 16) "{}")
+  (func (export "_start")
+    (drop (call $call (i32.const 0) (i32.const 7) (i32.const 16) (i32.const 2) (i32.const 64) (i32.const 1024)))
+    (loop $l (br $l))))"""
+PLUGINS = """\
+sandbox:
+  wasm_tools:
+    - {name: recurse, module: recurse.wat, risk: safe, host_tools: [recurse], timeout: 2, fuel: 1000000000000000}
+policy:
+  risk: {recurse: safe}
+"""
+
+
+def test_host_proxy_reads_the_raw_result_and_recursion_stops_at_the_outer_deadline(tmp_path, server, audit_home):
+    ws = tmp_path / "ws"
+    write_agent(ws, server, ["text_stats", "read_file", "recurse"], PLUGINS)
+    (ws / "note.txt").write_text(NOTE)
+    (ws / "recurse.wat").write_text(RECURSE)
+    run = run_cli(ws, server, audit_home, "count it",
+                  Reply.tool_calls([("text_stats", {"host_file": "note.txt"})]),
+                  Reply.tool_calls([("recurse", {})]), "done", timeout=60)
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    stats, recursed = [run.tool_results()[c["id"]] for c in run.result["tool_calls"]]
+    counted = json.loads(re.search(r"\{.*\}", stats, re.S).group(0))
+    assert counted["bytes"] == len(NOTE) == 23 and counted["words"] == 3  # the file, not the shield's wrapper
+    assert "UNTRUSTED DATA" in stats  # the model still reads the module's result as data
+    assert "ran past its deadline (2 s)" in recursed
+    rows = audit_rows(ws)
+    host = [r for r in rows if r["tool"] == "read_file" and ".host" in (r["step_id"] or "")]
+    assert {(r["kind"], r["decision"]) for r in host} >= {("decision", "allow"), ("execution", "executed")}
+    nested = {r["step_id"] for r in rows if r["tool"] == "recurse" and r["kind"] == "decision" and ".host" in (r["step_id"] or "")}
+    assert nested, "each nested host call was gated and recorded"
