@@ -162,7 +162,7 @@ def test_hook_order_with_every_builtin_loaded():
 
     hooks = HookRunner(get_plugin_manager())
     order = lambda name: [p for p, _, _ in hooks.impls(name)]  # noqa: E731
-    assert order("before_tool_call") == ["skills", "budgets", "policy", "sequence", "shield", "otel"]
+    assert order("before_tool_call") == ["skills", "budgets", "policy", "tools", "sequence", "shield", "otel"]
     assert order("after_tool_call") == ["policy", "truncator", "shield", "sequence", "budgets", "otel"]
     assert order("message_received") == ["otel", "policy", "budgets", "directives", "mcp", "skills", "translation",
                                          "memory", "contributors", "classifier", "subagents", "plans"]

@@ -37,22 +37,30 @@ policy:
 """
 
 
-def test_host_proxy_reads_the_raw_result_and_recursion_stops_at_the_outer_deadline(tmp_path, server, audit_home):
+def test_host_proxy_reads_the_raw_result_with_the_full_install(tmp_path, server, audit_home):
     ws = tmp_path / "ws"
-    write_agent(ws, server, ["text_stats", "read_file", "recurse"], PLUGINS)
+    write_agent(ws, server, ["text_stats", "read_file"])
     (ws / "note.txt").write_text(NOTE)
-    (ws / "recurse.wat").write_text(RECURSE)
-    run = run_cli(ws, server, audit_home, "count it",
-                  Reply.tool_calls([("text_stats", {"host_file": "note.txt"})]),
-                  Reply.tool_calls([("recurse", {})]), "done", timeout=60)
+    run = run_cli(ws, server, audit_home, "count it", Reply.tool_calls([("text_stats", {"host_file": "note.txt"})]),
+                  "done", timeout=60)
     assert run.proc.returncode == 0, run.proc.stderr[-3000:]
-    stats, recursed = [run.tool_results()[c["id"]] for c in run.result["tool_calls"]]
+    (stats,) = [run.tool_results()[c["id"]] for c in run.result["tool_calls"]]
     counted = json.loads(re.search(r"\{.*\}", stats, re.S).group(0))
     assert counted["bytes"] == len(NOTE) == 23 and counted["words"] == 3  # the file, not the shield's wrapper
-    assert "UNTRUSTED DATA" in stats  # the model still reads the module's result as data
-    assert "ran past its deadline (2 s)" in recursed
+    assert "UNTRUSTED DATA" in stats  # the model reads the module's result as data: it carries the file's words
     rows = audit_rows(ws)
     host = [r for r in rows if r["tool"] == "read_file" and ".host" in (r["step_id"] or "")]
     assert {(r["kind"], r["decision"]) for r in host} >= {("decision", "allow"), ("execution", "executed")}
-    nested = {r["step_id"] for r in rows if r["tool"] == "recurse" and r["kind"] == "decision" and ".host" in (r["step_id"] or "")}
+
+
+def test_recursive_host_proxy_stops_at_the_outer_deadline(tmp_path, server, audit_home):
+    ws = tmp_path / "ws"
+    write_agent(ws, server, ["recurse"], PLUGINS)
+    (ws / "recurse.wat").write_text(RECURSE)
+    run = run_cli(ws, server, audit_home, "recurse", Reply.tool_calls([("recurse", {})]), "done", timeout=60)
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    (recursed,) = [run.tool_results()[c["id"]] for c in run.result["tool_calls"]]
+    assert "ran past its deadline (2 s)" in recursed
+    nested = {r["step_id"] for r in audit_rows(ws) if r["tool"] == "recurse" and r["kind"] == "decision"
+              and ".host" in (r["step_id"] or "")}
     assert nested, "each nested host call was gated and recorded"
