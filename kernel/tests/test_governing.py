@@ -64,3 +64,19 @@ def test_yaml_files_the_agent_names_and_theirs(tmp_path):
     found = named_yaml_files(data, tmp_path)
     assert found == [str(tmp_path / "kids" / "child.yaml"), str(tmp_path / "kids" / "grand.yml"),
                      str(tmp_path / "missing.yaml")]  # a file named but not there yet is governed too
+
+
+def test_an_agent_on_its_parents_store_inherits_the_parents_set(make_agent, tmp_path):
+    from clawkit.config import validate_agent
+    from clawkit.loop import Agent
+
+    parent = make_agent(["ok"])
+    parent.config._source = tmp_path / "lead.yaml"
+    parent.governing = parent.governing + (GoverningPath(str(tmp_path / "lead.yaml"), "the lead's configuration"),)
+    parent.store._clawkit_governing = parent.governing
+    child_cfg = validate_agent({"name": "child", "model": "scripted/test", "workspace": str(tmp_path / "kid")}, "<t>", {})
+    child = Agent(child_cfg, pm=parent.pm, store=parent.store, provider=parent.provider)
+    try:
+        assert covering(child.governing, str(tmp_path / "lead.yaml")) is not None  # a child cannot rewrite its lead
+    finally:
+        child.close()

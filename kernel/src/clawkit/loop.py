@@ -121,6 +121,12 @@ class Agent(ModelSide):
 
         #: what governs this agent's next run (docs/security.md): tools refuse to write it, the sandbox mounts it read-only
         self.governing = collect(self.hooks, config)
+        if self._owns_store:
+            store._clawkit_governing = self.governing  # type: ignore[attr-defined]
+        else:  # a sub-agent on its parent's store: what governs the parent's next run is out of its reach too
+            inherited = getattr(store, "_clawkit_governing", None) or ()
+            self.governing = tuple(dict.fromkeys(self.governing + tuple(inherited)))
+            store._clawkit_governing = self.governing  # type: ignore[attr-defined]
         self._sessions: dict[str, Session] = {}
         self._background: set[asyncio.Future] = set()
         self._closed = False

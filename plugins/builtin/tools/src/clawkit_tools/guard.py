@@ -50,7 +50,10 @@ class Entry:
         return self.kind != "other" or (self.size, self.mtime) == (other.size, other.mtime)
 
 
-def _entry(path: str) -> Entry | None:
+MAX_KEPT = 16 << 20  # bytes of content kept per snapshot; past it, files are compared by size and mtime
+
+
+def _entry(path: str, budget: list[int] | None = None) -> Entry | None:
     try:
         st = os.lstat(path)
     except OSError:
@@ -61,7 +64,9 @@ def _entry(path: str) -> Entry | None:
         return Entry("dir", st.st_mode, 0, 0)
     if stat.S_ISREG(st.st_mode):
         data = None
-        if st.st_size <= MAX_BYTES:
+        if st.st_size <= MAX_BYTES and (budget is None or budget[0] >= st.st_size):
+            if budget is not None:
+                budget[0] -= st.st_size
             try:
                 with open(path, "rb") as fh:
                     data = fh.read(MAX_BYTES + 1)
@@ -71,9 +76,9 @@ def _entry(path: str) -> Entry | None:
     return Entry("other", st.st_mode, st.st_size, st.st_mtime_ns)
 
 
-def _walk(root: str) -> dict[str, Entry | None]:
+def _walk(root: str, budget: list[int] | None = None) -> dict[str, Entry | None]:
     """Every entry of the tree at ``root`` (``root`` itself included; None when it is missing)."""
-    out: dict[str, Entry | None] = {root: _entry(root)}
+    out: dict[str, Entry | None] = {root: _entry(root, budget)}
     top = out[root]
     if top is None or top.kind != "dir":
         return out
@@ -85,7 +90,7 @@ def _walk(root: str) -> dict[str, Entry | None]:
             if _skipped(name):
                 continue
             path = os.path.join(base, name)
-            out[path] = _entry(path)
+            out[path] = _entry(path, budget)
     return out
 
 
@@ -95,8 +100,9 @@ class Snapshot:
     def __init__(self, roots: Iterable[tuple[str, str]]) -> None:
         self.roots = [(r, what) for r, what in roots]
         self.before: dict[str, Entry | None] = {}
+        budget = [MAX_KEPT]
         for root, _ in self.roots:
-            self.before.update(_walk(root))
+            self.before.update(_walk(root, budget))
 
     @classmethod
     def take(cls, governing: Iterable[Any]) -> "Snapshot":
@@ -111,8 +117,9 @@ class Snapshot:
     def changes(self) -> list[tuple[str, str]]:
         """``(path, change)`` — created, modified, deleted — since :meth:`take`."""
         after: dict[str, Entry | None] = {}
+        budget = [MAX_KEPT]
         for root, _ in self.roots:
-            after.update(_walk(root))
+            after.update(_walk(root, budget))
         out: list[tuple[str, str]] = []
         for path in sorted(set(self.before) | set(after)):
             old, new = self.before.get(path), after.get(path)
