@@ -73,7 +73,6 @@ def test_an_agent_on_its_parents_store_inherits_the_parents_set(make_agent, tmp_
     parent = make_agent(["ok"])
     parent.config._source = tmp_path / "lead.yaml"
     parent.governing = parent.governing + (GoverningPath(str(tmp_path / "lead.yaml"), "the lead's configuration"),)
-    parent.store._clawkit_governing = parent.governing
     child_cfg = validate_agent({"name": "child", "model": "scripted/test", "workspace": str(tmp_path / "kid")}, "<t>", {})
     child = Agent(child_cfg, pm=parent.pm, store=parent.store, provider=parent.provider)
     try:
