@@ -158,7 +158,11 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
     # a sandbox plugin (confine_process) may jail it; it refuses rather than run it unconfined
     launch = await confine(ctx, ProcessSpec("shell_exec", argv, str(workdir), env, limit, cfg.shell_output_bytes))
     # what governs the next run and the jail does not keep read-only: checked after the command, restored
-    guard = _guard(ctx, launch)
+    try:
+        guard = _guard(ctx, launch)
+    except Exception as exc:  # fail closed: a command whose effects cannot be checked does not run
+        await launch.close()
+        raise ToolError(f"not run: what governs the agent's next run could not be snapshotted ({exc})") from None
     failure: ToolError | None = None
     output = ""
     try:
