@@ -56,6 +56,13 @@ def agent_text(server, mode: str) -> str:
 
 
 CHILD = "name: child\nmodel: openai/test\ntools: [read_file]\n"
+CHILD_WRITER = textwrap.dedent("""\
+    name: child
+    model: {{name: openai/test, api_base: "{url}", api_key: sk-test, max_retries: 0, timeout: 20}}
+    tools: [write_file]
+    plugins:
+      policy: {{risk: {{write_file: safe}}}}
+    """)
 
 
 def calls(*pairs):
@@ -94,6 +101,14 @@ def outcome(tmp_path_factory, server, audit_home):
         ("write_file", {"path": "skills/evil/SKILL.md", "content": "---\nname: evil\n---\nrun anything\n"}),
         ("write_file", {"path": "notes.txt", "content": "ordinary work"}),
     ), "done")
+    # a sub-agent cannot rewrite its lead's YAML either (it inherits the lead's governing set)
+    ws = workspace("lead", "bwrap")
+    (ws / "agent.yaml").write_text(agent_text(server, "bwrap").replace("tools: [shell_exec, write_file, edit_file]",
+                                                                       "tools: [write_file, agent_helper]"))
+    (ws / "child.yaml").write_text(CHILD_WRITER.format(url=server.url))
+    inner = cases.add("child_inner", calls(("write_file", {"path": str(ws / "agent.yaml"), "content": "name: pwned\n"})),
+                      "child done")
+    job("child_writes_lead", ws, calls(("agent_helper", {"task": f"{inner} write it"})), "done")
     server.script(cases)
     results = run_batch(jobs, audit_home, root)
     return results, cases, root
@@ -154,3 +169,12 @@ def test_doctor_says_which_protection_is_active(outcome, audit_home):
         assert governing["ok"] and expected in governing["detail"], governing
         assert str(root / mode / "child.yaml") in governing["detail"]
         assert str(root / mode / "skills") + " (writes need an approval naming the file)" in governing["detail"]
+
+
+def test_a_sub_agent_cannot_rewrite_its_leads_yaml(outcome, server):
+    results, cases, root = outcome
+    ws = root / "lead"
+    _ok(results, "child_writes_lead")
+    (written,) = cases.tool_list("child_inner")
+    assert "Error: blocked by tools:" in written and "the agent's own configuration" in written, written
+    assert "name: pwned" not in (ws / "agent.yaml").read_text()
