@@ -159,3 +159,18 @@ def for_context(ctx: Any) -> tuple[GoverningPath, ...]:
     if isinstance(found, tuple):
         return found
     return tuple(base_paths(getattr(ctx, "agent", None), getattr(ctx, "workspace", None)))
+
+
+#: ``ctx.state`` key: files written this turn with a person's approval (a skill file)
+CONSENTED = "governing.written_with_consent"
+
+
+def note_consented(ctx: Any, path: str) -> None:
+    """Record that ``path`` (in a consent path) is written after an approval naming it: a snapshot open
+    meanwhile (:mod:`clawkit.snapshot`) leaves that change alone."""
+    ctx.state.setdefault(CONSENTED, []).append(path)
+
+
+def consented(ctx: Any) -> list[str]:
+    """Files written this turn with a person's approval (:func:`note_consented`)."""
+    return list((getattr(ctx, "state", None) or {}).get(CONSENTED) or ())

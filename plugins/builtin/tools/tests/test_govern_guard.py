@@ -9,7 +9,7 @@ import clawkit_tools
 from clawkit import hookimpl
 from clawkit.governing import GoverningPath
 from clawkit.testing.scripted import ScriptedReply
-from clawkit_tools.guard import Snapshot
+from clawkit.snapshot import Snapshot
 
 
 def test_snapshot_restores_modified_deleted_and_created_entries(tmp_path):

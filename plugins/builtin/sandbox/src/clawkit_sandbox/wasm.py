@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from clawkit.governing import consented
 from clawkit.tools import Tool, ToolError
 from clawkit.types import Risk, ToolCall, ToolDef, ToolResult
 
@@ -126,6 +127,23 @@ def _preopens(ctx: Any, decl: WasmToolConfig) -> list[tuple[str, str, bool]]:
     return out
 
 
+def _guard(ctx: Any, preopens: list[tuple[str, str, bool]]) -> Any:
+    """A snapshot of the governing paths (:mod:`clawkit.governing`) a writable preopen reaches (WASI
+    cannot mount single files read-only inside a preopened directory): restored after the call."""
+    from clawkit.governing import for_context
+    from clawkit.snapshot import Snapshot
+
+    writable = [host for host, _, rw in preopens if rw]
+    if not writable:
+        return None
+
+    def under(a: str, b: str) -> bool:
+        return a == b or a.startswith(b.rstrip("/") + "/")
+
+    reached = [g for g in for_context(ctx) if any(under(g.path, w) or under(w, g.path) for w in writable)]
+    return Snapshot.take(reached) if reached else None
+
+
 def _ticking(work: Any) -> Outcome:
     """Run ``work`` with the epoch ticker on — for as long as the *thread* runs: a cancelled caller
     stops waiting, but the module still stops at its deadline."""
@@ -199,11 +217,21 @@ def wasm_tool(decl: WasmToolConfig, cfg: SandboxConfig | None = None, base: str 
         payload = json.dumps(arguments).encode("utf-8")
         if tasks is not None:
             reactor = tasks.for_run(ctx)
+            preopens = reactor.preopens
             work = functools.partial(reactor.call, payload, fuel=fuel, timeout=limit, host_call=host_call)
         else:
+            preopens = _preopens(ctx, decl)
             work = functools.partial(_once, module, payload, memory_mb=memory_mb, fuel=fuel, timeout=limit,
-                                     preopens=_preopens(ctx, decl), host_call=host_call)
-        outcome = await asyncio.to_thread(_ticking, work)
+                                     preopens=preopens, host_call=host_call)
+        guard = _guard(ctx, preopens)
+        try:
+            outcome = await asyncio.to_thread(_ticking, work)
+        finally:
+            restored = guard.restore(keep=consented(ctx)) if guard is not None else []
+        if restored:
+            shown = "\n".join(f"  {line}" for line in restored)
+            raise ToolError(f"{decl.name} (WebAssembly) changed what governs the agent's next run through a writable "
+                            f"directory, which no tool of the agent may change; clawkit undid it:\n{shown}")
         if tasks is not None:
             if outcome.created:
                 _emit(ctx, "created", decl.name, call_id=parent, memory_mb=memory_mb,

@@ -165,7 +165,7 @@ def protected(ctx: Any) -> list[tuple[str, str]]:
     return [(g.path, g.what) for g in governing(ctx) if not g.consent]
 
 
-CONSENT_KEY = "tools.consent"
+CONSENT_KEY = "tools.consent"  # call id -> the file its approval names (set by the gate)
 
 
 def refuse_protected(real: Path | str, raw: str, ctx: Any) -> None:
@@ -184,6 +184,9 @@ def refuse_protected(real: Path | str, raw: str, ctx: Any) -> None:
     approved = ((getattr(ctx, "state", None) or {}).get(CONSENT_KEY) or {}).get(getattr(call, "id", None))
     if approved != path:
         raise PathRefused(f"{raw!r} is in {hit.what} ({hit.path}); writing it needs an approval naming the file")
+    from clawkit.governing import note_consented
+
+    note_consented(ctx, path)  # approved and about to be written
 
 
 def consent_needed(ctx: Any, call: Any) -> Any:

@@ -11,6 +11,7 @@ import shutil
 import signal
 from typing import Any
 
+from clawkit.governing import consented
 from clawkit.process import ProcessLaunch, ProcessSpec, confine
 from clawkit.tools import ToolError, tool
 
@@ -171,7 +172,7 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
         failure = exc
     finally:
         await launch.close()
-        restored = guard.restore() if guard is not None else []
+        restored = guard.restore(keep=consented(ctx)) if guard is not None else []  # approved skill writes stay
     if restored:
         shown = "\n".join(f"  {line}" for line in restored)
         raise ToolError("the command changed what governs the agent's next run, which no command of the agent may "
@@ -183,7 +184,8 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
 
 
 def _guard(ctx: Any, launch: ProcessLaunch) -> Any:
-    from .guard import Snapshot, unguarded
+    from clawkit.snapshot import Snapshot, unguarded
+
     from .paths import governing
 
     paths = unguarded(governing(ctx), launch)

@@ -1,16 +1,18 @@
-"""Unjailed commands and what governs the next run: snapshot before, compare after, restore.
+"""Undo a change to what governs the agent's next run: snapshot before, compare after, restore.
 
-Without the sandbox's read-only mounts a command runs as the user and can write anything the
-user can. So around every ``shell_exec`` the few paths that govern the agent's next run
-(:mod:`clawkit.governing`: its YAML and the YAML files it names, ``.agents/``, the user's
-clawkit config, skill folders…) are snapshotted — ``lstat`` of each entry, the bytes of small
-files — and compared after the command. Any change is undone (content written back, created
-entries removed, deleted ones recreated) and the call becomes an error that says what was
-restored. Cheap: these are a few small files; large trees are bounded (:data:`MAX_ENTRIES`).
+Where no jail keeps the governing paths (:mod:`clawkit.governing`) read-only — a command run
+without the sandbox, a WebAssembly module with a writable preopen — the few paths that govern
+the agent's next run (its YAML and the YAML files it names, ``.agents/``, the user's clawkit
+config, skill folders…) are snapshotted — ``lstat`` of each entry, the bytes of small files —
+and compared after the effect. Any change is undone (content written back, created entries
+removed, deleted ones recreated) and the caller turns the call into an error that says what
+was restored. Cheap: these are a few small files; large trees are bounded (:data:`MAX_ENTRIES`,
+:data:`MAX_KEPT`). Used by the tools plugin (``shell_exec``) and the sandbox plugin (Wasm).
 
-Not covered: what our own process writes while the command runs — the session database
-(``*.db``, its journal files), lock files and the ledger's anchors — which the audit ledger's
-chain and anchors protect instead (``clawkit audit verify``).
+Not covered: what our own process writes meanwhile — the session database (``*.db``, its
+journal files), lock files and the ledger's anchors — which the audit ledger's chain and
+anchors protect instead (``clawkit audit verify``); and a file written with consent (a skill
+file a person approved) while the snapshot was open: callers pass those in ``keep``.
 """
 
 from __future__ import annotations
@@ -133,9 +135,11 @@ class Snapshot:
                 out.append((path, "modified"))
         return out
 
-    def restore(self) -> list[str]:
-        """Undo every change; returns one line per path (what happened and whether it was restored)."""
-        changes = self.changes()
+    def restore(self, keep: Iterable[str] = ()) -> list[str]:
+        """Undo every change except to the paths in ``keep`` (written with consent meanwhile); returns
+        one line per path (what happened and whether it was restored)."""
+        kept = set(keep)
+        changes = [(p, c) for p, c in self.changes() if p not in kept]
         lines: list[str] = []
         # remove what was created, deepest first; then put back what was there, shallowest first
         for path, change in sorted(changes, key=lambda c: -c[0].count("/")):
