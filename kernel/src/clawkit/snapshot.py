@@ -162,6 +162,27 @@ def unguarded(governing: Iterable[Any], launch: Any) -> list[Any]:
     return [g for g in governing if g.path not in covered]
 
 
+def guard(ctx: Any) -> Snapshot:
+    """A snapshot of everything that governs the agent's next run (``ctx.governing``), for an effect
+    no jail confines (an MCP server's tool)."""
+    from .governing import for_context
+
+    return Snapshot.take(for_context(ctx))
+
+
+def undo(ctx: Any, snapshot: Snapshot, who: str) -> str | None:
+    """Restore what changed since ``snapshot`` (approved skill writes kept); the error text for the
+    model, naming ``who`` did it and what was restored, or None when nothing changed."""
+    from .governing import consented
+
+    lines = snapshot.restore(keep=consented(ctx))
+    if not lines:
+        return None
+    shown = "\n".join(f"  {line}" for line in lines)
+    return (f"Error: {who} changed what governs the agent's next run, which no tool of the agent may change; "
+            f"clawkit undid it:\n{shown}")
+
+
 def _remove(path: str) -> None:
     try:
         if os.path.isdir(path) and not os.path.islink(path):
