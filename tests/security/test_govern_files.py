@@ -150,8 +150,8 @@ def test_file_tools_refuse_what_governs_the_next_run(outcome):
     _ok(results, "files")
     child_write, child_edit, agents, skill, notes = cases.tool_list("files")
     for text in (child_write, child_edit):
-        assert text.startswith("Error: blocked by tools:") and "sub-agent's configuration" in text
-    assert "Error: blocked by tools:" in agents and ".agents/" in agents
+        assert text.startswith("Error:") and "sub-agent's configuration" in text and "never write" in text, text
+    assert agents.startswith("Error:") and "(.agents/)" in agents and "never write" in agents, agents
     assert (ws / "child.yaml").read_text() == CHILD and not (ws / ".agents").exists()
     # a skill file: an approval that names the file and says what it changes; nobody can answer in `run`
     assert "not approved (tools: write_file creates skills/evil/SKILL.md" in skill and "later runs" in skill, skill
@@ -176,5 +176,5 @@ def test_a_sub_agent_cannot_rewrite_its_leads_yaml(outcome, server):
     ws = root / "lead"
     _ok(results, "child_writes_lead")
     (written,) = cases.tool_list("child_inner")
-    assert "Error: blocked by tools:" in written and "the agent's own configuration" in written, written
+    assert written.startswith("Error:") and "the agent's own configuration" in written, written
     assert "name: pwned" not in (ws / "agent.yaml").read_text()

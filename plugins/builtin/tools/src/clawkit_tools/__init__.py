@@ -63,8 +63,8 @@ def register_config(register):
 @hookimpl
 @hook_order(25)  # after the policy's decision (it records this one as tool.blocked / the approval)
 def before_tool_call(ctx, call):
-    """Writes into what governs the agent's next run are blocked; into a skill folder they need an
-    approval naming the file (docs/security.md, "Confinement")."""
+    """Writes into a skill folder need an approval naming the file, every time (docs/security.md,
+    "Confinement"); the tools refuse every other path that governs the agent's next run."""
     if call.name not in ("write_file", "edit_file"):
         return None
     from .paths import consent_needed

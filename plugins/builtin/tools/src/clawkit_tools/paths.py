@@ -190,8 +190,8 @@ def refuse_protected(real: Path | str, raw: str, ctx: Any) -> None:
 
 
 def consent_needed(ctx: Any, call: Any) -> Any:
-    """The gate for ``write_file``/``edit_file``: a write into a governing path is blocked; one into
-    a consent path (a skill folder) needs an approval naming the file, remembered for this call only.
+    """The gate for ``write_file``/``edit_file``: a write into a consent path (a skill folder) needs an
+    approval naming the file, remembered for this call only (the tool refuses other governing paths).
     Returns a :class:`clawkit.types.Decision` or None."""
     from clawkit.governing import covering
     from clawkit.types import Decision
@@ -204,11 +204,9 @@ def consent_needed(ctx: Any, call: Any) -> Any:
     except ToolError:
         return None  # the tool reports it
     hit = covering(governing(ctx), str(real))
-    if hit is None:
-        return None
+    if hit is None or not hit.consent:
+        return None  # the tool itself refuses the others (and the ledger records the refused execution)
     shown = display(real, ctx)
-    if not hit.consent:
-        return Decision.block(f"{shown} is {hit.what}; it governs the agent's next run, so no tool of the agent may change it")
     ctx.state.setdefault(CONSENT_KEY, {})[call.id] = str(real)
     verb = "overwrites" if real.exists() else "creates"
     return Decision.require_approval(
