@@ -109,6 +109,17 @@ def outcome(tmp_path_factory, server, audit_home):
     inner = cases.add("child_inner", calls(("write_file", {"path": str(ws / "agent.yaml"), "content": "name: pwned\n"})),
                       "child done")
     job("child_writes_lead", ws, calls(("agent_helper", {"task": f"{inner} write it"})), "done")
+    # elevated, with a grant covering the skill folder: the skill file still needs the person's approval
+    ws = workspace("elevated", "bwrap")
+    (ws / "agent.yaml").write_text(agent_text(server, "bwrap").replace(
+        '  grants: [{tools: [shell_exec], commands: ["python3 *"]}]',
+        '  grants: [{tools: [write_file], paths: ["skills"]}]\n'
+        '  directives: {allow_elevated: true, allow_noninteractive_elevated: true}'))
+    jobs.append({"name": "elevate", "cwd": str(ws), "argv": ["run", "agent.yaml", "/elevated on", "--json",
+                                                           "--new-session", "ses_govern_elev"]})
+    tag = cases.add("elevated_skill", calls(("write_file", {"path": "skills/mine/SKILL.md", "content": "x"})), "done")
+    jobs.append({"name": "elevated_skill", "cwd": str(ws),
+                 "argv": ["run", "agent.yaml", f"{tag} write", "--json", "--session", "ses_govern_elev"]})
     server.script(cases)
     results = run_batch(jobs, audit_home, root)
     return results, cases, root
@@ -178,3 +189,12 @@ def test_a_sub_agent_cannot_rewrite_its_leads_yaml(outcome, server):
     (written,) = cases.tool_list("child_inner")
     assert written.startswith("Error:") and "the agent's own configuration" in written, written
     assert "name: pwned" not in (ws / "agent.yaml").read_text()
+
+
+def test_neither_elevation_nor_a_grant_answers_the_skill_approval(outcome):
+    results, cases, root = outcome
+    _ok(results, "elevate")
+    _ok(results, "elevated_skill")
+    (written,) = cases.tool_list("elevated_skill")
+    assert "not approved (tools: write_file creates skills/mine/SKILL.md" in written, written
+    assert not (root / "elevated" / "skills" / "mine").exists()
