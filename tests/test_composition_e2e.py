@@ -203,7 +203,7 @@ def test_third_party_positions_tryfirst_trylast_and_explicit():
     got = [names.get(type(pm.get_plugin(p)).__name__, p) for p, _, _ in HookRunner(pm).impls("after_tool_call")]
     assert got == ["first", "policy", "truncator", "between", "shield", "sequence", "budgets", "plain", "last", "otel"]
     gates = [names.get(type(pm.get_plugin(p)).__name__, p) for p, _, _ in HookRunner(pm).impls("before_tool_call")]
-    assert gates == ["skills", "budgets", "policy", "sequence", "plain", "shield", "otel"]  # a rewrite is validated
+    assert gates == ["skills", "budgets", "policy", "tools", "sequence", "plain", "shield", "otel"]  # a rewrite is validated
 
 
 def test_skill_tool_called_without_its_dialect_field_is_filled_not_blocked(tmp_path, model):
