@@ -10,6 +10,8 @@ can answer). ``clawkit doctor`` says which protection is active."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import textwrap
 
 import pytest
@@ -19,6 +21,17 @@ from clawkit.testing.server import Reply
 from .conftest import Cases, audit_rows, clawkit, cli_env, run_batch
 
 pytestmark = pytest.mark.e2e
+
+
+def _jail_works() -> bool:
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return False
+    probe = [exe, "--unshare-user", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+    return subprocess.run(probe, capture_output=True, timeout=10).returncode == 0
+
+
+JAIL = _jail_works()
 
 EVIL = textwrap.dedent("""\
     import glob, os
@@ -133,6 +146,8 @@ def _ok(results, name):
 
 @pytest.mark.parametrize("mode", ["bwrap", "off"])
 def test_granted_command_cannot_rewrite_the_agent_and_the_next_run_stays_confined(outcome, server, mode):
+    if mode == "bwrap" and not JAIL:
+        pytest.skip("bubblewrap cannot run here")
     results, cases, root = outcome
     ws = root / mode
     _ok(results, f"{mode}_attack")
@@ -174,6 +189,8 @@ def test_doctor_says_which_protection_is_active(outcome, audit_home):
     results, cases, root = outcome
     env = cli_env(audit_home)
     for mode, expected in (("bwrap", "read-only inside the jail"), ("off", "any change is undone")):
+        if mode == "bwrap" and not JAIL:
+            continue
         proc = clawkit(root / mode, env, "doctor", "--json", "--agent", "agent.yaml")
         checks = {c["check"]: c for c in json.loads(proc.stdout)}
         governing = checks["governing files"]
