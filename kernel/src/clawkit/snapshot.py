@@ -10,7 +10,7 @@ was restored. Cheap: these are a few small files; large trees are bounded (:data
 :data:`MAX_KEPT`). Used by the tools plugin (``shell_exec``) and the sandbox plugin (Wasm).
 
 Not covered: what our own process writes meanwhile — the session database (``*.db``, its
-journal files), lock files and the ledger's anchors — which the audit ledger's chain and
+journal files), lock files, logs (an MCP server's stderr) and the ledger's anchors — which the audit ledger's chain and
 anchors protect instead (``clawkit audit verify``); and a file written with consent (a skill
 file a person approved) while the snapshot was open: callers pass those in ``keep``.
 """
@@ -26,7 +26,7 @@ from typing import Any, Iterable
 MAX_ENTRIES = 2000  # entries per governing tree that are snapshotted
 MAX_BYTES = 1 << 20  # files larger than this are compared by size and mtime, not restored
 SKIP_DIRS = frozenset({"anchors", "locks", "outputs"})
-SKIP_SUFFIXES = (".db", ".db-wal", ".db-shm", ".db-journal", ".lock", ".tmp", ".sqlite", ".sqlite3")
+SKIP_SUFFIXES = (".db", ".db-wal", ".db-shm", ".db-journal", ".lock", ".tmp", ".sqlite", ".sqlite3", ".log")
 
 
 def _skipped(name: str) -> bool:
