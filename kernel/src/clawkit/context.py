@@ -22,6 +22,12 @@ if TYPE_CHECKING:
 current_call: ContextVar[Any] = ContextVar("clawkit_current_call", default=None)
 """The :class:`ToolCall` being gated/executed in this task (concurrent calls each see their own)."""
 
+result_reader: ContextVar[str | None] = ContextVar("clawkit_result_reader", default=None)
+"""Who reads the result of the call being executed in this task: None is the model; a host
+proxy names itself (``"wasm:text_stats"``). ``after_tool_call`` plugins that shape a result
+*for the model* (cutting it to the context budget, wrapping it as untrusted data) leave it
+alone for another reader; auditing, redaction and provenance apply to every reader."""
+
 
 class TurnContext:
     """What one turn knows: the agent, the session, the run ids and turn state.
@@ -191,6 +197,13 @@ class TurnContext:
                 await maybe_await(callback())
             except Exception:  # noqa: BLE001 - one plugin's cleanup must not skip the others'
                 log.exception("a run's at_end callback failed")
+
+    @property
+    def governing(self) -> tuple:
+        """What governs this agent's next run (:mod:`clawkit.governing`): a tuple of ``GoverningPath``."""
+        from .governing import for_context
+
+        return for_context(self)
 
     def plugin_config(self, name: str) -> Any:
         """This agent's config section for plugin ``name``."""

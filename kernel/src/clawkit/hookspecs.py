@@ -132,6 +132,24 @@ def register_tools(register, agent):
 
 
 @hookspec
+def governing_paths(agent):
+    """Paths that govern ``agent``'s later runs, beyond the kernel's own set.
+
+    ``agent`` is the :class:`clawkit.config.AgentConfig`. Return an iterable of
+    :class:`clawkit.governing.GoverningPath` (or ``(path, what)`` / ``(path, what,
+    consent)`` tuples): files or folders whose content decides what later runs may do.
+    The kernel adds them to its own set (the agent's YAML and the YAML files it names,
+    ``.agents/``, ``.clawkit/``, the user's clawkit config, the audit home), published
+    as ``Agent.governing`` and ``ctx.governing``: the file tools refuse to write them,
+    the sandbox mounts them read-only and an unjailed command that changes them is
+    reverted. ``consent=True`` (the skills plugin's skill folders) lets a file tool
+    write there after an approval naming the file, never by a grant or elevation.
+    Called once when the agent starts. Failure: isolated (reported; the kernel's own
+    set still holds, that plugin's paths are missing).
+    """
+
+
+@hookspec
 def register_prompt_contributor(register, agent):
     """Register :class:`clawkit.prompt.PromptContributor` objects for ``agent``.
 

@@ -117,11 +117,34 @@ class Agent(ModelSide):
         self.hooks.call_sync("register_providers", register=self.providers.register)
         self._provider = provider
         self.executor = ToolExecutor(self)
+        self._governing: tuple | None = None  # computed on first use (see governing)
+        if self._owns_store:
+            store._clawkit_owner = weakref.ref(self)  # type: ignore[attr-defined]
         self._sessions: dict[str, Session] = {}
         self._background: set[asyncio.Future] = set()
         self._closed = False
         self._prepared = False
         _OPEN.add(self)
+
+    @property
+    def governing(self) -> tuple:
+        """What governs this agent's next run (:mod:`clawkit.governing`; docs/security.md): the tools
+        refuse to write it, the sandbox mounts it read-only. A sub-agent on its parent's store has
+        the parent's set too (a child cannot rewrite its lead's YAML). Computed on first use."""
+        if self._governing is None:
+            from .governing import collect
+
+            found = collect(self.hooks, self.config)
+            owner = getattr(self.store, "_clawkit_owner", None)
+            parent = owner() if owner is not None and not self._owns_store else None
+            if parent is not None and parent is not self:
+                found = tuple(dict.fromkeys(found + parent.governing))
+            self._governing = found
+        return self._governing
+
+    @governing.setter
+    def governing(self, value: tuple) -> None:
+        self._governing = tuple(value)
 
     def close(self) -> None:
         """Release everything: plugins stop and join their threads (``agent_closing``), the

@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .approvals import Answer
-from .context import current_call
+from .context import current_call, result_reader
 from .hooks import HookFailure, isawaitable, maybe_await
 from .types import Decision, Message, Outbound, ToolCall, ToolResult
 
@@ -77,8 +77,12 @@ class ToolExecutor:
             )
         return stop
 
-    async def one(self, ctx: "TurnContext", call: ToolCall, deliver, in_thread: bool) -> ToolResult:
+    async def one(self, ctx: "TurnContext", call: ToolCall, deliver, in_thread: bool, *, reader: str | None = None) -> ToolResult:
+        """One call through the whole pipeline (gates, approval, execution, ``after_tool_call``, audit).
+        ``reader``: who reads the result when it is not the model (a Wasm host proxy); see
+        :data:`clawkit.context.result_reader`."""
         token = current_call.set(call)
+        reading = result_reader.set(reader)
         started = time.time()
         res: ToolResult | None = None
         try:
@@ -86,6 +90,7 @@ class ToolExecutor:
             return res
         finally:
             current_call.reset(token)
+            result_reader.reset(reading)
             status = "cancelled" if res is None else "blocked" if res.metadata.get("blocked") else "error" if res.is_error else "ok"
             ctx.session.store.step(ctx.run_id, call.id, "tool", call.name, started, time.time(), status)
 

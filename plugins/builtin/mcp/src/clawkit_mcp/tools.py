@@ -82,7 +82,13 @@ class McpTool(Tool):
         conn = self.hub.connections[self.server]
         try:
             if self.kind == "tool":
+                from clawkit.snapshot import guard, undo
+
+                before = guard(ctx)  # the server runs outside any jail: what governs the next run is checked after
                 result = await self.hub.run(conn.call(self.remote, dict(call.arguments)))
+                undone = undo(ctx, before, f"MCP server {self.server!r}")
+                if undone:
+                    return ToolResult(call_id=call.id, name=call.name, is_error=True, metadata=meta, content=undone)
                 return _result(call, result, meta)
             if self.kind == "unavailable":
                 await self.hub.run(conn.ensure())  # try again (with backoff); the tool list is refreshed next round

@@ -89,11 +89,46 @@ def doctor_report(cfg: SandboxConfig | None = None) -> list[dict[str, Any]]:
     return checks
 
 
+def governing_check(cfg: SandboxConfig, jail_ok: bool, agent_file: str | None = None) -> dict[str, Any]:
+    """Which protection keeps what governs the agent's next run (its YAML, the YAML files it names,
+    ``.agents/``, ``.clawkit/``, skill folders, the user's clawkit config) out of its commands' reach."""
+    names = "the agent's YAML and the YAML files it names, .agents/, .clawkit/, skill folders, the user's clawkit config"
+    listed = ""
+    if agent_file:
+        from clawkit.governing import collect
+        from clawkit.hooks import HookRunner
+        from clawkit.runtime import load_config
+
+        config, pm = load_config(agent_file)
+        own = config.plugin("sandbox")
+        cfg = own if own is not None and hasattr(own, "mode") else cfg
+        shown = [g.path + (" (writes need an approval naming the file)" if g.consent else "")
+                 for g in collect(HookRunner(pm), config)]
+        listed = " Governing paths: " + "; ".join(shown)
+    if cfg.mode == "off":
+        how = ("plugins.sandbox.mode is off: commands run unjailed, so after every shell_exec these files are compared "
+               "with a snapshot taken before it, and any change is undone and reported as an error (what the "
+               "command did elsewhere meanwhile is not undone)")
+    elif jail_ok:
+        how = ("read-only inside the jail (bubblewrap --ro-bind; .clawkit/ hidden); one that does not exist yet is "
+               "checked after each command and removed if a command created it")
+    else:
+        how = "no jail here, so shell_exec refuses to run commands (set plugins.sandbox.mode: off to run them checked)"
+    return _check("governing files", cfg.mode == "off" or jail_ok,
+                  f"{names}: {how}. The file tools refuse to write them (skill folders: only after an approval naming "
+                  f"the file).{listed}")
+
+
 def run(args: Any) -> int:
     from .config import SandboxConfig
 
     cfg = SandboxConfig(mode="bwrap", bwrap=args.bwrap) if args.bwrap else SandboxConfig()
     checks = doctor_report(cfg)
+    jail_ok = all(c["ok"] for c in checks if c["check"] in ("bubblewrap", "jail runs"))
+    try:
+        checks.append(governing_check(cfg, jail_ok, getattr(args, "agent", None)))
+    except Exception as exc:  # a broken agent file: say so, the sandbox checks stand
+        checks.append(_check("governing files", False, f"cannot load {args.agent}: {exc}"))
     if args.json:
         print(json.dumps(checks, indent=2))
     else:
@@ -110,4 +145,5 @@ def register(cli: Any) -> None:
     p = cli.command("doctor", help="check that the sandbox (bubblewrap jail, wasmtime) works on this machine")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
     p.add_argument("--bwrap", help="the bubblewrap executable to check (default: bwrap on PATH)")
+    p.add_argument("--agent", metavar="AGENT_YAML", help="also say how this agent's governing files are protected, and list them")
     p.set_defaults(handler=run)

@@ -234,6 +234,7 @@ def build(ctx: Any, spec: ProcessSpec, cfg: SandboxConfig, granted: dict[str, li
             access = "ro" if pattern in readonly else "rw"
             args += ["--ro-bind" if access == "ro" else "--bind", real, real]
             mounts.append({"path": real, "access": access, "why": "grant"})
+    governing = _governing(ctx, args, mounts, workspace)
     command = list(spec.argv)
     proxy = None
     if proxied:
@@ -268,7 +269,7 @@ def build(ctx: Any, spec: ProcessSpec, cfg: SandboxConfig, granted: dict[str, li
         for name in ("NO_PROXY", "no_proxy"):
             env.pop(name, None)  # the granted hosts are reachable only through the proxy, loopback ones included
         env.update(proxy.env())
-    sandbox = {"mode": "bwrap", "mounts": mounts, "limits": limits,
+    sandbox = {"mode": "bwrap", "mounts": mounts, "limits": limits, "governing": governing,
                "network": proxy.describe() if proxy else f"host network (grant names {', '.join(hosts)})" if network
                else "none", "user": f"uid {JAIL_UID}, no capabilities, no_new_privs"}
 
@@ -280,6 +281,28 @@ def build(ctx: Any, spec: ProcessSpec, cfg: SandboxConfig, granted: dict[str, li
 
     return ProcessLaunch(argv=argv, cwd=workspace if os.path.isdir(workspace) else "/", env=env, sandbox=sandbox,
                          note=_explainer(cfg, sandbox, network, cgroup, proxy), cleanup=cleanup)
+
+
+def _governing(ctx: Any, args: list[str], mounts: list[dict[str, str]], workspace: str) -> dict[str, list[str]]:
+    """Mount what governs the agent's next run read-only over the writable mounts (docs/security.md):
+    its YAML, the YAML files it names, ``.agents/``, skill folders… ``protected``: paths mounted
+    read-only, hidden, or not reachable from inside; ``checked_after``: paths that do not exist yet
+    (a mount needs a source) — the tool compares those after the command and removes what appeared."""
+    from clawkit.governing import for_context
+
+    writable = [m["path"] for m in mounts if m["access"] == "rw"]
+    hidden = [m["path"] for m in mounts if m["access"] == "hidden"]
+    protected, later = [], []
+    for g in sorted(for_context(ctx), key=lambda g: g.path):
+        if _visible(g.path, hidden) or not _visible(g.path, writable):
+            protected.append(g.path)  # hidden, or not writable inside (read-only or absent)
+        elif os.path.lexists(g.path) and not os.path.islink(g.path):
+            args += ["--ro-bind", g.path, g.path]
+            mounts.append({"path": g.path, "access": "ro", "why": "governs the next run"})
+            protected.append(g.path)
+        else:
+            later.append(g.path)
+    return {"protected": protected, "checked_after": later}
 
 
 def _state_dir(ctx: Any) -> str | None:

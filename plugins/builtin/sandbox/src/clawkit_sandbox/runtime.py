@@ -259,6 +259,19 @@ def _host_import(host_call: Any):
 
 
 
+class _held:
+    """Release an already acquired lock on exit."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
 class Reactor:
     """A WASI *reactor* instance serving the calls of one task (an agent run).
 
@@ -322,7 +335,10 @@ class Reactor:
         """One call: arguments in, response out. Blocking; run it in a worker thread."""
         import wasmtime
 
-        with self.lock:
+        if not self.lock.acquire(timeout=max(timeout, 0.0)):  # a host call re-entering its own task's instance
+            return Outcome("", None, f"not run: the task's instance is busy with another call past this call's deadline "
+                                     f"({timeout:g} s)")
+        with _held(self.lock):
             if self.closing:
                 return Outcome("", None, "not run: the task's instance was destroyed (its run ended)")
             self.host_call = host_call

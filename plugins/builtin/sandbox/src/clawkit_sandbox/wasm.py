@@ -18,16 +18,20 @@ kernel's executor — the ``before_tool_call`` gates (policy, shield), approval,
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import functools
 import itertools
 import json
 import os
+import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from clawkit.governing import consented
 from clawkit.tools import Tool, ToolError
-from clawkit.types import Risk, ToolCall, ToolDef
+from clawkit.types import Risk, ToolCall, ToolDef, ToolResult
 
 from .config import SandboxConfig, WasmToolConfig
 from .runtime import MODULES, Outcome, Reactor, _ticker, engine, run_module  # noqa: F401 - re-exported
@@ -46,6 +50,10 @@ EXAMPLE_TASK = EXAMPLE.model_copy(update={
     "name": "text_stats_task", "module": str(MODULES / "text_stats_task.wasm"), "instance": "task",
     "description": EXAMPLE.description + " One instance serves the whole run: calls and total_words count "
     "the calls of this run so far."})
+
+
+#: the absolute (monotonic) deadline of the Wasm call whose host call is running in this task
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("clawkit_wasm_deadline", default=None)
 
 
 class _Args(BaseModel):
@@ -119,6 +127,23 @@ def _preopens(ctx: Any, decl: WasmToolConfig) -> list[tuple[str, str, bool]]:
     return out
 
 
+def _guard(ctx: Any, preopens: list[tuple[str, str, bool]]) -> Any:
+    """A snapshot of the governing paths (:mod:`clawkit.governing`) a writable preopen reaches (WASI
+    cannot mount single files read-only inside a preopened directory): restored after the call."""
+    from clawkit.governing import for_context
+    from clawkit.snapshot import Snapshot
+
+    writable = [host for host, _, rw in preopens if rw]
+    if not writable:
+        return None
+
+    def under(a: str, b: str) -> bool:
+        return a == b or a.startswith(b.rstrip("/") + "/")
+
+    reached = [g for g in for_context(ctx) if any(under(g.path, w) or under(w, g.path) for w in writable)]
+    return Snapshot.take(reached) if reached else None
+
+
 def _ticking(work: Any) -> Outcome:
     """Run ``work`` with the epoch ticker on — for as long as the *thread* runs: a cancelled caller
     stops waiting, but the module still stops at its deadline."""
@@ -150,6 +175,20 @@ def wasm_tool(decl: WasmToolConfig, cfg: SandboxConfig | None = None, base: str 
         loop = asyncio.get_running_loop()
         parent = getattr(ctx, "step_id", None) or "wasm"
         runtime = getattr(ctx, "runtime", None)
+        # the deadline of this call includes the host calls it makes: a host call that runs a Wasm
+        # tool (this one, recursively) inherits what is left, never a fresh deadline of its own
+        outer = _DEADLINE.get()
+        now = time.monotonic()
+        deadline = now + timeout if outer is None else min(outer, now + timeout)
+        limit = timeout if outer is None else round(max(0.0, deadline - now), 3)
+        if limit <= 0:
+            raise ToolError(f"{decl.name} (WebAssembly) not run: the calling Wasm tool's deadline has passed")
+
+        used: list[str] = []  # host tools called: their results reached the module, so its result carries them
+
+        async def hosted(call: ToolCall) -> Any:
+            _DEADLINE.set(deadline)  # this task's own context: the nested call sees the outer deadline
+            return await runtime.executor.one(ctx, call, None, False, reader=f"wasm:{decl.name}")
 
         def host_call(name: str, args_text: str) -> str:
             if name not in decl.host_tools:
@@ -160,19 +199,39 @@ def wasm_tool(decl: WasmToolConfig, cfg: SandboxConfig | None = None, base: str 
                 args = json.loads(args_text)
             except ValueError as exc:
                 return f"Error: arguments for {name} are not JSON: {exc}"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return f"Error: {name} not run: {decl.name}'s deadline ({timeout:g} s) has passed"
             call = ToolCall(id=f"{parent}.host{next(counter)}", name=name, arguments=args if isinstance(args, dict) else {})
             ctx.emit("tool.host_call", call_id=call.id, tool=name, parent=parent, module=decl.name)
-            future = asyncio.run_coroutine_threadsafe(runtime.executor.one(ctx, call, None, False), loop)
-            return future.result(timeout + 60).content
+            # through the kernel's executor: the same gates, approval, after_tool_call and audit as a model's
+            # call; the result is the tool's own (not wrapped for the model: the module computes on it)
+            used.append(name)
+            future = asyncio.run_coroutine_threadsafe(hosted(call), loop)
+            try:
+                return future.result(left).content
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                return f"Error: {name} did not finish within {decl.name}'s deadline ({timeout:g} s); it was abandoned"
 
         payload = json.dumps(arguments).encode("utf-8")
         if tasks is not None:
             reactor = tasks.for_run(ctx)
-            work = functools.partial(reactor.call, payload, fuel=fuel, timeout=timeout, host_call=host_call)
+            preopens = reactor.preopens
+            work = functools.partial(reactor.call, payload, fuel=fuel, timeout=limit, host_call=host_call)
         else:
-            work = functools.partial(_once, module, payload, memory_mb=memory_mb, fuel=fuel, timeout=timeout,
-                                     preopens=_preopens(ctx, decl), host_call=host_call)
-        outcome = await asyncio.to_thread(_ticking, work)
+            preopens = _preopens(ctx, decl)
+            work = functools.partial(_once, module, payload, memory_mb=memory_mb, fuel=fuel, timeout=limit,
+                                     preopens=preopens, host_call=host_call)
+        guard = _guard(ctx, preopens)
+        try:
+            outcome = await asyncio.to_thread(_ticking, work)
+        finally:
+            restored = guard.restore(keep=consented(ctx)) if guard is not None else []
+        if restored:
+            shown = "\n".join(f"  {line}" for line in restored)
+            raise ToolError(f"{decl.name} (WebAssembly) changed what governs the agent's next run through a writable "
+                            f"directory, which no tool of the agent may change; clawkit undid it:\n{shown}")
         if tasks is not None:
             if outcome.created:
                 _emit(ctx, "created", decl.name, call_id=parent, memory_mb=memory_mb,
@@ -188,10 +247,16 @@ def wasm_tool(decl: WasmToolConfig, cfg: SandboxConfig | None = None, base: str 
         try:
             result = json.loads(text)
         except ValueError:
-            return text
+            result = None
         if isinstance(result, dict) and set(result) == {"error"}:
             raise ToolError(f"{decl.name}: {result['error']}")
-        return text
+        if not used:
+            return text
+        # computed on what host tools returned (a workspace file, a page): untrusted data for the model,
+        # wrapped by the shield like the host tool's own result would have been
+        current = getattr(ctx, "call", None)
+        return ToolResult(call_id=getattr(current, "id", None) or parent, name=decl.name, content=text,
+                          metadata={"untrusted": True, "host_tools": sorted(set(used))})
 
     definition = ToolDef(name=decl.name, description=decl.description or f"WebAssembly tool {decl.name}",
                          parameters=decl.parameters, risk=Risk(decl.risk))

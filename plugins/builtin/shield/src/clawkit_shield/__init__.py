@@ -345,8 +345,8 @@ class Shield:
                          categories=sorted({d.category for d in detections if d.severity != "low"}), trust=new_trust)
         if new_trust != trust:
             session.set("trust", new_trust)
-        if not self.enforcing:
-            return None
+        if not self.enforcing or _read_by_host():
+            return None  # a host proxy (a Wasm module) computes on the raw result; the model reads the module's, wrapped
         serious = [d for d in detections if d.severity != "low"]
         content = result.content
         if self.config.mode == "strict" and serious:
@@ -479,6 +479,13 @@ def shield_for(config: ShieldConfig | None) -> Shield:
 def _config(ctx: Any) -> Any:
     _load()
     return ctx.plugin_config(NAME) or _DEFAULT
+
+
+def _read_by_host() -> bool:
+    """Is the result being inspected read by a host proxy, not the model (``clawkit.context.result_reader``)?"""
+    from clawkit.context import result_reader
+
+    return result_reader.get() is not None
 
 
 def _report_error(ctx: Any, stage: str, call: ToolCall, exc: BaseException) -> None:

@@ -108,6 +108,19 @@ def message_received(ctx, message):
 
 
 @hookimpl
+def governing_paths(agent):
+    """The agent's skill folders govern its later runs: a file tool writes there only after an
+    approval naming the file (consent), a command never (docs/plugins/skills.md)."""
+    import os
+
+    from .state import settings, sources_for
+
+    cfg = settings(agent)
+    return [(os.path.realpath(str(path)), f"a skills folder ({kind})", True)
+            for kind, path in sources_for(agent.workspace, cfg.model_copy(update={"shipped": False}))]
+
+
+@hookimpl
 def register_prompt_contributor(register, agent):
     for c in _contributors():
         register(c)

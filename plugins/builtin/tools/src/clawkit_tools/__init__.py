@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clawkit import hookimpl
+from clawkit import hook_order, hookimpl
 
 # ``clawkit --help`` imports every plugin: the tool modules (pydantic, clawkit.tools,
 # asyncio) load on first use. name -> submodule
@@ -58,6 +58,18 @@ def register_config(register):
     from .settings import ToolsConfig
 
     register("tools", ToolsConfig)
+
+
+@hookimpl
+@hook_order(25)  # after the policy's decision (it records this one as tool.blocked / the approval)
+def before_tool_call(ctx, call):
+    """Writes into a skill folder need an approval naming the file, every time (docs/security.md,
+    "Confinement"); the tools refuse every other path that governs the agent's next run."""
+    if call.name not in ("write_file", "edit_file"):
+        return None
+    from .paths import consent_needed
+
+    return consent_needed(ctx, call)
 
 
 @hookimpl

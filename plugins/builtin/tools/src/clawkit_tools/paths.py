@@ -141,41 +141,77 @@ STATE_DIR = ".clawkit"
 
 
 def audit_home() -> str:
-    """Where the policy keeps the audit key and anchors (the documented location; see docs/security.md)."""
-    env = os.environ.get("CLAWKIT_AUDIT_HOME")
-    if env:
-        return os.path.realpath(os.path.expanduser(env))
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.realpath(os.path.join(base, "clawkit"))
+    """The user's clawkit configuration directory (kept for callers; see :mod:`clawkit.governing`)."""
+    from clawkit.governing import config_home
+
+    return config_home()
+
+
+def governing(ctx: Any) -> tuple:
+    """What governs the agent's next run (:mod:`clawkit.governing`): ``ctx.governing`` when the
+    kernel published it, else computed from the config."""
+    found = getattr(ctx, "governing", None)
+    if isinstance(found, tuple):
+        return found
+    from clawkit.governing import for_context
+
+    return for_context(ctx)
 
 
 def protected(ctx: Any) -> list[tuple[str, str]]:
-    """``(real path, what it is)`` the tools never write: the agent's state directory and session
-    database, its own YAML file, and the user's clawkit config (audit key and anchors)."""
-    agent = getattr(ctx, "agent", None)
-    workspace = os.path.realpath(str(ctx.workspace))
-    out = [(os.path.join(workspace, STATE_DIR), "the agent's state directory")]
-    db = getattr(agent, "state_db", None)
-    if db:
-        real = os.path.realpath(str(db))
-        parent = os.path.dirname(real)
-        if os.path.basename(parent) == STATE_DIR:
-            out.append((parent, "the agent's state directory"))
-        else:
-            out.extend((real + suffix, "the agent's session database") for suffix in ("", "-wal", "-shm", "-journal"))
-    source = getattr(agent, "source_file", None)
-    if source:
-        out.append((os.path.realpath(str(source)), "the agent's own configuration"))
-    out.append((audit_home(), "the user's clawkit configuration (audit key)"))
-    return out
+    """``(real path, what it is)`` the tools never write, grant or not: everything that governs the
+    agent's next run (its YAML and the YAML files it names, ``.agents/``, ``.clawkit/``, the session
+    database, the user's clawkit config and the audit home) except the consent paths (skill folders)."""
+    return [(g.path, g.what) for g in governing(ctx) if not g.consent]
+
+
+CONSENT_KEY = "tools.consent"  # call id -> the file its approval names (set by the gate)
 
 
 def refuse_protected(real: Path | str, raw: str, ctx: Any) -> None:
-    """Raise :class:`PathRefused` when ``real`` is (inside) a path of :func:`protected`."""
+    """Raise :class:`PathRefused` when ``real`` is (inside) a governing path. A consent path (a
+    skill folder) passes only when this very call was approved for this very file by the gate
+    (:func:`consent_needed`): never by a grant or elevation."""
+    from clawkit.governing import covering
+
     path = str(real)
-    for root, what in protected(ctx):
-        if is_within(path, root):
-            raise PathRefused(f"{raw!r} is {what} ({root}); the tools never write it")
+    hit = covering(governing(ctx), path)
+    if hit is None:
+        return
+    if not hit.consent:
+        raise PathRefused(f"{raw!r} is {hit.what} ({hit.path}); it governs the agent's next run, so the tools never write it")
+    call = getattr(ctx, "call", None)
+    approved = ((getattr(ctx, "state", None) or {}).get(CONSENT_KEY) or {}).get(getattr(call, "id", None))
+    if approved != path:
+        raise PathRefused(f"{raw!r} is in {hit.what} ({hit.path}); writing it needs an approval naming the file")
+    from clawkit.governing import note_consented
+
+    note_consented(ctx, path)  # approved and about to be written
+
+
+def consent_needed(ctx: Any, call: Any) -> Any:
+    """The gate for ``write_file``/``edit_file``: a write into a consent path (a skill folder) needs an
+    approval naming the file, remembered for this call only (the tool refuses other governing paths).
+    Returns a :class:`clawkit.types.Decision` or None."""
+    from clawkit.governing import covering
+    from clawkit.types import Decision
+
+    raw = (call.arguments or {}).get("path")
+    if not isinstance(raw, str):
+        return None
+    try:
+        real = resolve(raw, ctx, call.name, want="any")
+    except ToolError:
+        return None  # the tool reports it
+    hit = covering(governing(ctx), str(real))
+    if hit is None or not hit.consent:
+        return None  # the tool itself refuses the others (and the ledger records the refused execution)
+    shown = display(real, ctx)
+    ctx.state.setdefault(CONSENT_KEY, {})[call.id] = str(real)
+    verb = "overwrites" if real.exists() else "creates"
+    return Decision.require_approval(
+        f"{call.name} {verb} {shown}, in {hit.what}: this changes what later runs of this agent may do "
+        "(skills are loaded into later runs); approve only if you want the agent to change its own skills")
 
 
 def display(real: Path, ctx: Any) -> str:

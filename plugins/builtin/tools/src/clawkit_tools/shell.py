@@ -11,6 +11,7 @@ import shutil
 import signal
 from typing import Any
 
+from clawkit.governing import consented
 from clawkit.process import ProcessLaunch, ProcessSpec, confine
 from clawkit.tools import ToolError, tool
 
@@ -157,10 +158,38 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
         raise ToolError(f"command not found: {argv[0]!r}")
     # a sandbox plugin (confine_process) may jail it; it refuses rather than run it unconfined
     launch = await confine(ctx, ProcessSpec("shell_exec", argv, str(workdir), env, limit, cfg.shell_output_bytes))
+    # what governs the next run and the jail does not keep read-only: checked after the command, restored
     try:
-        return await _run(launch, cfg, limit)
+        guard = _guard(ctx, launch)
+    except Exception as exc:  # fail closed: a command whose effects cannot be checked does not run
+        await launch.close()
+        raise ToolError(f"not run: what governs the agent's next run could not be snapshotted ({exc})") from None
+    failure: ToolError | None = None
+    output = ""
+    try:
+        output = await _run(launch, cfg, limit)
+    except ToolError as exc:
+        failure = exc
     finally:
         await launch.close()
+        restored = guard.restore(keep=consented(ctx)) if guard is not None else []  # approved skill writes stay
+    if restored:
+        shown = "\n".join(f"  {line}" for line in restored)
+        raise ToolError("the command changed what governs the agent's next run, which no command of the agent may "
+                        f"change; clawkit undid it:\n{shown}\nThe command's own result was:\n"
+                        f"{str(failure) if failure else output}")
+    if failure is not None:
+        raise failure
+    return output
+
+
+def _guard(ctx: Any, launch: ProcessLaunch) -> Any:
+    from clawkit.snapshot import Snapshot, unguarded
+
+    from .paths import governing
+
+    paths = unguarded(governing(ctx), launch)
+    return Snapshot.take(paths) if paths else None
 
 
 async def _run(launch: ProcessLaunch, cfg: Any, limit: float) -> str:

@@ -149,6 +149,10 @@ def after_tool_call(ctx, call, result):
     cfg = _config(ctx)
     if not isinstance(result.content, str) or not result.content:
         return None
+    from clawkit.context import result_reader
+
+    if result_reader.get() is not None:
+        return None  # a host proxy reads it, not the model: the context budget does not apply
     budget = budget_tokens(cfg, context_window(ctx), ctx)
     if len(result.content) * 4 <= budget:  # plan_cut's first test, before a counter is made: fits
         return None
