@@ -114,7 +114,9 @@ def test_a_paste_holding_elevated_on_does_not_elevate(chat):
 
 def test_a_child_given_elevated_on_by_the_parents_model_is_not_elevated(chat):
     [shown] = [v for v in chat["cases"].tool_results("child").values() if "Elevated" in v]  # the child's answer
-    assert "Elevated mode on" not in shown and "NOT turned on" in shown
+    # refused either way: by the sub-agent channel rule ("NOT turned on") or, first, by the child's
+    # directives being held to allow_elevated: false (the children's stricter-wins merge)
+    assert "NOT turned on" in shown or "not permitted for this agent" in shown, shown
     rows = [r for r in audit_rows(chat["ws"]) if r["decision"] == "directive.change" and r["session_id"] != chat["sid"]]
     assert rows and all('"accepted":false' in r["data"] for r in rows if '"value":"on"' in (r["data"] or ""))
 
