@@ -20,6 +20,7 @@ import os
 import re
 import threading
 from collections import Counter
+from functools import lru_cache
 from typing import Any, Iterable
 
 #: names whose values are never secrets (``PWD`` is the working directory)
@@ -88,7 +89,13 @@ def is_secret(name: str, value: str) -> bool:
     """Is the environment variable ``name=value`` a secret (by its name or its value)?"""
     if name.upper() in NOT_SECRET or not value:
         return False
-    return is_secret_name(name) or is_secret_value(value, name) or value in _registered
+    return _judged(name, value) or value in _registered
+
+
+@lru_cache(maxsize=4096)
+def _judged(name: str, value: str) -> bool:
+    """By name or form (the environment is judged again every few seconds: remembered)."""
+    return is_secret_name(name) or is_secret_value(value, name)
 
 
 def register_secret(value: str | None) -> None:
@@ -117,12 +124,13 @@ def secret_env_values(environ: dict[str, str] | None = None, extra: Iterable = (
     return out | _registered
 
 
-def variants(value: str) -> list[str]:
+@lru_cache(maxsize=1024)
+def variants(value: str) -> tuple[str, ...]:
     """Encoded forms of a secret an agent's command could print to get it past redaction: reversed,
     hex (lower and upper case) and base64 (standard and URL-safe, at each of the three alignments a
     value can have inside a longer encoded text: the characters that only depend on the value)."""
     if len(value) < 8:
-        return []
+        return ()
     raw = value.encode("utf-8", "surrogatepass")
     out = [value[::-1], raw.hex(), raw.hex().upper()]
     for shift in range(3):
@@ -133,7 +141,7 @@ def variants(value: str) -> list[str]:
         part = enc[start:stable]
         if len(part) >= 8:
             out += [part, part.replace("+", "-").replace("/", "_")]
-    return [v for v in dict.fromkeys(out) if v != value and len(v) >= 8]
+    return tuple(v for v in dict.fromkeys(out) if v != value and len(v) >= 8)
 
 
 def scrub(value: Any, mark: str = "[REDACTED]") -> Any:

@@ -111,6 +111,11 @@ def secret_values(extra: Iterable[str] = ()) -> tuple[str, ...]:
     now = time.monotonic()
     known = registered()
     if now - _cache["at"] > 5.0 or _cache["extra"] != extra or _cache.get("registered") is not known:
+        env = tuple(os.environ.items())
+        if env == _cache.get("env") and _cache["extra"] == extra and _cache.get("registered") is known:
+            _cache["at"] = now  # the environment has not changed: nothing to judge again
+            return _cache["values"]
+        _cache["env"] = env
         vals = {v for k, v in os.environ.items()
                 if len(v) >= 6 and (is_secret_name(k, extra) or _CREDENTIAL_URL.search(v))}
         vals |= secret_env_values(extra=extra)
@@ -123,6 +128,7 @@ def secret_values(extra: Iterable[str] = ()) -> tuple[str, ...]:
 def refresh() -> None:
     """Forget the cached environment (after changing os.environ in-process)."""
     _cache["at"] = 0.0
+    _cache.pop("env", None)
 
 
 @lru_cache(maxsize=8)
