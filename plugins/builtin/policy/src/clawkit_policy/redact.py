@@ -26,6 +26,9 @@ import time
 from functools import lru_cache
 from typing import Any, Iterable
 
+from clawkit.secrets import is_secret_name as kernel_is_secret_name
+from clawkit.secrets import registered
+
 
 
 def _re2() -> Any:
@@ -91,8 +94,6 @@ _cache: dict[str, Any] = {"at": 0.0, "values": (), "extra": ()}
 
 def is_secret_name(name: str, extra: Iterable[str] = ()) -> bool:
     """Does an environment variable name suggest a secret value?"""
-    from clawkit.secrets import is_secret_name as kernel_is_secret_name
-
     if name.upper() in _NOT_SECRET:
         return False
     return (SECRET_NAME.search(name) is not None or kernel_is_secret_name(name)
@@ -105,8 +106,6 @@ def secret_values(extra: Iterable[str] = ()) -> tuple[str, ...]:
     URL —, the agent's own model keys (:func:`clawkit.secrets.register_secret`), and the reversed,
     hex and base64 forms of each (:func:`clawkit.secrets.variants`): a command that prints a key
     encoded does not get it past redaction."""
-    from clawkit.secrets import registered, secret_env_values, variants
-
     extra = tuple(extra)
     now = time.monotonic()
     known = registered()
@@ -116,6 +115,7 @@ def secret_values(extra: Iterable[str] = ()) -> tuple[str, ...]:
             _cache["at"] = now  # the environment has not changed: nothing to judge again
             return _cache["values"]
         _cache["env"] = env
+        from clawkit.secrets import secret_env_values, variants
         vals = {v for k, v in os.environ.items()
                 if len(v) >= 6 and (is_secret_name(k, extra) or _CREDENTIAL_URL.search(v))}
         vals |= secret_env_values(extra=extra)
