@@ -61,8 +61,8 @@ def looks_like_token(value: str) -> bool:
     if len(value) < 20 or len(value) > 8192 or not _TOKEN.fullmatch(value) or value[0] in "/.~":
         return False
     classes = sum((any(c.islower() for c in value), any(c.isupper() for c in value), any(c.isdigit() for c in value)))
-    if classes < 2:
-        return False
+    if classes < 2 or sum(not c.isalnum() for c in value) > len(value) // 5:
+        return False  # one kind of character, or a version, a file name, a dotted name: not a key
     # a random key of n characters over 36-64 symbols has close to log2(min(n, alphabet)) bits per character
     need = min(4.0, 0.85 * math.log2(min(len(value), 62)))
     return entropy(value) >= need
