@@ -43,7 +43,8 @@ def served(model, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hardening")
     agent = write_agent(tmp, model)
     log = open(tmp / "serve.log", "w")  # a file, not a pipe nobody drains: the server never blocks on its log
-    proc = subprocess.Popen([sys.executable, "-m", "clawkit", "serve", str(agent), "--dev", "--port", "0"], cwd=tmp,
+    proc = subprocess.Popen([sys.executable, "-m", "clawkit", "serve", str(agent), "--dev", "--port", "0",
+                             "--header-timeout", "2", "--body-timeout", "2"], cwd=tmp,
                             env=_env(), stdout=subprocess.DEVNULL, stderr=log, preexec_fn=_limit_files,
                             start_new_session=True)
     url = None
@@ -113,6 +114,23 @@ def test_idle_sockets_do_not_starve_healthz(served):
         for s in idle:
             s.close()
     assert httpx.get(served + "/healthz", timeout=30).status_code == 200
+
+
+def test_slow_headers_are_cut_and_a_trickled_body_is_a_408(served):
+    host, port = "127.0.0.1", int(served.rsplit(":", 1)[1])
+    with socket.create_connection((host, port), timeout=30) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the blank line
+        assert s.recv(100) == b""  # closed by the server (--header-timeout 2), not left open
+    with socket.create_connection((host, port), timeout=30) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n{\"model\": ")  # the rest of the body never comes
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
 
 
 def test_corrupt_state_database_is_one_line_error(model, tmp_path):

@@ -33,6 +33,7 @@ class ServeOptions:
     sweep_every: float = 30.0
     header_timeout: float = 10.0  # seconds a connection has to send a request's headers (see guard.py)
     max_connections: int | None = None  # connections at once (default: what the open-file limit leaves)
+    body_timeout: float = 30.0  # seconds a request body may take to arrive (a trickled body is a 408)
 
 
 class HttpError(Exception):
@@ -42,7 +43,7 @@ class HttpError(Exception):
 
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-               404: "not_found_error", 409: "conflict_error", 410: "gone_error", 413: "request_too_large",
+               404: "not_found_error", 408: "timeout_error", 409: "conflict_error", 410: "gone_error", 413: "request_too_large",
                429: "rate_limit_error", 502: "upstream_error", 503: "unavailable"}
 
 
@@ -95,12 +96,21 @@ class Server:
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limit:
             raise HttpError(413, f"request body of {declared} bytes exceeds the limit of {limit} bytes", code="too_large")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise HttpError(413, f"request body exceeds the limit of {limit} bytes", code="too_large")
-            chunks.append(chunk)
+        chunks: list[bytes] = []
+
+        async def receive() -> None:
+            size = 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise HttpError(413, f"request body exceeds the limit of {limit} bytes", code="too_large")
+                chunks.append(chunk)
+
+        try:
+            await asyncio.wait_for(receive(), self.options.body_timeout)
+        except asyncio.TimeoutError:
+            raise HttpError(408, f"request body did not arrive within {self.options.body_timeout:g} s",
+                            code="body_timeout", headers={"Connection": "close"}) from None
         try:
             body = loads_bounded(b"".join(chunks))
         except ValueError as exc:
