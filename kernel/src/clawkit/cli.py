@@ -196,6 +196,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PluginError as exc:
         print(f"clawkit: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except Exception as exc:
+        line = database_error(exc)
+        if line is None:
+            raise
+        print(f"clawkit: {line}", file=sys.stderr)
+        return EXIT_RUNTIME
     except KeyboardInterrupt:
         if terminated():
             print("\nclawkit: terminated (SIGTERM); what was produced is saved", file=sys.stderr)
@@ -204,6 +210,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_SIGINT
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def database_error(exc: BaseException) -> str | None:
+    """One line for a state database that cannot be used (corrupt, locked, not a database), or
+    None when ``exc`` is something else (then it is a bug and its traceback is worth showing)."""
+    import sqlite3  # the PostgreSQL backend's errors derive from sqlite3's
+
+    if isinstance(exc, sqlite3.DatabaseError):
+        what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        hint = ("another process holds it; retry when it is done" if "locked" in what or "busy" in what else
+                "the file is damaged or not a clawkit database: move it aside (a new one is created) or restore a backup")
+        return f"the state database cannot be used: {what} ({hint})"
+    return None
 
 
 _terminated = False

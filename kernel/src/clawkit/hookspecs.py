@@ -326,6 +326,21 @@ def open_turn_queue(url):
 
 
 @hookspec(firstresult=True)
+def open_api_keys(db):
+    """Open the API keys that authenticate HTTP callers of the state database ``db`` (a SQLite
+    path or a ``postgresql://`` URL): the keys ``clawkit keys create`` makes for ``clawkit serve``.
+
+    Return an object with ``active_count() -> int`` and ``authenticate(token) -> key | None``
+    (a key has ``id``, ``name``, ``role`` and ``can(action)`` for ``run``, ``approve`` and
+    ``read``), or None when this plugin keeps no keys. Another front-end that serves an agent
+    over HTTP (``clawkit mcp serve --http``) uses it to refuse a non-loopback bind while no key
+    exists and to check each request's ``Authorization: Bearer`` key. The first non-None result
+    wins. Failure: **fails closed** — raising, or no plugin answering, means no keys: the
+    front-end refuses to serve beyond loopback.
+    """
+
+
+@hookspec(firstresult=True)
 def confine_process(ctx, spec):
     """Confine a process a tool is about to start (the kernel's process-execution hook).
 

@@ -94,6 +94,9 @@ class Agent(ModelSide):
         db: str | Path | None = None,
     ):
         self.config = config
+        from .secrets import register_secret
+
+        register_secret(config.model.api_key)  # the model key: never in a command's environment, redacted everywhere
         self.pm = pm or get_plugin_manager(disabled=config.disabled_plugins(), extra=extra_plugins)
         self._session: Session | None = None
         self.hooks = HookRunner(self.pm, emit=self._emit_global)

@@ -85,8 +85,13 @@ class StoreWriter:
         self._scheduled = None
         try:
             self.commit_queued()
-        except Exception:  # kept in self.error: raised to the next hand-in or wait
-            log.exception("clawkit: the session store could not commit")
+        except Exception as exc:  # kept in self.error: raised to the next hand-in or wait
+            import sqlite3
+
+            if isinstance(exc, sqlite3.DatabaseError):  # locked, corrupt, disk full: raised to the caller, who says it
+                log.warning("clawkit: the session store could not commit: %s", exc)
+            else:
+                log.exception("clawkit: the session store could not commit")
 
     def commit_queued(self) -> None:
         """Commit every batch handed in so far (one transaction), on the calling thread."""

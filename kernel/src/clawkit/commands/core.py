@@ -138,6 +138,21 @@ def _stdout_deliver(outbound) -> None:
         _write(f"\n[{outbound.kind}] {outbound.content}\n")
 
 
+def redacted(agent, data: Any) -> Any:
+    """``--json`` output without secrets: the session store's redactor when a plugin set one (the
+    policy's: names, formats, values, encoded forms), then the kernel's by value (the environment's
+    secrets and the model key, :func:`clawkit.secrets.scrub`) in any case."""
+    from ..secrets import scrub
+
+    redact_value = getattr(getattr(agent, "store", None), "redact_value", None)
+    if callable(redact_value):
+        try:
+            data = redact_value(data)
+        except Exception:  # the kernel's pass below still runs
+            pass
+    return scrub(data)
+
+
 def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None = None, trailer=None) -> int:
     """One turn: stream the reply (or print the JSON result), then close the agent.
 
@@ -148,7 +163,7 @@ def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None
     finally:
         agent.close()
     if as_json:
-        _write(json.dumps(result.as_json(), default=str) + "\n")
+        _write(json.dumps(redacted(agent, result.as_json()), default=str) + "\n")
     else:
         print(f"[session {result.session_id}{trailer(result) if trailer else ''}]", file=sys.stderr)
     if result.interrupted:

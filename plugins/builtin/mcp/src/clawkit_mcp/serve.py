@@ -79,10 +79,74 @@ class AgentServer:
         self.agent.close()
 
 
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _keys_for(args: Any, where: str) -> Any:
+    """The API keys (``clawkit keys create``, kept by clawkit-serve through ``open_api_keys``) that
+    guard a non-loopback bind; refuses (UsageError) when there are none. Fails closed."""
+    from pathlib import Path
+
+    from clawkit.errors import UsageError
+
+    db = str(getattr(args, "db", None) or Path(".clawkit") / "state.db")
+    keys, count, why = None, 0, ""
+    try:
+        pm = getattr(args, "pm", None)
+        if pm is None:
+            from clawkit.plugins import get_plugin_manager
+
+            pm = get_plugin_manager()
+        keys = pm.hook.open_api_keys(db=db)
+        count = keys.active_count() if keys is not None else 0
+    except Exception as exc:  # no keys readable: refuse, as with none
+        keys, why = None, f" ({type(exc).__name__}: {exc})"
+    if keys is None or count == 0:
+        raise UsageError(f"--http {where}: refused: serving beyond loopback needs API keys and {db} has none{why}; "
+                         "create one with `clawkit keys create --name NAME` (clawkit-serve), or bind 127.0.0.1")
+    return keys
+
+
+class BearerKeys:
+    """ASGI middleware: every request needs ``Authorization: Bearer <key>`` of a key that may run turns."""
+
+    def __init__(self, app: Any, keys: Any):
+        self.app, self.keys = app, keys
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+            scheme, _, token = header.partition(" ")
+            key = None
+            if scheme.lower() == "bearer" and token.strip():
+                try:
+                    key = self.keys.authenticate(token.strip())
+                except Exception:  # fails closed
+                    key = None
+            if key is None or not key.can("run"):
+                from starlette.responses import JSONResponse
+
+                status = 401 if key is None else 403
+                message = "missing or invalid API key" if key is None else f"key {key.id} may not run turns"
+                await JSONResponse({"error": {"message": message, "code": status}}, status_code=status,
+                                   headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def serve(args: Any) -> int:
     from clawkit.errors import UsageError
 
     host, port = "127.0.0.1", 0
+    keys = None
     if args.http:
         host, _, raw = args.http.rpartition(":")
         try:
@@ -90,12 +154,22 @@ def serve(args: Any) -> int:
         except ValueError:
             raise UsageError(f"--http {args.http!r}: expected HOST:PORT, e.g. 127.0.0.1:8931") from None
         host = host or "127.0.0.1"
+        if not _is_loopback(host):
+            keys = _keys_for(args, args.http)  # before the agent starts: a refused bind leaves nothing behind
     server = AgentServer(args)
     try:
         mcp = server.build()
         if args.http:
-            print(f"clawkit mcp serve: agent {server.agent.config.name!r} at http://{host}:{port}/mcp", file=sys.stderr, flush=True)
-            mcp.run("streamable-http", host=host, port=port)
+            auth = " (API keys required)" if keys is not None else ""
+            print(f"clawkit mcp serve: agent {server.agent.config.name!r} at http://{host}:{port}/mcp{auth}",
+                  file=sys.stderr, flush=True)
+            if keys is None:
+                mcp.run("streamable-http", host=host, port=port)
+            else:
+                import uvicorn
+
+                app = BearerKeys(mcp.streamable_http_app(host=host), keys)
+                uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
         else:
             mcp.run("stdio")
     except KeyboardInterrupt:

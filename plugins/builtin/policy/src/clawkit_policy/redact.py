@@ -26,6 +26,9 @@ import time
 from functools import lru_cache
 from typing import Any, Iterable
 
+from clawkit.secrets import is_secret_name as kernel_is_secret_name
+from clawkit.secrets import registered
+
 
 
 def _re2() -> Any:
@@ -93,23 +96,39 @@ def is_secret_name(name: str, extra: Iterable[str] = ()) -> bool:
     """Does an environment variable name suggest a secret value?"""
     if name.upper() in _NOT_SECRET:
         return False
-    return SECRET_NAME.search(name) is not None or any(fnmatch.fnmatchcase(name, p) for p in extra)
+    return (SECRET_NAME.search(name) is not None or kernel_is_secret_name(name)
+            or any(fnmatch.fnmatchcase(name, p) for p in extra))
 
 
 def secret_values(extra: Iterable[str] = ()) -> tuple[str, ...]:
-    """Values of secret-named environment variables (longest first), refreshed every few seconds."""
+    """The secrets to redact by value (longest first), refreshed every few seconds: values of the
+    environment's secrets — by name, known format or entropy (:mod:`clawkit.secrets`), a credential
+    URL —, the agent's own model keys (:func:`clawkit.secrets.register_secret`), and the reversed,
+    hex and base64 forms of each (:func:`clawkit.secrets.variants`): a command that prints a key
+    encoded does not get it past redaction."""
     extra = tuple(extra)
     now = time.monotonic()
-    if now - _cache["at"] > 5.0 or _cache["extra"] != extra:
+    known = registered()
+    if now - _cache["at"] > 5.0 or _cache["extra"] != extra or _cache.get("registered") is not known:
+        env = tuple(os.environ.items())
+        if env == _cache.get("env") and _cache["extra"] == extra and _cache.get("registered") is known:
+            _cache["at"] = now  # the environment has not changed: nothing to judge again
+            return _cache["values"]
+        _cache["env"] = env
+        from clawkit.secrets import secret_env_values, variants
         vals = {v for k, v in os.environ.items()
                 if len(v) >= 6 and (is_secret_name(k, extra) or _CREDENTIAL_URL.search(v))}
-        _cache.update(at=now, values=tuple(sorted(vals, key=lambda v: (-len(v), v))), extra=extra)
+        vals |= secret_env_values(extra=extra)
+        for v in list(vals):
+            vals.update(variants(v))
+        _cache.update(at=now, values=tuple(sorted(vals, key=lambda v: (-len(v), v))), extra=extra, registered=known)
     return _cache["values"]
 
 
 def refresh() -> None:
     """Forget the cached environment (after changing os.environ in-process)."""
     _cache["at"] = 0.0
+    _cache.pop("env", None)
 
 
 @lru_cache(maxsize=8)

@@ -75,6 +75,7 @@ def doctor_report(cfg: SandboxConfig | None = None) -> list[dict[str, Any]]:
                                      f"was refused: {out[:200]})" if code == 0 and " 403 " in out else f"exit {code}: {out[:300]}"))
     pids = pids_cgroup_available()
     root = os.geteuid() == 0
+    checks.append(_environ_check(cause is None, root))
     checks.append(_check("process limit", pids or not root,
                          "cgroup pids.max" if pids else ("RLIMIT_NPROC (not root)" if not root else
                                                           "root is exempt from RLIMIT_NPROC and no writable pids "
@@ -117,6 +118,19 @@ def governing_check(cfg: SandboxConfig, jail_ok: bool, agent_file: str | None = 
     return _check("governing files", cfg.mode == "off" or jail_ok,
                   f"{names}: {how}. The file tools refuse to write them (skill folders: only after an approval naming "
                   f"the file).{listed}")
+
+
+def _environ_check(jail: bool, root: bool) -> dict[str, Any]:
+    """Can a command read the agent's own environment (its model key) through /proc/<pid>/environ?"""
+    off = ("with plugins.sandbox.mode: off, commands run beside the agent: shell_exec makes the agent "
+           "non-dumpable and refuses commands naming /proc/<pid>/environ")
+    if root:
+        off += ("; but as root (CAP_SYS_PTRACE) a command can still read /proc/<agent pid>/environ (the model key "
+                "and every secret in the agent's environment): keep the sandbox on, or run as an ordinary user")
+    else:
+        off += ", so /proc/<agent pid>/environ is unreadable to them"
+    what = "the jail hides the agent's /proc entries from commands" if jail else "no jail here"
+    return _check("agent environment", jail or not root, f"{what}; {off}")
 
 
 def run(args: Any) -> int:

@@ -24,3 +24,11 @@ def register_commands(cli):
     from .cli import register
 
     register(cli)
+
+
+@hookimpl
+def open_api_keys(db):
+    """The keys of ``clawkit keys`` for another HTTP front-end (``clawkit mcp serve --http``)."""
+    from .keys import KeyStore, connect
+
+    return KeyStore(connect(db))

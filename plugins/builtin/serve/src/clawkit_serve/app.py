@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from .approvals import ApprovalBroker
+from .guard import LoopbackOnly, loads_bounded
 from .keys import ApiKey, KeyStore, RateLimiter
 
 log = logging.getLogger("clawkit.serve")
@@ -30,6 +31,9 @@ class ServeOptions:
     dev: bool = False  # no keys: every request acts as a full key (loopback only; checked by the CLI)
     shutdown_timeout: float = 30.0
     sweep_every: float = 30.0
+    header_timeout: float = 10.0  # seconds a connection has to send a request's headers (see guard.py)
+    max_connections: int | None = None  # connections at once (default: what the open-file limit leaves)
+    body_timeout: float = 30.0  # seconds a request body may take to arrive (a trickled body is a 408)
 
 
 class HttpError(Exception):
@@ -39,7 +43,7 @@ class HttpError(Exception):
 
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-               404: "not_found_error", 409: "conflict_error", 410: "gone_error", 413: "request_too_large",
+               404: "not_found_error", 408: "timeout_error", 409: "conflict_error", 410: "gone_error", 413: "request_too_large",
                429: "rate_limit_error", 502: "upstream_error", 503: "unavailable"}
 
 
@@ -92,14 +96,23 @@ class Server:
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limit:
             raise HttpError(413, f"request body of {declared} bytes exceeds the limit of {limit} bytes", code="too_large")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise HttpError(413, f"request body exceeds the limit of {limit} bytes", code="too_large")
-            chunks.append(chunk)
+        chunks: list[bytes] = []
+
+        async def receive() -> None:
+            size = 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise HttpError(413, f"request body exceeds the limit of {limit} bytes", code="too_large")
+                chunks.append(chunk)
+
         try:
-            body = json.loads(b"".join(chunks) or b"{}")
+            await asyncio.wait_for(receive(), self.options.body_timeout)
+        except asyncio.TimeoutError:
+            raise HttpError(408, f"request body did not arrive within {self.options.body_timeout:g} s",
+                            code="body_timeout", headers={"Connection": "close"}) from None
+        try:
+            body = loads_bounded(b"".join(chunks))
         except ValueError as exc:
             raise HttpError(400, f"request body is not JSON: {exc}", code="bad_json") from None
         if not isinstance(body, dict):
@@ -150,15 +163,33 @@ def create_app(server: Server) -> Starlette:
     async def on_checkpointed(request: Request, exc: Exception) -> JSONResponse:
         return error_response(503, str(exc), "checkpointed", {"Retry-After": "5"})
 
+    async def on_database_error(request: Request, exc: Exception) -> JSONResponse:
+        from clawkit.cli import database_error
+
+        log.error("clawkit serve: %s %s: %s", request.method, request.url.path, database_error(exc))
+        return error_response(503, database_error(exc) or "the state database cannot be used", "database_unavailable",
+                              {"Retry-After": "5"})
+
+    async def on_error(request: Request, exc: Exception) -> JSONResponse:
+        log.error("clawkit serve: %s %s failed", request.method, request.url.path, exc_info=exc)
+        return error_response(500, f"internal error ({type(exc).__name__}); the server log has the details",
+                              "internal_error")
+
     routes = [Route("/healthz", healthz), *api_openai.routes(server), *api_native.routes(server),
               *panel.routes(server), Mount("/panel/static", app=panel.static_files(), name="panel-static")]
-    app = Starlette(routes=routes, exception_handlers={HttpError: on_http_error, Checkpointed: on_checkpointed}, lifespan=lifespan)
+    import sqlite3  # the PostgreSQL backend's errors derive from sqlite3's
+
+    handlers = {HttpError: on_http_error, Checkpointed: on_checkpointed, sqlite3.DatabaseError: on_database_error,
+                RecursionError: on_error, Exception: on_error}
+    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
     if server.options.cors_origins:
         from starlette.middleware.cors import CORSMiddleware
 
         app.add_middleware(CORSMiddleware, allow_origins=server.options.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type", "X-Clawkit-Session", "X-Clawkit-Wait"],
                            expose_headers=["X-Clawkit-Session"])
+    if server.options.dev:  # no keys: only loopback names and origins (DNS rebinding), outermost
+        app.add_middleware(LoopbackOnly, allowed_origins=server.options.cors_origins)
     app.state.server = server
     return app
 
@@ -187,7 +218,15 @@ def uvicorn_server(app: Starlette, **config: Any) -> Any:
             log.info("clawkit serve: turns settled in %.1f s", time.monotonic() - started)
             await super().shutdown(sockets=sockets)
 
-    config.setdefault("timeout_graceful_shutdown", app.state.server.options.shutdown_timeout + 5)
+    from .guard import BACKLOG, connection_cap, guarded_protocol, raise_open_files
+
+    options = app.state.server.options
+    config.setdefault("timeout_graceful_shutdown", options.shutdown_timeout + 5)
+    # idle and slow sockets cannot starve the server: header timeout, idle keep-alive, connection cap
+    cap = connection_cap(options.max_connections, raise_open_files())
+    config.setdefault("http", guarded_protocol(options.header_timeout, cap))
+    config.setdefault("timeout_keep_alive", 5)
+    config.setdefault("backlog", BACKLOG)  # what one accept burst may add on top of the cap
     return ClawkitServer(uvicorn.Config(app, **config))
 
 

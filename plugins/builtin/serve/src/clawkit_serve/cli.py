@@ -29,6 +29,12 @@ def register(cli: Any) -> None:
                    help="seconds an approval request waits before it is denied (default 3600)")
     p.add_argument("--shutdown-timeout", type=float, default=30.0,
                    help="seconds running turns get to finish on shutdown (default 30)")
+    p.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds a connection has to send a request's headers, once opened or after a response (default 10)")
+    p.add_argument("--body-timeout", type=float, default=30.0,
+                   help="seconds a request body may take to arrive; a slower one gets 408 (default 30)")
+    p.add_argument("--max-connections", type=int, default=None,
+                   help="connections at once; past it the oldest idle one is closed (default: what the open-file limit leaves)")
     p.add_argument("--proxy-headers", action="store_true", help="trust X-Forwarded-* from --forwarded-allow-ips")
     p.add_argument("--forwarded-allow-ips", default="127.0.0.1", help="proxies trusted for X-Forwarded-* (default 127.0.0.1)")
     add_agent_options(p)
@@ -131,7 +137,8 @@ def cmd_serve(args: Any) -> int:
 
     dev = args.dev and _keys(args).active_count() == 0
     options = ServeOptions(max_body=args.max_body, rate_per_minute=args.rate_limit, cors_origins=args.cors_origin,
-                           dev=dev, shutdown_timeout=args.shutdown_timeout)
+                           dev=dev, shutdown_timeout=args.shutdown_timeout, header_timeout=args.header_timeout,
+                           body_timeout=args.body_timeout, max_connections=args.max_connections)
     app = build(args.agents, _db(args), options, overrides_from(args), approval_timeout=args.approval_timeout)
     server = uvicorn_server(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning",
                             proxy_headers=args.proxy_headers, forwarded_allow_ips=args.forwarded_allow_ips,

@@ -34,17 +34,26 @@ _KEEP_ALWAYS = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "USER"
 
 def is_secret_name(name: str) -> bool:
     """Does an environment variable's name suggest it holds a secret?"""
-    return name not in _KEEP_ALWAYS and SECRET_NAME.search(name) is not None
+    from clawkit.secrets import is_secret_name as by_name
+
+    return name not in _KEEP_ALWAYS and (SECRET_NAME.search(name) is not None or by_name(name))
 
 
 def scrubbed_env(environ: dict[str, str] | None = None, deny: list[str] = (), allow: list[str] = ()) -> dict[str, str]:
-    """A copy of the environment without variables named like secrets (``deny`` adds globs, ``allow`` keeps names)."""
+    """A copy of the environment without secrets (``deny`` adds globs, ``allow`` keeps names): a
+    variable named like one (``*KEY*``, ``*PAT``, ``*CREDS``, ``*PWD*``…), a value of a known
+    credential format or a high-entropy token whatever its name, and the agent's own model key
+    (:mod:`clawkit.secrets`)."""
+    from clawkit.secrets import is_secret, registered
+
     env = dict(os.environ if environ is None else environ)
+    own = registered()
     out = {}
     for name, value in env.items():
         if any(fnmatch.fnmatchcase(name, p) for p in allow):
             out[name] = value
-        elif is_secret_name(name) or SECRET_VALUE.search(value) or any(fnmatch.fnmatchcase(name, p) for p in deny):
+        elif (is_secret_name(name) or SECRET_VALUE.search(value) or is_secret(name, value)
+              or any(fnmatch.fnmatchcase(name, p) for p in deny) or any(k in value for k in own)):
             continue
         else:
             out[name] = value
@@ -81,6 +90,59 @@ def refuse_protected_command(command: str | list[str], workdir: str, ctx: Any) -
             if part.startswith(".") and any(c in part for c in "*?[") and fnmatch.fnmatchcase(STATE_DIR, part):
                 raise PathRefused(f"the pattern {part!r} in the command matches the agent's state directory ({STATE_DIR}); "
                                   "shell_exec never touches it")
+
+
+#: a process's environment (or memory) read through /proc: ``/proc/<pid>/environ``, ``/proc/$PPID/…``
+_PROC_READ = re.compile(r"/proc/[^\s]*?(environ|mem\b|cmdline)|/proc/+\$|/proc/+[*?\[]|/proc/+\d+|/proc/\S*\$\(")
+
+
+def _ancestors() -> list[int]:
+    """This process and its ancestors (their /proc entries hold the agent's environment)."""
+    out, pid = [], os.getpid()
+    while pid > 1 and len(out) < 64:
+        out.append(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+def refuse_proc_environ(command: str | list[str]) -> None:
+    """Refuse a command that names another process's environment or memory under /proc (the agent's
+    own — its model key — or an ancestor's). Best effort beside :func:`hide_own_environ`, which makes
+    the agent's own entry unreadable whatever the command spells; the sandbox hides them all."""
+    import shlex
+
+    text = command if isinstance(command, str) else shlex.join(command)
+    if "/proc" not in text:
+        return
+    m = _PROC_READ.search(text)
+    if m is not None and not re.match(r"/proc/+(self|thread-self)/", m.group(0)):
+        pids = {str(p) for p in _ancestors()}
+        number = re.match(r"/proc/+(\d+)", m.group(0))
+        if number is None or number.group(1) in pids or m.group(1):
+            raise PathRefused("the command reads a process's environment or memory under /proc (the agent's "
+                              "holds its model key); shell_exec refuses it")
+
+
+_hidden: list[bool] = []
+
+
+def hide_own_environ() -> None:
+    """Make this process non-dumpable (Linux): its /proc/<pid>/environ and memory are then unreadable
+    by the commands it runs (same user, no CAP_SYS_PTRACE), so they cannot read the model key the
+    agent holds. Children are unaffected (exec resets it). Debuggers need root to attach afterwards."""
+    if _hidden or not os.path.exists("/proc/self"):
+        return
+    _hidden.append(True)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except Exception:  # pragma: no cover - not Linux or no libc: the command check still applies
+        pass
 
 
 #: the command runs under a small supervising shell that owns its process group: when the agent dies
@@ -148,6 +210,8 @@ async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout
         raise ToolError(f"working directory {cwd!r} does not exist")
     refuse_protected(workdir, cwd, ctx)
     refuse_protected_command(command, str(workdir), ctx)
+    refuse_proc_environ(command)
+    hide_own_environ()
     env = scrubbed_env(deny=cfg.env_deny, allow=cfg.env_allow)
     env["PWD"] = str(workdir)
     key = getattr(ctx, "idempotency_key", None)

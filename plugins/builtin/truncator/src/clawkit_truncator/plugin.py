@@ -39,7 +39,8 @@ class TruncatorConfig(BaseModel):
     tail_share: float = Field(0.3, ge=0, lt=1, description="share of the budget given to the tail when one is kept")
     encoding: Literal["auto", "cl100k_base", "o200k_base"] = Field("auto", description="tiktoken encoding; auto picks by model")
     store_full: bool = Field(True, description="keep the full output of truncated calls in the session database")
-    store_max_chars: int = Field(200_000_000, gt=0, description="characters of one output kept at most")
+    store_max_chars: int = Field(2_000_000, gt=0, description="characters of one output kept at most (a result "
+                                 "larger than what a tool may bring in, e.g. a 50 MB MCP result, is kept only this far)")
     trim_history: bool = Field(True, description="trim old tool results in the request when the history fills the window")
     history_trigger: float = Field(0.6, gt=0, le=1, description="start trimming when the request exceeds this share of the window")
     history_target: float = Field(0.45, gt=0, le=1, description="trim until the request is under this share of the window")
