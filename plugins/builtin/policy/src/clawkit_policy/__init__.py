@@ -81,7 +81,8 @@ __all__ = [
 ]
 
 #: Event types the ledger records.
-AUDITED_PREFIXES = ("tool.", "shield.", "sequence.", "approval.", "directive.", "subagent.", "provenance.")
+AUDITED_PREFIXES = ("tool.", "shield.", "sequence.", "approval.", "directive.", "subagent.", "provenance.",
+                    "mcp.tool_change")
 _LIMIT = 4096
 
 _ledgers: "weakref.WeakKeyDictionary[Any, tuple[LedgerWriter, PolicyState]]" = weakref.WeakKeyDictionary()
