@@ -71,6 +71,10 @@ class PolicyConfig(BaseModel):
                                  "*mail*", "*send*", "*post*", "*upload*", "*webhook*", "*browser*", "*curl*"],
         description="tool-name globs that can move data off the machine or change what runs next: while the session "
                     "holds untrusted content each call needs approval (a confined tool whose sandbox has no network excepted)")
+    untrusted_egress: Literal["ask", "alarm-only"] = Field(
+        "ask", description="ask: while the session holds untrusted content (provenance) every call that can send data off "
+        "the machine needs approval; alarm-only: only a scanner's detection (the shield's tainted alarm) does — the "
+        "weaker rule before provenance, for throwaway environments and for tests of what the sandbox alone stops")
     trusted_paths: list[str] = Field(
         default_factory=list,
         description="path globs (relative to the workspace, or absolute; a path without wildcards covers everything "

@@ -187,8 +187,10 @@ def elevated_until(ctx: Any) -> float | None:
     return until if until > time.time() else None
 
 
-def _untrusted(session: Any) -> bool:
+def _untrusted(cfg: PolicyConfig, session: Any) -> bool:
     try:
+        if cfg.untrusted_egress == "alarm-only":
+            return bool(session.get("tainted"))
         return provenance.is_untrusted(session)
     except Exception:
         return True  # unreadable session state: assume the worst
@@ -362,7 +364,7 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
         return done("require_approval", f"needs a capability beyond its scope: {need}; approving grants it for this step",
                     risk, asked=True, **info)
     mark_prompt_content(turn, ctx)
-    if _untrusted(ctx.session):
+    if _untrusted(cfg, ctx.session):
         why = _egress(cfg, ctx, call.name, req)
         if why is not None:
             said = provenance.describe(ctx.session) or "after untrusted content entered the session"
