@@ -196,20 +196,29 @@ def _untrusted(cfg: PolicyConfig, session: Any) -> bool:
         return True  # unreadable session state: assume the worst
 
 
+def _alarm(session: Any) -> bool:
+    try:
+        return bool(session.get("tainted"))
+    except Exception:
+        return True
+
+
 def _egress(cfg: PolicyConfig, ctx: Any, name: str, req: scope.Requested) -> str | None:
     """Why this call can move data off the machine or change what runs next (None: it cannot).
 
     A call naming a host, a tool matching ``egress_tools``, or any call naming a command — except a
     tool that runs its processes through the sandbox (``ToolDef.confined``) when the sandbox says they
     would be jailed with no network (``process_confinement``): a jailed, network-less command cannot
-    send anything anywhere, which keeps coding in an untrusted session usable."""
+    send anything anywhere, which keeps coding in an untrusted session usable. Once a scanner has
+    *detected* an injection (the ``tainted`` alarm) the exemption ends: a command steered by it could
+    still change the workspace that later runs read."""
     if req.hosts:
         return "names a host (" + ", ".join(h for h, _ in req.hosts[:3]) + ")"
     named = any(fnmatch.fnmatchcase(name, p) for p in cfg.egress_tools)
     if not (named or req.commands):
         return None
     tool = ctx.tools.get(name) if ctx.tools is not None else None
-    if tool is not None and getattr(tool.definition, "confined", False):
+    if tool is not None and getattr(tool.definition, "confined", False) and not _alarm(ctx.session):
         from clawkit.process import confinement
 
         jail = confinement(ctx, tool)
