@@ -125,6 +125,8 @@ def result_source(call: Any, result: Any) -> tuple[str, str] | None:
             detail = value
             break
     name = str(getattr(call, "name", "") or "")
+    if isinstance(prov.get("source_agent"), str) and not prov.get("detail"):
+        detail = f"answer of sub-agent {prov['source_agent']}"
     if meta.get("mcp_server"):
         kind, detail = "mcp", detail or f"MCP server {meta['mcp_server']}"
     elif name.startswith("agent_") or meta.get("provenance_agent"):
