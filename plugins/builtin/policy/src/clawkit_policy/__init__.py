@@ -201,13 +201,13 @@ def after_tool_call(ctx, call, result):
         clean = redact_text(content, turn.cfg.secret_env)
         if clean is not content and clean != content:
             out = result.model_copy(update={"content": clean, "metadata": {**result.metadata, "redacted": True}})
-    if turn.cfg.trusted_paths and not result.is_error:
+    if (turn.cfg.trusted_paths or turn.cfg.trusted_commands) and not result.is_error:
         from .gate import trusted_read
 
         if trusted_read(turn, call):  # the user vouches for these files: the kernel does not mark the session
             base = out or result
             out = base.model_copy(update={"metadata": {**base.metadata, "provenance": {
-                "trusted": True, "why": "plugins.policy.trusted_paths"}}})
+                "trusted": True, "why": "plugins.policy.trusted_paths / trusted_commands"}}})
     try:
         _record_execution(turn, ctx, call, result, p, content)
         if turn.writer is not None and turn.cfg.audit:

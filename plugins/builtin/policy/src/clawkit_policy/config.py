@@ -80,4 +80,9 @@ class PolicyConfig(BaseModel):
         description="path globs (relative to the workspace, or absolute; a path without wildcards covers everything "
                     "below it) the user vouches for: reading them does not mark the session as holding untrusted "
                     "content, e.g. [\"src/**\", \"tests/**\"]; '.' trusts the whole workspace")
+    trusted_commands: list[str] = Field(
+        default_factory=list,
+        description="command-line globs (like a grant's commands) whose output the user vouches for, e.g. "
+                    "[\"python3 -m pytest*\"]: it does not mark the session; never a line with shell operators or a "
+                    "path outside the workspace")
     secret_env: list[str] = Field(default_factory=list, description="extra environment variable name globs whose values are secrets")

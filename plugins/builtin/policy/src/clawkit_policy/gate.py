@@ -240,11 +240,24 @@ def trusted_path(turn: "Turn", raw: str) -> bool:
 
 
 def trusted_read(turn: "Turn", call: ToolCall) -> bool:
-    """A call that only names paths (no host, no command), every one of them trusted by the user."""
-    if not turn.cfg.trusted_paths:
+    """A call whose output the user vouches for: it names only paths (no host, no command), every one of
+    them under ``trusted_paths``; or it runs only command lines matching ``trusted_commands`` (no shell
+    operators, no path outside the workspace), its paths (a ``cwd``) trusted too."""
+    cfg = turn.cfg
+    if not (cfg.trusted_paths or cfg.trusted_commands):
         return False
     req = scope.requested(call.arguments, turn.ws_real, turn.real_path)
-    if req.hosts or req.commands or req.problems or not req.paths:
+    if req.hosts or req.problems:
+        return False
+    if req.commands:
+        for line in req.commands:
+            if any(op in line for op in scope.SHELL_OPERATORS) or scope.outside_paths(line, turn.ws_real):
+                return False
+            if not any(fnmatch.fnmatchcase(line, p) for p in cfg.trusted_commands):
+                return False
+        return all(real == turn.ws_real or any(scope.pattern_covers(scope.grant_path(p, turn.ws_real), real)
+                                               for p in cfg.trusted_paths) for real in req.paths)
+    if not req.paths or not cfg.trusted_paths:
         return False
     return all(any(scope.pattern_covers(scope.grant_path(p, turn.ws_real), real) for p in turn.cfg.trusted_paths)
                for real in req.paths)
