@@ -52,7 +52,7 @@ def test_an_outside_result_marks_the_session_once_with_an_event(make_agent):
                        plugins=(plugin(Box()),), tools=["*"])
     r = agent.run("go")
     record = _marked(agent, r.session_id)
-    assert record["count"] == 2
+    assert record["count"] == 2 and len(record["sources"]) == 2
     assert record["sources"][0] == {"source": "read_notes", "detail": "notes.txt", "kind": "file"}
     events = [e for e in agent.store.events(r.session_id) if e["type"] == "provenance.untrusted"]
     assert len(events) == 1 and "notes.txt" in events[0]["data"]["reason"]

@@ -157,7 +157,8 @@ def mark_result(ctx: Any, call: Any, result: Any, trusted_output: bool = False) 
         if found is None:
             return False
         kind, detail = found
-        first = mark_untrusted(ctx.session, source=str(call.name), detail=detail, kind=kind)
+        # a source already recorded is not written again (no metadata write per call of a long session)
+        first = bool(mark_once(ctx.session, source=str(call.name), detail=detail, kind=kind))
     except Exception:
         try:
             ctx.session.set("tainted", True)
