@@ -45,6 +45,7 @@ def test_trusted_paths_and_trusted_commands_mark_nothing(build_agent, workspace)
     policy = {**GRANT, "trusted_paths": ["src/**"], "trusted_commands": ["ls*"]}
     agent, res = _run(build_agent, workspace,
                       [call("read_file", path="src/a.py"), call("shell_exec", command="ls src"),
+                       call("glob", pattern="*.py", path="src"),
                        call("shell_exec", command="echo still granted")], policy, approver)
     assert approver.asked == []
     assert agent.store.load_metadata(res.session_id).get("untrusted") is None or \
@@ -80,3 +81,14 @@ def test_project_files_in_the_prompt_mark_unless_trusted(build_agent, workspace)
         assert len(approver.asked) == expect, approver.asked
         if expect:
             assert "`AGENTS.md` (untrusted project-file" in approver.asked[0][1]
+
+
+def test_a_path_argument_left_out_is_read_at_its_schema_default(build_agent, workspace):
+    approver = Approver()
+    _run(build_agent, workspace, [call("glob", pattern="**/*.py"), call("shell_exec", command="echo hi")],
+         {**GRANT, "trusted_paths": ["."]}, approver)  # glob's path defaults to "." (the whole workspace: trusted)
+    assert approver.asked == []
+    approver = Approver()
+    _run(build_agent, workspace, [call("glob", pattern="**/*.py"), call("shell_exec", command="echo hi")],
+         {**GRANT, "trusted_paths": ["src/**"]}, approver)  # the workspace root is not under src/**
+    assert [t for t, _ in approver.asked] == ["shell_exec"]

@@ -204,7 +204,7 @@ def after_tool_call(ctx, call, result):
     if (turn.cfg.trusted_paths or turn.cfg.trusted_commands) and not result.is_error:
         from .gate import trusted_read
 
-        if trusted_read(turn, call):  # the user vouches for these files: the kernel does not mark the session
+        if trusted_read(turn, call, ctx.tools.get(call.name) if ctx.tools is not None else None):  # the user vouches for these files: the kernel does not mark the session
             base = out or result
             out = base.model_copy(update={"metadata": {**base.metadata, "provenance": {
                 "trusted": True, "why": "plugins.policy.trusted_paths / trusted_commands"}}})

@@ -230,23 +230,39 @@ def _egress(cfg: PolicyConfig, ctx: Any, name: str, req: scope.Requested) -> str
     return "can send data off the machine or start work elsewhere"
 
 
+def _covered(turn: "Turn", real: str) -> bool:
+    """``real`` is under ``trusted_paths`` (a directory: everything in it is, ``src`` for ``src/**``)."""
+    pats = [scope.grant_path(p, turn.ws_real) for p in turn.cfg.trusted_paths]
+    if any(scope.pattern_covers(p, real) for p in pats):
+        return True
+    return os.path.isdir(real) and any(scope.pattern_covers(p, real.rstrip("/") + "/") for p in pats)
+
+
 def trusted_path(turn: "Turn", raw: str) -> bool:
     """Whether ``raw`` (resolved like every path the gate sees) is under the user's ``trusted_paths``."""
-    patterns = turn.cfg.trusted_paths
-    if not patterns:
-        return False
-    real = turn.real_path(raw)
-    return any(scope.pattern_covers(scope.grant_path(p, turn.ws_real), real) for p in patterns)
+    return bool(turn.cfg.trusted_paths) and _covered(turn, turn.real_path(raw))
 
 
-def trusted_read(turn: "Turn", call: ToolCall) -> bool:
+def with_path_defaults(call: ToolCall, tool: Any) -> dict[str, Any]:
+    """The call's arguments plus the schema defaults of path arguments it left out (``glob``'s
+    ``path: "."``): what the tool actually reads."""
+    args = dict(call.arguments)
+    props = (getattr(getattr(tool, "definition", None), "parameters", None) or {}).get("properties") or {}
+    for key, prop in props.items():
+        if key not in args and key.lower() in scope.PATH_ARGS and isinstance(prop, dict) \
+                and isinstance(prop.get("default"), str) and prop["default"]:
+            args[key] = prop["default"]
+    return args
+
+
+def trusted_read(turn: "Turn", call: ToolCall, tool: Any = None) -> bool:
     """A call whose output the user vouches for: it names only paths (no host, no command), every one of
     them under ``trusted_paths``; or it runs only command lines matching ``trusted_commands`` (no shell
     operators, no path outside the workspace), its paths (a ``cwd``) trusted too."""
     cfg = turn.cfg
     if not (cfg.trusted_paths or cfg.trusted_commands):
         return False
-    req = scope.requested(call.arguments, turn.ws_real, turn.real_path)
+    req = scope.requested(with_path_defaults(call, tool), turn.ws_real, turn.real_path)
     if req.hosts or req.problems:
         return False
     if req.commands:
@@ -255,12 +271,10 @@ def trusted_read(turn: "Turn", call: ToolCall) -> bool:
                 return False
             if not any(fnmatch.fnmatchcase(line, p) for p in cfg.trusted_commands):
                 return False
-        return all(real == turn.ws_real or any(scope.pattern_covers(scope.grant_path(p, turn.ws_real), real)
-                                               for p in cfg.trusted_paths) for real in req.paths)
+        return all(real == turn.ws_real or _covered(turn, real) for real in req.paths)
     if not req.paths or not cfg.trusted_paths:
         return False
-    return all(any(scope.pattern_covers(scope.grant_path(p, turn.ws_real), real) for p in turn.cfg.trusted_paths)
-               for real in req.paths)
+    return all(_covered(turn, real) for real in req.paths)
 
 
 def mark_prompt_content(turn: "Turn", ctx: Any) -> None:
