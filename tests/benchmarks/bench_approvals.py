@@ -172,6 +172,8 @@ def count(ws: Path, session_id: str) -> dict:
     try:
         rows = conn.execute("SELECT tool, reason FROM policy_audit WHERE session_id = ? AND kind = 'approval'",
                             (session_id,)).fetchall()
+        first = conn.execute("SELECT data FROM policy_audit WHERE session_id = ? AND decision = 'provenance.untrusted' "
+                             "ORDER BY seq LIMIT 1", (session_id,)).fetchone()
     finally:
         conn.close()
     why: dict[str, int] = {}
@@ -180,7 +182,11 @@ def count(ws: Path, session_id: str) -> dict:
         key = ("untrusted content" if "untrusted" in reason else "guarded" if "guarded" in reason
                else "unsafe" if "unsafe" in reason else "other")
         why[f"{tool}: {key}"] = why.get(f"{tool}: {key}", 0) + 1
-    return {"asked": len(rows), "by": dict(sorted(why.items()))}
+    marked = None
+    if first:
+        data = json.loads(first[0])
+        marked = f"{data.get('tool') or data.get('source')} {data.get('detail') or ''}".strip()
+    return {"asked": len(rows), "by": dict(sorted(why.items())), "first_untrusted": marked}
 
 
 def main() -> None:
@@ -189,6 +195,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     ap.add_argument("--trust", nargs="+", default=list(TRUST), choices=list(TRUST),
                     help="trust levels to run (old code rejects the trusted_* keys: use --trust none)")
+    ap.add_argument("--sandbox", nargs="+", default=["bwrap", "off"], choices=["bwrap", "off"])
     args = ap.parse_args()
     src = Path(args.src).resolve()
     paths = [src / "kernel" / "src", *sorted((src / "plugins" / "builtin").glob("*/src"))]
@@ -196,7 +203,7 @@ def main() -> None:
     threading.Thread(target=docs.serve_forever, daemon=True).start()
     docs_host = f"127.0.0.1:{docs.server_address[1]}"
     turns = session(f"http://{docs_host}")
-    configs = [(s, t) for s in ("bwrap", "off") for t in args.trust]
+    configs = [(s, t) for s in args.sandbox for t in args.trust]
     results = {}
     with ModelServer() as model, tempfile.TemporaryDirectory(prefix="bench-approvals-") as tmp:
         model.script(Script(turns))
@@ -234,7 +241,8 @@ def main() -> None:
         return
     print(f"approvals asked in a {len(turns)}-turn coding session (code: {src})")
     for name, r in results.items():
-        print(f"  {name:34s} {r['asked']:3d}   {', '.join(f'{k} x{v}' for k, v in r['by'].items())}")
+        print(f"  {name:34s} {r['asked']:3d}   {', '.join(f'{k} x{v}' for k, v in r['by'].items())}"
+              + (f"   (first untrusted: {r['first_untrusted']})" if r.get("first_untrusted") else ""))
 
 
 if __name__ == "__main__":
