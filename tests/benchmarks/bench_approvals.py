@@ -185,7 +185,7 @@ def count(ws: Path, session_id: str) -> dict:
     marked = None
     if first:
         data = json.loads(first[0])
-        marked = f"{data.get('tool') or data.get('source')} {data.get('detail') or ''}".strip()
+        marked = f"{data.get('kind') or '?'} `{data.get('detail') or data.get('source') or '?'}`"
     return {"asked": len(rows), "by": dict(sorted(why.items())), "first_untrusted": marked}
 
 
