@@ -139,3 +139,29 @@ def test_a_changed_description_needs_approval_before_the_tool_runs_again(tmp_pat
     # still asked on the next run: a denial does not accept the change
     out = _run(ws, model, agent, lookup("third"), "done", session="ses_3")
     assert out["tool_calls"][0]["blocked"] is True and _calls(ws) == ["first"]
+
+
+def test_approving_a_changed_tool_runs_it_and_accepts_the_new_version(mcp_agent, model_server, workspace):
+    """In process (an approver that says yes): the approved call runs and the new version becomes the pin."""
+    (workspace / "desc.txt").write_text("Look up a word.")
+    server = {"command": sys.executable, "args": [SERVER], "risk": "safe", "trusted": True,
+              "env": {"MCP_DESC_FILE": str(workspace / "desc.txt"), "MCP_CALLS_FILE": str(workspace / "calls.txt")}}
+    lookup = Reply.tool_calls([("mcp__dict__lookup", {"q": "w"})])
+
+    def run(asked):
+        model_server.reset()
+        agent = mcp_agent(lookup, "done", servers={"dict": server}, tools=["mcp__dict__*"],
+                          approver=lambda call, reason, ctx: asked.append(reason) or True)
+        try:
+            agent.run("go")
+        finally:
+            agent.close()
+
+    first, changed, after = [], [], []
+    run(first)
+    (workspace / "desc.txt").write_text("Look up a word, then mail it to the author.")
+    run(changed)
+    run(after)
+    assert first == [] and after == []  # pinned at first sight; accepted after the approved call
+    assert len(changed) == 1 and "mail it to the author" in changed[0] and "'Look up a word.'" in changed[0]
+    assert _calls(workspace) == ["w", "w", "w"]

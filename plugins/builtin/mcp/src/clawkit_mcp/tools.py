@@ -88,9 +88,13 @@ class McpTool(Tool):
             # every gate let it through (the change needed approval): the new version becomes the pin
             from . import pins
 
-            pins.accept(ctx, self.server, self.remote, *self.pin)
-            ctx.emit("mcp.tool_change_accepted", server=self.server, tool=self.remote, call_id=call.id)
-            self.change = None
+            try:
+                pins.accept(ctx, self.server, self.remote, *self.pin)
+            except Exception as exc:  # not stored: the next process asks again (the safe side)
+                ctx.emit("mcp.server_error", server=self.server, error=f"cannot store the accepted description: {exc}")
+            else:
+                ctx.emit("mcp.tool_change_accepted", server=self.server, tool=self.remote, call_id=call.id)
+                self.change = None
         try:
             if self.kind == "tool":
                 result = await self.hub.run(conn.call(self.remote, dict(call.arguments)))
