@@ -103,7 +103,6 @@ def test_an_untrusted_description_marks_the_session_and_is_wrapped(tmp_path, mod
     assert "untrusted data" in tools["mcp__dict__lookup"] and f"<<<{INJECTION}>>>" in tools["mcp__dict__lookup"]
 
     # the same server marked trusted by the user: nothing marked, the granted fetch is not asked about
-    (ws / "desc2.txt").write_text("Look up a word.")
     trusted_ws = tmp_path / "trusted"
     trusted_ws.mkdir()
     (trusted_ws / "desc.txt").write_text("Look up a word.")
