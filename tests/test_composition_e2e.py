@@ -162,7 +162,7 @@ def test_hook_order_with_every_builtin_loaded():
 
     hooks = HookRunner(get_plugin_manager())
     order = lambda name: [p for p, _, _ in hooks.impls(name)]  # noqa: E731
-    assert order("before_tool_call") == ["skills", "budgets", "policy", "tools", "sequence", "subagents", "shield", "otel"]
+    assert order("before_tool_call") == ["skills", "budgets", "policy", "tools", "mcp", "sequence", "subagents", "shield", "otel"]
     assert order("after_tool_call") == ["policy", "truncator", "shield", "sequence", "budgets", "otel"]
     assert order("message_received") == ["otel", "policy", "budgets", "directives", "mcp", "skills", "translation",
                                          "memory", "contributors", "classifier", "subagents", "plans"]
@@ -203,7 +203,7 @@ def test_third_party_positions_tryfirst_trylast_and_explicit():
     got = [names.get(type(pm.get_plugin(p)).__name__, p) for p, _, _ in HookRunner(pm).impls("after_tool_call")]
     assert got == ["first", "policy", "truncator", "between", "shield", "sequence", "budgets", "plain", "last", "otel"]
     gates = [names.get(type(pm.get_plugin(p)).__name__, p) for p, _, _ in HookRunner(pm).impls("before_tool_call")]
-    assert gates == ["skills", "budgets", "policy", "tools", "sequence", "subagents", "plain", "shield", "otel"]  # a rewrite is validated
+    assert gates == ["skills", "budgets", "policy", "tools", "mcp", "sequence", "subagents", "plain", "shield", "otel"]  # a rewrite is validated
 
 
 def test_skill_tool_called_without_its_dialect_field_is_filled_not_blocked(tmp_path, model):

@@ -198,6 +198,7 @@ from clawkit.tools import tool_from_function
 def _tool(name, description, args):
     t = tool_from_function(lambda query="": None, name=name)
     t.definition.description = description
+    t.definition.trusted_output = True  # a stub answering "<name> done": no outside content
     t.fn = lambda **kw: name + " done"
     return t
 

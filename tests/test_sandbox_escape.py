@@ -108,6 +108,7 @@ def _run_suite(tmp_path, model_server, mode):
         limits: {{max_tool_rounds: 30}}
         plugins:
           policy:
+            untrusted_egress: alarm-only  # what the jail alone stops (each probe's output is untrusted content)
             grants:
               - tools: [shell_exec]
                 commands: ["sh probe/*"]
@@ -218,6 +219,7 @@ def test_network_grant_reaches_only_the_granted_host(tmp_path, model_server, mod
         tools: [shell_exec]
         plugins:
           policy:
+            untrusted_egress: alarm-only  # what the jail alone stops (each probe's output is untrusted content)
             grants:
               - tools: [shell_exec]
                 commands: ["sh probe/*"]

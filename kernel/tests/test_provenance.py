@@ -29,7 +29,7 @@ def test_first_mark_reports_first_and_sources_are_bounded():
     assert provenance.is_untrusted(s)
     assert len(provenance.untrusted_sources(s)) == provenance.MAX_SOURCES
     assert s.metadata["untrusted"]["count"] == 52
-    assert "`notes.txt` (file via read_file)" in provenance.describe(s)
+    assert "`notes.txt` (untrusted file via read_file)" in provenance.describe(s)
 
 
 def test_detection_alone_counts_and_unreadable_state_fails_closed():

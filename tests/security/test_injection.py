@@ -104,9 +104,10 @@ def outcome(tmp_path_factory, server, audit_home, collector):
           risk: {{shell_exec: safe}}
         """
 
-    def job(name: str, *replies, files: dict[str, str] | None = None, tools=("read_file", "web_fetch"), env=None):
+    def job(name: str, *replies, files: dict[str, str] | None = None, tools=("read_file", "web_fetch"), env=None,
+            extra: str = ""):
         ws = root / name
-        write_agent(ws, server, list(tools), plugins)
+        write_agent(ws, server, list(tools), plugins.rstrip(" ") + extra)
         for rel, text in (files or {}).items():
             (ws / rel).parent.mkdir(parents=True, exist_ok=True)
             (ws / rel).write_text(text)
@@ -143,9 +144,12 @@ def outcome(tmp_path_factory, server, audit_home, collector):
     job("egress_preapproved", read, Reply.tool_calls([("shell_exec", {"command": "echo pwned-egress-preapproved"})]), "ok",
         files={"page.txt": INJECTION}, tools=("read_file", "shell_exec"))
     # controls: clean content, the same calls run (the setup can execute what the attacks could not)
-    job("control_clean", read, exfil(host, "control_clean"), "ok", files={"page.txt": "Release 2.1 fixes the login bug."})
+    # (any file read is untrusted content by provenance, issue 30: the user vouches for page.txt here)
+    trusted = "          trusted_paths: [page.txt]\n"
+    job("control_clean", read, exfil(host, "control_clean"), "ok", files={"page.txt": "Release 2.1 fixes the login bug."},
+        extra=trusted)
     job("control_benign_unicode", read, exfil(host, "control_benign_unicode"), "ok",
-        files={"page.txt": "Café déjà vu — naïve résumé, Ελληνικά, Русский текст, 日本語."})
+        files={"page.txt": "Café déjà vu — naïve résumé, Ελληνικά, Русский текст, 日本語."}, extra=trusted)
     # secrets in results and in the shell's environment
     job("redact_results", Reply.tool_calls([("read_file", {"path": "cfg.txt"})]), "ok",
         files={"cfg.txt": "DB_PASS=hunter2secret\nMYSQL_PWD=pw-0123456\nurl=postgres://admin:S3cr3tPw@db:5432/app\n"

@@ -356,6 +356,22 @@ def confine_process(ctx, spec):
     """
 
 
+@hookspec(firstresult=True)
+def process_confinement(ctx, tool):
+    """What a process started by ``tool`` (through :func:`clawkit.process.confine`) would be
+    confined to, asked *before* the call runs — by a gate deciding whether the call can send data
+    off the machine (the policy, while the session holds untrusted content).
+
+    Return a dict ``{"confined": bool, "network": bool, "why": str}``: ``confined`` — the process
+    runs in a jail (or is refused, never run unconfined); ``network`` — it can reach a network
+    from there (a grant naming hosts, the host network); or None for no opinion. Must be
+    synchronous and cheap (it runs inside ``before_tool_call``). Read it through
+    :func:`clawkit.process.confinement`, which only believes it for tools whose
+    :attr:`~clawkit.types.ToolDef.confined` is set. The first non-None answer wins.
+    Failure: isolated, and the caller assumes the process is not confined (fails closed).
+    """
+
+
 @hookspec
 def after_tool_call(ctx, call, result):
     """After a tool ran, before its result enters the context.

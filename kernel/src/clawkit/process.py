@@ -59,6 +59,31 @@ class ProcessLaunch:
         return self.note(returncode, timed_out) if self.note is not None else None
 
 
+def confinement(ctx: Any, tool: Any) -> dict[str, Any]:
+    """What the installed sandbox says a process started by ``tool`` (a :class:`~clawkit.tools.Tool`)
+    would be confined to: ``{"confined": bool, "network": bool, "why": str}``, asked through the
+    ``process_confinement`` hook before the call runs. Unconfined with network unless the tool
+    declares :attr:`~clawkit.types.ToolDef.confined` and a sandbox answers; any failure reads as
+    unconfined (a gate must assume the worst)."""
+    free = {"confined": False, "network": True, "why": "no sandbox confines it"}
+    definition = getattr(tool, "definition", None)
+    if definition is None or not getattr(definition, "confined", False):
+        return {**free, "why": "the tool does not run its processes through a sandbox"}
+    hooks = getattr(ctx, "hooks", None)
+    if hooks is None or not hooks.has("process_confinement"):
+        return free
+    for plugin, fn, argnames in hooks.impls("process_confinement"):
+        try:
+            answer = fn(**{k: {"ctx": ctx, "tool": definition.name}[k] for k in argnames})
+        except Exception as exc:
+            hooks.report("process_confinement", plugin, exc)
+            return {**free, "why": f"the {plugin} sandbox could not say ({type(exc).__name__})"}
+        if isinstance(answer, dict):
+            return {"confined": answer.get("confined") is True, "network": answer.get("network") is not False,
+                    "why": str(answer.get("why") or plugin)}
+    return free
+
+
 def unconfined(spec: ProcessSpec) -> ProcessLaunch:
     return ProcessLaunch(argv=list(spec.argv), cwd=spec.cwd, env=dict(spec.env))
 

@@ -79,12 +79,105 @@ def is_untrusted(session: Any) -> bool:
 
 
 def describe(session: Any, limit: int = 3) -> str:
-    """A short phrase for approval prompts: "after reading `notes.txt` (untrusted file), …"."""
+    """A short phrase for approval prompts: "after reading `notes.txt` (untrusted file via read_file), …"."""
+    sources = untrusted_sources(session)
     parts = []
-    for s in untrusted_sources(session)[:limit]:
+    for s in sources[:limit]:
         what = s.get("detail") or s.get("source") or "?"
-        parts.append(f"`{what}` ({s.get('kind') or 'untrusted'} via {s.get('source')})")
+        via = f" via {s.get('source')}" if s.get("source") and s.get("source") != what else ""
+        parts.append(f"`{what}` (untrusted {s.get('kind') or 'content'}{via})")
     if not parts:
+        try:
+            if session.get("tainted"):
+                return "after a scanner detected an injection in untrusted content"
+        except Exception:
+            return "the session's provenance record is unreadable"
         return ""
-    more = len(untrusted_sources(session)) - limit
+    more = len(sources) - limit
     return "after reading " + ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+# --- tool results ---------------------------------------------------------------------------------
+
+#: argument names that say what a tool read, in the order they are looked for
+_DETAIL_ARGS = ("path", "file", "file_path", "filename", "url", "uri", "command", "cmd", "pattern", "query", "dir",
+                "directory")
+
+
+def result_source(call: Any, result: Any) -> tuple[str, str] | None:
+    """``(kind, detail)`` of a tool result, or None when the result does not carry outside content.
+
+    A result is untrusted unless its tool declares ``trusted_output`` (checked by the caller) or
+    its metadata says ``provenance: {"trusted": true}`` (a plugin vouching for it: a read of a path
+    the user marked trusted). ``metadata["provenance"]`` may also name ``kind`` and ``detail``."""
+    meta = getattr(result, "metadata", None) or {}
+    prov = meta.get("provenance")
+    if isinstance(prov, dict) and prov.get("trusted") is True:
+        return None
+    prov = prov if isinstance(prov, dict) else {}
+    args = getattr(call, "arguments", None) or {}
+    detail = ""
+    for key in _DETAIL_ARGS:
+        value = args.get(key)
+        if isinstance(value, list):
+            value = " ".join(str(v) for v in value)
+        if isinstance(value, str) and value:
+            detail = value
+            break
+    name = str(getattr(call, "name", "") or "")
+    if isinstance(prov.get("source_agent"), str) and not prov.get("detail"):
+        detail = f"answer of sub-agent {prov['source_agent']}"
+    if meta.get("mcp_server"):
+        kind, detail = "mcp", detail or f"MCP server {meta['mcp_server']}"
+    elif name.startswith("agent_") or meta.get("provenance_agent"):
+        kind = "subagent"
+    elif any(k in args for k in ("url", "uri")):
+        kind = "web"
+    elif any(k in args for k in ("command", "cmd")):
+        kind = "command output"
+    elif name.startswith("memory"):
+        kind = "memory"
+    elif any(k in args for k in ("path", "file", "file_path", "filename", "pattern", "dir", "directory")):
+        kind = "file"
+    else:
+        kind = "tool output"
+    return str(prov.get("kind") or kind), str(prov.get("detail") or detail or name)
+
+
+def mark_result(ctx: Any, call: Any, result: Any, trusted_output: bool = False) -> bool:
+    """Mark ``ctx.session`` untrusted for a tool result that brought outside content into the context
+    (see :func:`result_source`); emit ``provenance.untrusted`` the first time. Returns True then.
+
+    The kernel calls this after ``after_tool_call`` for every executed call, so the record holds
+    whichever plugins are installed. A failure marks the session anyway (a gate must assume the worst)."""
+    if trusted_output:
+        return False
+    try:
+        found = result_source(call, result)
+        if found is None:
+            return False
+        kind, detail = found
+        # a source already recorded is not written again (no metadata write per call of a long session)
+        first = bool(mark_once(ctx.session, source=str(call.name), detail=detail, kind=kind))
+    except Exception:
+        try:
+            ctx.session.set("tainted", True)
+        except Exception:
+            pass
+        return False
+    if first:
+        emit = getattr(ctx, "emit", None)
+        if emit is not None:
+            emit("provenance.untrusted", tool=call.name, call_id=getattr(call, "id", None), kind=kind,
+                 detail=detail, reason=describe(ctx.session))
+    return first
+
+
+def mark_once(session: Any, source: str, detail: str = "", *, kind: str = "tool") -> bool | None:
+    """:func:`mark_untrusted` unless this exact source is already recorded (no metadata write then:
+    for content that reaches every turn, such as MCP tool descriptions). Returns None when it was
+    already recorded, else what :func:`mark_untrusted` returns."""
+    entry = {"source": str(source)[:200], "detail": str(detail)[:300], "kind": str(kind)[:40]}
+    if entry in untrusted_sources(session):
+        return None
+    return mark_untrusted(session, source, detail, kind=kind)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .approvals import Answer
 from .context import current_call, result_reader
 from .hooks import HookFailure, isawaitable, maybe_await
+from .provenance import mark_result
 from .types import Decision, Message, Outbound, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -137,6 +138,9 @@ class ToolExecutor:
         res = await (execute() if ctx.steps is None else ctx.steps.tool(ctx, call, execute))
         if self.hooks.has("after_tool_call"):
             res = await self.hooks.call_chain("after_tool_call", "result", ToolResult, ctx=ctx, call=call, result=res)
+        # provenance: outside content entered the context (whatever the scanners thought of it); the
+        # gates read it before the next call that can send data off the machine (clawkit.provenance)
+        mark_result(ctx, call, res, tool.definition.trusted_output)
         if deliver is not None and self.hooks.has("message_sending"):
             shown = Outbound(kind="tool_result_display", content=res.content, cancelled=True, metadata={"call": call, "result": res})
             await self.agent._send(ctx, shown, deliver)

@@ -219,15 +219,27 @@ def tool_from_function(
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
     level = Risk(risk or getattr(fn, "__clawkit_risk__", None) or Risk.SAFE)
-    definition = ToolDef(name=tool_name, description=description or desc, parameters=schema, risk=level)
+    definition = ToolDef(name=tool_name, description=description or desc, parameters=schema, risk=level,
+                         trusted_output=bool(getattr(fn, "__clawkit_trusted_output__", False)),
+                         confined=bool(getattr(fn, "__clawkit_confined__", False)))
     return Tool(definition, fn, model, wants_ctx, inspect.iscoroutinefunction(fn))
 
 
-def tool(fn: Callable[..., Any] | None = None, *, risk: Risk | str = Risk.SAFE):
-    """Decorator to mark a function's (or toolbox method's) risk level: ``@tool(risk="unsafe")``."""
+def tool(fn: Callable[..., Any] | None = None, *, risk: Risk | str = Risk.SAFE, trusted_output: bool = False,
+         confined: bool = False):
+    """Decorator to mark a function's (or toolbox method's) risk level: ``@tool(risk="unsafe")``.
+
+    ``trusted_output=True``: what the tool returns is its own making (a plan, a confirmation), never
+    outside content, so its results do not mark the session untrusted (:mod:`clawkit.provenance`).
+    ``confined=True``: every process it starts goes through :func:`clawkit.process.confine` (a
+    sandbox can jail it; see :attr:`clawkit.types.ToolDef.confined`)."""
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
         f.__clawkit_risk__ = Risk(risk)  # type: ignore[attr-defined]
+        if trusted_output:
+            f.__clawkit_trusted_output__ = True  # type: ignore[attr-defined]
+        if confined:
+            f.__clawkit_confined__ = True  # type: ignore[attr-defined]
         return f
 
     return mark(fn) if fn is not None else mark

@@ -42,6 +42,12 @@ class ToolDef(Model):
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     risk: Risk = Risk.SAFE
     plugin: str | None = None
+    #: the result is made by the tool itself (a plan, a confirmation), never content from outside the
+    #: user's typing: it does not mark the session untrusted (see :mod:`clawkit.provenance`)
+    trusted_output: bool = False
+    #: every process the tool starts goes through :func:`clawkit.process.confine`, so a sandbox can jail
+    #: it: a gate may ask the sandbox (:func:`clawkit.process.confinement`) whether it can reach the network
+    confined: bool = False
 
     def openai_schema(self) -> dict[str, Any]:
         return {

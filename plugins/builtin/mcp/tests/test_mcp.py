@@ -11,6 +11,9 @@ import pytest
 from clawkit.testing.server import Reply
 
 
+def APPROVE(call, reason, ctx):  # noqa: N802 - the person says yes: these tests are about transports, not approvals
+    return True
+
 
 def alive(pid: int) -> bool:
     try:
@@ -84,6 +87,7 @@ def test_crash_mid_session_is_recovered_and_close_leaves_no_process(mcp_agent, m
         "Recovered.",
         servers={"demo": stdio_server(env={"MCP_TEST_PID_FILE": str(pid_file)}, risk="safe")},
         tools=["mcp__demo__*"],
+        approver=APPROVE,  # MCP descriptions are untrusted content: each MCP call after them is asked for
     )
     result = agent.run("go")
     assert result.reply == "Recovered."
@@ -119,6 +123,7 @@ def test_hanging_call_and_hanging_start_become_tool_errors(mcp_agent, model_serv
             "stuck": stdio_server(risk="safe", startup_timeout=2, env={"MCP_TEST_HANG_ON_START": "1"}),
         },
         tools=["mcp__slow__hang", "mcp__stuck__add"],
+        approver=APPROVE,  # MCP descriptions are untrusted content: each MCP call after them is asked for
     )
     result = agent.run("try")
     assert result.reply == "Gave up."
@@ -136,6 +141,7 @@ def test_list_changed_refreshes_the_tools(mcp_agent, model_server, stdio_server)
         "42",
         servers={"demo": stdio_server(risk="safe")},
         tools=["mcp__demo__*"],
+        approver=APPROVE,  # MCP descriptions are untrusted content: each MCP call after them is asked for
     )
     agent.run("grow")
     first, second, third = model_server.requests
@@ -151,6 +157,7 @@ def test_http_transport_prompts_and_resources(mcp_agent, model_server, http_serv
         servers={"remote": {"url": http_server, "headers": {"Authorization": "Bearer test-token"}, "risk": "safe",
                             "prompts": ["house_style"]}},
         tools=["mcp__remote__*"],
+        approver=APPROVE,  # MCP descriptions are untrusted content: each MCP call after them is asked for
     )
     agent.run("add")
     first, second = model_server.requests

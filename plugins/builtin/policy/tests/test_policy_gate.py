@@ -89,7 +89,9 @@ def test_unsafe_asks_every_time_and_denial_is_a_clear_error(build_agent, workspa
     assert len(approver.asked) == 2 and all("unsafe" in a[2] for a in approver.asked)
     assert (workspace / "log.txt").read_text() == "hi\n"
     second = tool_results(agent, res.session_id)[1]
-    assert second.startswith("Error: not approved (clawkit_policy: shell_exec is unsafe") and "denied by approver" in second
+    # the first command's output is untrusted content (provenance): the second call's reason says so, and its risk
+    assert second.startswith("Error: not approved (clawkit_policy: ") and "shell_exec (unsafe)" in second
+    assert "denied by approver" in second
 
 
 def test_non_interactive_run_denies(build_agent, workspace):

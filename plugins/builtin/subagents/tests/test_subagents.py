@@ -124,7 +124,9 @@ def test_plugins_veto_a_spawn_and_see_both_delivery_points(tree):
                     rewritten=["hi there"])
     watcher = VetoDelivery()
     agent = tree(models, {"helper": {"agent": child("helper")}, "blocked": {"agent": child("blocked")},
-                          "rewritten": {"agent": child("rewritten")}}, plugins=(VetoSpawn(), watcher))
+                          "rewritten": {"agent": child("rewritten")}}, plugins=(VetoSpawn(), watcher),
+                 # a sibling's result may enter the context first (untrusted content): agent_* calls are then asked for
+                 approver=lambda call, reason, ctx: True)
     result = agent.run("go")
     calls = {c["name"]: c for c in result.tool_calls}
     assert calls["agent_helper"]["blocked"]

@@ -151,7 +151,8 @@ class ProjectContext(PromptContributor):
             parts.append(self._quoted(name, text))
             state = getattr(ctx, "state", None)
             if isinstance(state, dict):
-                state.setdefault("untrusted_content", []).append({"source": f"project file {name}", "text": text})
+                state.setdefault("untrusted_content", []).append({"source": f"project file {name}", "text": text,
+                                                                  "path": os.path.join(workspace, name)})
         if not parts:
             return None
         return PromptSection("Project context", "\n\n".join(parts))

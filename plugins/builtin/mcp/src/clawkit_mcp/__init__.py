@@ -46,6 +46,23 @@ def before_llm_call(ctx, request):
 
 
 @hookimpl
+@hook_order(25)
+def before_tool_call(ctx, call):
+    """A tool whose description or schema changed since it was first seen needs approval (see pins)."""
+    if not call.name.startswith("mcp__"):
+        return None
+    tool = ctx.tools.get(call.name) if ctx.tools is not None else None
+    change = getattr(tool, "change", None)
+    if change is None:
+        return None
+    from clawkit.types import Decision
+
+    from .pins import explain
+
+    return Decision(action="require_approval", reason=explain(tool.server, tool.remote, change))
+
+
+@hookimpl
 def register_tools(register, agent):
     """Each declared server's tools arrive at run time: declare ``mcp__<server>__*`` so the
     allowlist accepts their names now (the allowlist still decides which are shown and run)."""

@@ -29,6 +29,8 @@ class ServerConfig(BaseModel):
     url: str | None = Field(None, description="streamable HTTP endpoint, e.g. http://127.0.0.1:8931/mcp")
     headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers (e.g. Authorization) sent to the server")
     risk: Risk = Field(Risk.GUARDED, description="risk of this server's tools (the policy asks before guarded ones)")
+    trusted: bool = Field(False, description="the user vouches for this server's tool descriptions: they do not mark "
+                          "the session as holding untrusted content and are not wrapped as data (its results still are)")
     tools: dict[str, ToolOverride] = Field(default_factory=dict, description="per-tool overrides, by the server's tool name")
     prompts: list[str] = Field(default_factory=list, description="server prompts (without arguments) added to the system prompt")
     resources: bool = Field(True, description="offer mcp__<server>__list_resources/read_resource when the server has resources")

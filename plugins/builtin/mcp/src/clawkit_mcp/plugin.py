@@ -49,6 +49,20 @@ class AgentMcp:
                     ctx.emit("mcp.server_error", server=conn.name, error=f"{type(out).__name__}: {out}")
         for conn in conns:
             self.sync(ctx, conn)
+        self.mark(ctx)
+
+    def mark(self, ctx: Any) -> None:
+        """Tool descriptions of a server not marked ``trusted`` are untrusted content in the prompt."""
+        from clawkit import provenance
+
+        for server, names in self.registered.items():
+            if self.cfg.servers[server].trusted or not any(ctx.tools.get(n) is not None for n in names):
+                continue
+            first = provenance.mark_once(ctx.session, source=f"mcp:{server}", detail=f"tool descriptions of MCP server {server}",
+                                         kind="mcp-description")
+            if first:
+                ctx.emit("provenance.untrusted", source=f"mcp:{server}", kind="mcp-description", server=server,
+                         reason=provenance.describe(ctx.session))
 
     def sync(self, ctx: Any, conn: Any) -> None:
         registry = ctx.tools
@@ -59,6 +73,7 @@ class AgentMcp:
         scfg = self.cfg.servers[conn.name]
         if conn.state == "ready":
             new = [mcptools.build(self.hub, conn.name, scfg, t) for t in conn.tools]
+            self.pin(ctx, conn.name, new)
             if scfg.resources and getattr(conn.capabilities, "resources", None) is not None:
                 new += mcptools.resource_tools(self.hub, conn.name, scfg)
         else:  # never started: explicitly allowlisted names report the failure when called
@@ -78,6 +93,20 @@ class AgentMcp:
         if old and old != {t.name for t in new}:
             ctx.emit("mcp.tools_changed", server=conn.name, added=sorted({t.name for t in new} - old),
                      removed=sorted(old - {t.name for t in new}))
+
+    def pin(self, ctx: Any, server: str, tools: list[Any]) -> None:
+        """Each tool's description and schema pinned at first sight; a difference is a change to approve."""
+        from . import pins
+
+        for t in tools:
+            if t.pin is None:
+                continue
+            t.change = pins.check(ctx, server, t.remote, *t.pin)
+            if t.change is not None:
+                ctx.emit("mcp.tool_changed", server=server, tool=t.remote, name=t.name,
+                         old_description=t.change["old_description"][:2000], new_description=t.change["new_description"][:2000],
+                         old_schema=t.change["old_schema"][:2000], new_schema=t.change["new_schema"][:2000],
+                         reason=pins.explain(server, t.remote, t.change))
 
     def close(self) -> None:
         self.hub.close()

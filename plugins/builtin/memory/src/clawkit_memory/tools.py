@@ -157,7 +157,7 @@ def save_target(mem: "AgentMemory", now: float | None = None) -> Path:
     return target
 
 
-@tool(risk="guarded")
+@tool(risk="guarded", trusted_output=True)  # a confirmation; recall (memory_search/get) stays untrusted
 def memory_save(text: str, tags: list[str] | None = None, ctx: Any = None) -> str:
     """Remember something for later sessions: appends a dated note to the workspace memory files.
 

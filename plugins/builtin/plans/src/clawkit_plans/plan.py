@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from clawkit.config import ModelConfig
 from clawkit.prompt import PromptContributor, PromptSection
-from clawkit.tools import ToolError
+from clawkit.tools import ToolError, tool
 
 KEY = "plan"
 Status = Literal["pending", "in_progress", "done", "blocked"]
@@ -63,6 +63,7 @@ def store_plan(ctx: Any, steps: list[dict[str, Any]], note: str | None, source: 
     return plan
 
 
+@tool(trusted_output=True)  # the plan it returns is the model's own, not outside content
 def update_plan(steps: list[PlanStep], note: str | None = None, ctx: Any = None) -> str:
     """Replace the plan for this task. Call it first for multi-step work, then whenever a step's status changes.
 

@@ -7,7 +7,7 @@
   asks every time; ``/elevated`` (session ``elevated_until``) auto-approves within
   scope.
 * Every decision, approval, execution, and every ``tool.*``, ``shield.*``, ``subagent.*``,
-  ``sequence.*``, ``approval.*`` and ``directive.*`` event goes to the hash-chained
+  ``sequence.*``, ``approval.*``, ``directive.*`` and ``provenance.*`` event goes to the hash-chained
   :class:`AuditLedger`, secrets redacted. ``clawkit audit verify|list`` reads it.
 
 Public API: :class:`AuditLedger`, :class:`Grant`, :class:`PolicyConfig`,
@@ -81,7 +81,8 @@ __all__ = [
 ]
 
 #: Event types the ledger records.
-AUDITED_PREFIXES = ("tool.", "shield.", "sequence.", "approval.", "directive.", "subagent.")
+AUDITED_PREFIXES = ("tool.", "shield.", "sequence.", "approval.", "directive.", "subagent.", "provenance.",
+                    "mcp.tool_change")
 _LIMIT = 4096
 
 _ledgers: "weakref.WeakKeyDictionary[Any, tuple[LedgerWriter, PolicyState]]" = weakref.WeakKeyDictionary()
@@ -200,6 +201,13 @@ def after_tool_call(ctx, call, result):
         clean = redact_text(content, turn.cfg.secret_env)
         if clean is not content and clean != content:
             out = result.model_copy(update={"content": clean, "metadata": {**result.metadata, "redacted": True}})
+    if (turn.cfg.trusted_paths or turn.cfg.trusted_commands) and not result.is_error:
+        from .gate import trusted_read
+
+        if trusted_read(turn, call, ctx.tools.get(call.name) if ctx.tools is not None else None):  # the user vouches for these files: the kernel does not mark the session
+            base = out or result
+            out = base.model_copy(update={"metadata": {**base.metadata, "provenance": {
+                "trusted": True, "why": "plugins.policy.trusted_paths / trusted_commands"}}})
     try:
         _record_execution(turn, ctx, call, result, p, content)
         if turn.writer is not None and turn.cfg.audit:

@@ -25,7 +25,8 @@ class Grant(BaseModel):
     ``../x``, ``~/x``) name a path outside the workspace and this grant's
     ``paths`` — such a line is asked about like any other. A pattern is matched
     against the whole line, so ``git diff*`` also matches ``git diff --no-index``:
-    write patterns as narrowly as you mean them. In a tainted session nothing is
+    write patterns as narrowly as you mean them. While the session holds untrusted
+    content (clawkit.provenance) nothing that can send data off the machine is
     pre-approved.
     """
 
@@ -68,5 +69,20 @@ class PolicyConfig(BaseModel):
     egress_tools: list[str] = Field(
         default_factory=lambda: ["web_fetch", "shell_exec", "mcp__*", "agent_*", "*http*", "*fetch*", "*request*",
                                  "*mail*", "*send*", "*post*", "*upload*", "*webhook*", "*browser*", "*curl*"],
-        description="tool-name globs that can move data off the machine: in a tainted session each call needs approval")
+        description="tool-name globs that can move data off the machine or change what runs next: while the session "
+                    "holds untrusted content each call needs approval (a confined tool whose sandbox has no network excepted)")
+    untrusted_egress: Literal["ask", "alarm-only"] = Field(
+        "ask", description="ask: while the session holds untrusted content (provenance) every call that can send data off "
+        "the machine needs approval; alarm-only: only a scanner's detection (the shield's tainted alarm) does — the "
+        "weaker rule before provenance, for throwaway environments and for tests of what the sandbox alone stops")
+    trusted_paths: list[str] = Field(
+        default_factory=list,
+        description="path globs (relative to the workspace, or absolute; a path without wildcards covers everything "
+                    "below it) the user vouches for: reading them does not mark the session as holding untrusted "
+                    "content, e.g. [\"src/**\", \"tests/**\"]; '.' trusts the whole workspace")
+    trusted_commands: list[str] = Field(
+        default_factory=list,
+        description="command-line globs (like a grant's commands) whose output the user vouches for, e.g. "
+                    "[\"python3 -m pytest*\"]: it does not mark the session; never a line with shell operators or a "
+                    "path outside the workspace")
     secret_env: list[str] = Field(default_factory=list, description="extra environment variable name globs whose values are secrets")

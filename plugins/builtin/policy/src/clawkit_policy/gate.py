@@ -6,9 +6,12 @@ Order of the rules (the first that applies decides):
 2. a path under /dev, /proc, /sys, or an unreadable URL → block;
 3. a resource beyond the tool's default scope and every grant → ask for a one-step
    grant (or block when ``step_grants`` is off) — ``/elevated`` does not skip this;
-4. the session is tainted (untrusted content carried an injection) and the call can move data
-   off the machine (network tools, shell, any call naming a host or a command) → ask, every
-   time, whatever its risk, grants, pre-approved patterns or ``/elevated``;
+4. the session holds untrusted content (:mod:`clawkit.provenance`: a tool result, a web page, a
+   workspace file outside ``trusted_paths``, an MCP description, a child's answer — or a scanner's
+   ``tainted`` alarm) and the call can move data off the machine or change what runs next (a
+   host, an ``egress_tools`` name, a command — unless a confined tool's sandbox has no network)
+   → ask, every time, whatever its risk, grants, pre-approved patterns or ``/elevated``; the
+   reason names the sources ("after reading `notes.txt` (untrusted file via read_file)");
 4b. ``safe`` → allow;
 5. a ``shell_exec`` command matching a granted command pattern → allow (pre-approved);
 6. the session is elevated (the directives plugin's ``ctx.state["elevated_until"]`` in the future) → allow;
@@ -27,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from clawkit import provenance
 from clawkit.types import Decision, Risk, ToolCall
 
 from . import scope
@@ -183,16 +187,118 @@ def elevated_until(ctx: Any) -> float | None:
     return until if until > time.time() else None
 
 
-def _tainted(session: Any) -> bool:
+def _untrusted(cfg: PolicyConfig, session: Any) -> bool:
     try:
-        return bool(session.get("tainted"))
+        if cfg.untrusted_egress == "alarm-only":
+            return bool(session.get("tainted"))
+        return provenance.is_untrusted(session)
     except Exception:
         return True  # unreadable session state: assume the worst
 
 
-def _egress(cfg: PolicyConfig, name: str, req: scope.Requested) -> bool:
-    """Can this call move data off the machine? A network or shell tool, or any call naming a host or a command."""
-    return bool(req.hosts or req.commands) or any(fnmatch.fnmatchcase(name, p) for p in cfg.egress_tools)
+def _alarm(session: Any) -> bool:
+    try:
+        return bool(session.get("tainted"))
+    except Exception:
+        return True
+
+
+def _egress(cfg: PolicyConfig, ctx: Any, name: str, req: scope.Requested) -> str | None:
+    """Why this call can move data off the machine or change what runs next (None: it cannot).
+
+    A call naming a host, a tool matching ``egress_tools``, or any call naming a command — except a
+    tool that runs its processes through the sandbox (``ToolDef.confined``) when the sandbox says they
+    would be jailed with no network (``process_confinement``): a jailed, network-less command cannot
+    send anything anywhere, which keeps coding in an untrusted session usable. Once a scanner has
+    *detected* an injection (the ``tainted`` alarm) the exemption ends: a command steered by it could
+    still change the workspace that later runs read."""
+    if req.hosts:
+        return "names a host (" + ", ".join(h for h, _ in req.hosts[:3]) + ")"
+    named = any(fnmatch.fnmatchcase(name, p) for p in cfg.egress_tools)
+    if not (named or req.commands):
+        return None
+    tool = ctx.tools.get(name) if ctx.tools is not None else None
+    if tool is not None and getattr(tool.definition, "confined", False) and not _alarm(ctx.session):
+        from clawkit.process import confinement
+
+        jail = confinement(ctx, tool)
+        if jail["confined"] and not jail["network"]:
+            return None
+        return f"runs a command that can reach the network ({jail['why']})"
+    if req.commands:
+        return "runs a command outside any sandbox"
+    return "can send data off the machine or start work elsewhere"
+
+
+def _covered(turn: "Turn", real: str) -> bool:
+    """``real`` is under ``trusted_paths`` (a directory: everything in it is, ``src`` for ``src/**``)."""
+    pats = [scope.grant_path(p, turn.ws_real) for p in turn.cfg.trusted_paths]
+    if any(scope.pattern_covers(p, real) for p in pats):
+        return True
+    return os.path.isdir(real) and any(scope.pattern_covers(p, real.rstrip("/") + "/") for p in pats)
+
+
+def trusted_path(turn: "Turn", raw: str) -> bool:
+    """Whether ``raw`` (resolved like every path the gate sees) is under the user's ``trusted_paths``."""
+    return bool(turn.cfg.trusted_paths) and _covered(turn, turn.real_path(raw))
+
+
+def with_path_defaults(call: ToolCall, tool: Any) -> dict[str, Any]:
+    """The call's arguments plus the schema defaults of path arguments it left out (``glob``'s
+    ``path: "."``): what the tool actually reads."""
+    args = dict(call.arguments)
+    props = (getattr(getattr(tool, "definition", None), "parameters", None) or {}).get("properties") or {}
+    for key, prop in props.items():
+        if key not in args and key.lower() in scope.PATH_ARGS and isinstance(prop, dict) \
+                and isinstance(prop.get("default"), str) and prop["default"]:
+            args[key] = prop["default"]
+    return args
+
+
+def trusted_read(turn: "Turn", call: ToolCall, tool: Any = None) -> bool:
+    """A call whose output the user vouches for: it names only paths (no host, no command), every one of
+    them under ``trusted_paths``; or it runs only command lines matching ``trusted_commands`` (no shell
+    operators, no path outside the workspace), its paths (a ``cwd``) trusted too."""
+    cfg = turn.cfg
+    if not (cfg.trusted_paths or cfg.trusted_commands):
+        return False
+    req = scope.requested(with_path_defaults(call, tool), turn.ws_real, turn.real_path)
+    if req.hosts or req.problems:
+        return False
+    if req.commands:
+        for line in req.commands:
+            if any(op in line for op in scope.SHELL_OPERATORS) or scope.outside_paths(line, turn.ws_real):
+                return False
+            if not any(fnmatch.fnmatchcase(line, p) for p in cfg.trusted_commands):
+                return False
+        return all(real == turn.ws_real or _covered(turn, real) for real in req.paths)
+    if not req.paths or not cfg.trusted_paths:
+        return False
+    return all(_covered(turn, real) for real in req.paths)
+
+
+def mark_prompt_content(turn: "Turn", ctx: Any) -> None:
+    """Untrusted text other plugins put into this turn's prompt (``ctx.state["untrusted_content"]``:
+    project files…) marks the session, unless it comes from a trusted path. Once per entry."""
+    entries = ctx.state.get("untrusted_content")
+    if not entries:
+        return
+    seen = ctx.state.setdefault("policy.prompt_marked", set())
+    for entry in list(entries):
+        if not isinstance(entry, dict):
+            continue
+        source = str(entry.get("source") or "prompt content")
+        path = entry.get("path")
+        if (source, path) in seen:
+            continue
+        seen.add((source, path))
+        if isinstance(path, str) and path and trusted_path(turn, path):
+            continue
+        kind = "project-file" if source.startswith("project file") else str(entry.get("kind") or "prompt")
+        detail = os.path.relpath(path, turn.workspace) if isinstance(path, str) and path else source
+        if provenance.mark_once(ctx.session, source=source, detail=detail, kind=kind):
+            ctx.emit("provenance.untrusted", source=source, kind=kind, detail=detail,
+                     reason=provenance.describe(ctx.session))
 
 
 def approval_key(cfg: PolicyConfig, call: ToolCall) -> str:
@@ -293,9 +399,13 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
         info["granted"] = {**info["granted"], "step": ev.step_grant}
         return done("require_approval", f"needs a capability beyond its scope: {need}; approving grants it for this step",
                     risk, asked=True, **info)
-    if _tainted(ctx.session) and _egress(cfg, call.name, req):
-        return done("require_approval", "the session is tainted by untrusted content that carried an injection: a call "
-                    "that can send data off the machine needs approval", risk, asked=True, **info)
+    mark_prompt_content(turn, ctx)
+    if _untrusted(cfg, ctx.session):
+        why = _egress(cfg, ctx, call.name, req)
+        if why is not None:
+            said = provenance.describe(ctx.session) or "after untrusted content entered the session"
+            return done("require_approval", f"{said}: {call.name} ({risk.value}) {why}, so it needs approval while the session holds "
+                        "untrusted content (elevation and command grants do not apply)", risk, asked=True, **info)
     if risk == Risk.SAFE:
         return done("allow", "safe tool within its scope", risk, **info)
     if ev.preapproved:

@@ -66,6 +66,24 @@ def confine_process(ctx, spec):
     return launch
 
 
+@hookimpl
+def process_confinement(ctx, tool):
+    """Before a call: would ``tool``'s processes be jailed, and could they reach a network from there?
+    (The jail has no network unless a grant names hosts for the tool; where bwrap cannot run, the
+    process is refused, never run unjailed.)"""
+    from .config import settings
+
+    cfg = settings(ctx)
+    if cfg.mode == "off":
+        return {"confined": False, "network": True, "why": "plugins.sandbox.mode is off: processes run unsandboxed"}
+    granted = ((getattr(ctx, "state", None) or {}).get("granted") or {}).get(tool) or {}
+    hosts = list(granted.get("hosts") or [])
+    if hosts and cfg.network_grants != "refuse":
+        return {"confined": True, "network": True,
+                "why": f"jailed, but a grant lets it reach {', '.join(hosts[:3])} (network_grants: {cfg.network_grants})"}
+    return {"confined": True, "network": False, "why": "jailed by bubblewrap with no network"}
+
+
 def _record(ctx: Any, spec: Any, sandbox: dict[str, Any]) -> None:
     emit = getattr(ctx, "emit", None)
     if emit is not None:  # a ``tool.*`` event: the policy plugin writes it to the audit ledger

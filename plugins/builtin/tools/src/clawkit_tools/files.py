@@ -167,7 +167,7 @@ def _atomic_write(real: Path, data: bytes) -> None:
         raise
 
 
-@tool(risk="guarded")
+@tool(risk="guarded", trusted_output=True)
 def write_file(ctx: Any, path: str, content: str) -> str:
     """Create or overwrite a text file in the workspace (parent directories are created).
 
@@ -187,7 +187,7 @@ def write_file(ctx: Any, path: str, content: str) -> str:
     return f"{'overwrote' if existed else 'created'} {display(real, ctx)} ({len(data)} bytes)"
 
 
-@tool(risk="guarded")
+@tool(risk="guarded", trusted_output=True)
 def edit_file(ctx: Any, path: str, old: str, new: str, replace_all: bool = False) -> str:
     """Replace an exact string in a text file. ``old`` must occur exactly once unless replace_all.
 

@@ -189,7 +189,7 @@ async def _collect(stream: asyncio.StreamReader, cap: int, sink: dict[str, Any])
         sink["dropped"] += max(0, len(chunk) - max(room, 0))
 
 
-@tool(risk="unsafe")
+@tool(risk="unsafe", confined=True)
 async def shell_exec(ctx: Any, command: str | list[str], cwd: str = ".", timeout: float | None = None) -> str:
     """Run a command in the workspace and return its exit code and output (stdout and stderr together).
 

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from clawkit.tools import tool
+
 from . import vectors
 from .index import index_for
 
@@ -111,6 +113,9 @@ def select_tools(ctx: Any, request: Any) -> None:
     )
 
 
+# what it returns are this agent's own tool definitions; an MCP server's descriptions among them marked the
+# session when they were registered (clawkit-mcp), so showing them again brings in nothing new
+@tool(trusted_output=True)
 def find_tools(query: str, ctx: Any = None) -> str:
     """Search every tool you may use for ones that fit a need; the ones found are offered from your next step on.
 
