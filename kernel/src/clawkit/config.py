@@ -42,6 +42,11 @@ class ModelConfig(BaseModel):
     max_retry_after: float = Field(120.0, ge=0, description="longest Retry-After worth waiting for; a longer one fails at once")
     retry_timeout: float = Field(120.0, ge=0, description="seconds one model call may spend retrying after its first failure, waits included (0: no bound)")
     context_window: int | None = Field(None, description="override the model's known window")
+    supports_tools: bool | None = Field(None, description="native tool calling (default: litellm's model table, "
+                                        "else true); false: tools through the text protocol (clawkit.tooltext)")
+    supports_vision: bool | None = Field(None, description="accepts images (default: litellm's model table, else false)")
+    supports_json_schema: bool | None = Field(None, description="accepts a JSON-schema response_format "
+                                              "(default: litellm's model table, else false)")
 
     def settings(self) -> dict[str, Any]:
         """Extra provider settings (everything not a named field)."""
