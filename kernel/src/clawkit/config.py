@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 import yaml
 from . import safeyaml
@@ -63,6 +63,15 @@ class Limits(BaseModel):
     tool_timeout: float = Field(900.0, gt=0, description="seconds any one tool call may take before it is abandoned with an error")
 
 
+class SessionsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    transcript: Literal["off", "jsonl"] = Field("off", description="jsonl: a JSONL transcript per session, written as "
+                                                "the turn progresses, in the redacted form of `sessions export`")
+    transcript_dir: Path | None = Field(None, description="where transcripts go (relative to the workspace; "
+                                        "default <workspace>/.clawkit/transcripts)")
+
+
 class PluginSection(BaseModel):
     """Every plugin section accepts ``enabled``; plugins subclass this (or any model)."""
 
@@ -85,6 +94,7 @@ class AgentConfig(BaseModel):
     plugins: Any = Field(default_factory=dict, description="per-plugin sections")
     limits: Limits = Field(default_factory=Limits)
     context: ContextConfig = Field(default_factory=ContextConfig, description="how the window is shared between prompt sources")
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig, description="session persistence: the JSONL transcript")
     _source: Path | None = PrivateAttr(None)
     _where_file: str | None = PrivateAttr(None)
     _lines: dict = PrivateAttr(default_factory=dict)
