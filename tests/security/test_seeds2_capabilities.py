@@ -75,3 +75,25 @@ def test_capability_flags_from_table_and_config():
     assert configured.supports_vision is False and configured.supports_tools is True
     unknown = model_capabilities(ModelConfig(name="my-local-model", api_base="http://127.0.0.1:1/v1"))
     assert (unknown.supports_tools, unknown.supports_vision, unknown.supports_json_schema) == (True, False, False)
+
+
+def test_a_server_refusing_native_tools_is_answered_with_the_text_protocol(tmp_path, server, audit_home):
+    """A model the table does not know (assumed to call tools) whose server answers 400 "does not
+    support tools" (Ollama's wording): the call is retried through the text protocol, not a failed turn."""
+    from clawkit.testing.server import Fault
+
+    ws = tmp_path / "ws"
+    _agent(ws, server, "local-gemma")
+    answers = iter(["Let me look.\n" + CALL, "The word is marmalade."])
+
+    def model(request):
+        if request.body.get("tools"):
+            return Fault.status(400, "registry.ollama.ai/library/local-gemma:latest does not support tools")
+        return next(answers)
+
+    run = run_cli(ws, server, audit_home, "what is the secret word in notes.txt?", model)
+    assert run.proc.returncode == 0, run.proc.stderr[-2000:]
+    assert [bool(r.body.get("tools")) for r in run.requests] == [True, False, False]  # refused once, then text
+    assert [c["name"] for c in run.result["tool_calls"]] == ["read_file"]
+    assert "marmalade" in run.requests[-1].messages[-1]["content"]
+    assert run.result["reply"] == "The word is marmalade."

@@ -288,9 +288,23 @@ class ModelSide:
         if request.tools:
             from .capabilities import model_capabilities
 
-            if not model_capabilities(self.config.model, request.model or None).supports_tools:
+            model = request.model or self.config.model.name
+            text_tools: set[str] = self.__dict__.setdefault("_text_tools", set())
+            if model in text_tools or not model_capabilities(self.config.model, request.model or None).supports_tools:
                 from . import tooltext
 
+                return await tooltext.complete(self.provider.complete, request, on_text)
+            try:
+                return await self.provider.complete(request, on_text)
+            except ProviderError as exc:
+                from . import tooltext
+
+                if not tooltext.refuses_tools(exc):
+                    raise
+                # a server that says the model takes no tools (Ollama: "… does not support tools"): the
+                # text protocol from now on for this model, this call included
+                text_tools.add(model)
+                log.warning("model %s refused native tool calling (%s): tools go through the text protocol", model, exc)
                 return await tooltext.complete(self.provider.complete, request, on_text)
         return await self.provider.complete(request, on_text)
 

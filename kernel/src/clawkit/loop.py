@@ -126,6 +126,7 @@ class Agent(ModelSide):
         self._background: set[asyncio.Future] = set()
         self._closed = False
         self._prepared = False
+        self._text_tools: set[str] = set()  # models whose server refused native tools: the text protocol (clawkit.tooltext)
         _OPEN.add(self)
 
     def close(self) -> None:

@@ -20,7 +20,9 @@ message, one block per call::
 The text before the first block is the reply's text. A block whose JSON does not parse
 becomes a call with an argument error, reported back to the model like any malformed
 call. The call is made without streaming (the protocol's blocks are not the user's to see);
-the reply's text is handed to ``on_text`` once it is known.
+the reply's text is handed to ``on_text`` once it is known. A model the flags say can call tools
+but whose server refuses a request with tools saying so (:func:`refuses_tools`) is switched to the
+protocol for the rest of the agent's life, the refused call retried through it.
 """
 
 from __future__ import annotations
@@ -109,6 +111,19 @@ def decode(response: LlmResponse, tool_names: set[str]) -> LlmResponse:
                                                  f'{{"name": ..., "arguments": {{...}}}}: {exc}'))
     return response.model_copy(update={"content": text[:first].strip(), "tool_calls": calls,
                                        "finish_reason": "tool_calls"})
+
+
+_REFUSAL = re.compile(r"(does not|doesn't|do not|not) support(s|ed)? (native )?(tools|tool[ _]calls|tool[ _]calling|"
+                      r"tool[ _]use|function[ _]calling|functions)|tools? (are|is) not supported|"
+                      r"(tool[ _]calling|function[ _]calling|tool[ _]use) is not (supported|enabled|available)", re.I)
+
+
+def refuses_tools(error: Any) -> bool:
+    """Whether a provider error is the server saying the model takes no native tools (a 4xx that says
+    so: Ollama's "… does not support tools", vLLM's "tool calling is not enabled", …)."""
+    if getattr(error, "kind", None) not in ("bad_request", "http", "not_found") or getattr(error, "retryable", False):
+        return False
+    return bool(_REFUSAL.search(str(error)))
 
 
 def _name_in(raw: str) -> str | None:
