@@ -86,7 +86,7 @@ def encode(request: LlmRequest) -> LlmRequest:
     return request.model_copy(update={"messages": messages, "system": system, "tools": [], "stream": False})
 
 
-def decode(response: LlmResponse, tool_names: set[str]) -> LlmResponse:
+def decode(response: LlmResponse) -> LlmResponse:
     """The model's text answer read back into text and tool calls."""
     text = response.content or ""
     first = text.find("<tool_call>")
@@ -135,7 +135,7 @@ async def complete(complete_fn: Callable[[LlmRequest, Any], Awaitable[LlmRespons
                    on_text: Any) -> LlmResponse:
     """One model call through the text protocol: ``complete_fn(encoded_request, None)``, then decoded;
     the reply's text goes to ``on_text`` when the caller streams."""
-    response = decode(await complete_fn(encode(request), None), {t.name for t in request.tools})
+    response = decode(await complete_fn(encode(request), None))
     if on_text is not None and response.content:
         result = on_text(response.content)
         if inspect.isawaitable(result):
