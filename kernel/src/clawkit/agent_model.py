@@ -268,10 +268,10 @@ class ModelSide:
         """
         limit = self.config.model.call_timeout
         if not limit:
-            return await self.provider.complete(request, on_text)
+            return await self._provider_complete(request, on_text)
         try:
             async with asyncio.timeout(limit):
-                return await self.provider.complete(request, on_text)
+                return await self._provider_complete(request, on_text)
         except TimeoutError:
             partial = "".join(heard or ())
             message = (f"model {request.model or self.config.model.name}: no complete answer within "
@@ -280,6 +280,33 @@ class ModelSide:
                                 partial_text=partial or None, model=request.model or self.config.model.name,
                                 endpoint=self.config.model.api_base,
                                 reason="model.call_timeout exceeded") from None
+
+    async def _provider_complete(self, request: LlmRequest, on_text: Any) -> LlmResponse:
+        """``provider.complete``; a model without native tool calling (``supports_tools: false`` in
+        the model mapping or litellm's table, :mod:`clawkit.capabilities`) gets its tools through
+        the text protocol of :mod:`clawkit.tooltext` instead of a ``tools`` field it would refuse."""
+        if request.tools:
+            from .capabilities import model_capabilities
+
+            model = request.model or self.config.model.name
+            text_tools: set[str] = self.__dict__.setdefault("_text_tools", set())
+            if model in text_tools or not model_capabilities(self.config.model, request.model or None).supports_tools:
+                from . import tooltext
+
+                return await tooltext.complete(self.provider.complete, request, on_text)
+            try:
+                return await self.provider.complete(request, on_text)
+            except ProviderError as exc:
+                from . import tooltext
+
+                if not tooltext.refuses_tools(exc):
+                    raise
+                # a server that says the model takes no tools (Ollama: "… does not support tools"): the
+                # text protocol from now on for this model, this call included
+                text_tools.add(model)
+                log.warning("model %s refused native tool calling (%s): tools go through the text protocol", model, exc)
+                return await tooltext.complete(self.provider.complete, request, on_text)
+        return await self.provider.complete(request, on_text)
 
     # delivery -----------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 import yaml
 from . import safeyaml
@@ -42,6 +42,11 @@ class ModelConfig(BaseModel):
     max_retry_after: float = Field(120.0, ge=0, description="longest Retry-After worth waiting for; a longer one fails at once")
     retry_timeout: float = Field(120.0, ge=0, description="seconds one model call may spend retrying after its first failure, waits included (0: no bound)")
     context_window: int | None = Field(None, description="override the model's known window")
+    supports_tools: bool | None = Field(None, description="native tool calling (default: litellm's model table, "
+                                        "else true); false: tools through the text protocol (clawkit.tooltext)")
+    supports_vision: bool | None = Field(None, description="accepts images (default: litellm's model table, else false)")
+    supports_json_schema: bool | None = Field(None, description="accepts a JSON-schema response_format "
+                                              "(default: litellm's model table, else false)")
 
     def settings(self) -> dict[str, Any]:
         """Extra provider settings (everything not a named field)."""
@@ -56,6 +61,15 @@ class Limits(BaseModel):
     max_depth: int = Field(2, ge=0, description="sub-agent nesting allowed below this agent (an agent at the limit gets no agent tools)")
     max_parallel_subagents: int = Field(4, gt=0, description="sub-agents one model response may run at once")
     tool_timeout: float = Field(900.0, gt=0, description="seconds any one tool call may take before it is abandoned with an error")
+
+
+class SessionsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    transcript: Literal["off", "jsonl"] = Field("off", description="jsonl: a JSONL transcript per session, written as "
+                                                "the turn progresses, in the redacted form of `sessions export`")
+    transcript_dir: Path | None = Field(None, description="where transcripts go (relative to the workspace; "
+                                        "default <workspace>/.clawkit/transcripts)")
 
 
 class PluginSection(BaseModel):
@@ -80,6 +94,7 @@ class AgentConfig(BaseModel):
     plugins: Any = Field(default_factory=dict, description="per-plugin sections")
     limits: Limits = Field(default_factory=Limits)
     context: ContextConfig = Field(default_factory=ContextConfig, description="how the window is shared between prompt sources")
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig, description="session persistence: the JSONL transcript")
     _source: Path | None = PrivateAttr(None)
     _where_file: str | None = PrivateAttr(None)
     _lines: dict = PrivateAttr(default_factory=dict)

@@ -107,6 +107,11 @@ class Agent(ModelSide):
             db = db or config.state_db or Path(config.workspace) / ".clawkit" / "state.db"
             store = SessionStore(db, persist=persist)
         self.store = store
+        if config.sessions.transcript == "jsonl" and getattr(store, "transcript", False) is None:
+            from .transcript import Transcript  # sessions.transcript: jsonl (see clawkit.transcript)
+
+            where = Path(config.workspace) / (config.sessions.transcript_dir or Path(".clawkit") / "transcripts")
+            store.transcript = Transcript(where, config.name)
         self.tools = ToolRegistry(config.tools)
         for plugin_name, fn, argnames in self.hooks.impls("register_tools"):
             try:
@@ -127,6 +132,7 @@ class Agent(ModelSide):
         self._background: set[asyncio.Future] = set()
         self._closed = False
         self._prepared = False
+        self._text_tools: set[str] = set()  # models whose server refused native tools: the text protocol (clawkit.tooltext)
         _OPEN.add(self)
 
     @property

@@ -11,6 +11,7 @@ it first commits what the store has queued).
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from pathlib import Path
@@ -24,6 +25,8 @@ from .sessionlock import SessionLocks
 from .storewriter import LockedConnection, StoreWriter, run_write
 from .storage import POSTGRESQL, SQLITE, Column, Index, Table, declare, is_postgres_url, script
 from .types import Message, SessionClassification, ToolResult, Usage, new_id
+
+log = logging.getLogger("clawkit.sessions")
 
 TABLES = (
     Table("sessions", (
@@ -184,6 +187,9 @@ class SessionStore:
         self.redact: Any = None
         #: JSON value -> JSON value with secrets removed (may blank values by their key), for structured data
         self.redact_value: Any = None
+        #: a :class:`clawkit.transcript.Transcript` (``sessions.transcript: jsonl``): every stored message
+        #: and event is also appended to the session's JSONL file, in its redacted, stored form
+        self.transcript: Any = None
         self._locks: dict[str, Any] = {}  # PostgreSQL advisory locks held: session id -> [None, count]
         #: cross-process session locks (none in memory: nobody else can see this store)
         self._session_locks = SessionLocks(self.path.parent / "locks") if self.dialect == SQLITE and persist else None
@@ -358,12 +364,24 @@ class SessionStore:
 
     # messages, events, usage ----------------------------------------------------------
 
-    def append(self, session_id: str, message: Message, run_id: str | None = None, *, defer: bool = False) -> int:
+    def _to_transcript(self, row: tuple) -> None:
+        """The stored (redacted) message row as a transcript line, the record ``export_jsonl`` gives it."""
+        session_id, _run, role, content, data = row[:5]
+        try:
+            message = _row_message(role, content, data)
+            self.transcript.write(session_id, {"type": "message", **message.model_dump(mode="json", exclude_defaults=True)})
+        except Exception as exc:  # a transcript that cannot be written never stops the turn
+            log.warning("transcript for session %s not written: %s", session_id, exc)
+
+    def append(self, session_id: str, message: Message, run_id: str | None = None, *, defer: bool = False,
+               _rewrite: bool = False) -> int:
         """Store a message: committed with whatever is queued — at once outside an event loop, when
         the turn next waits inside one (see :mod:`clawkit.storewriter`) — or (``defer``) with the
         next commit: the turn's last message rides with the turn's end. Returns its row id (0 when
         not yet committed)."""
         sql, row = _MESSAGE_SQL, self._message_row(session_id, message, run_id)
+        if self.transcript is not None and not _rewrite:
+            self._to_transcript(row)
         if defer and not self.conn.in_transaction:
             self.queue(sql, row)
             return 0
@@ -408,11 +426,7 @@ class SessionStore:
         ).fetchall()
         out = []
         for role, content, data in rows:
-            extra = json.loads(data) if data else {}
-            result = extra.get("tool_result")
-            if result is not None and "content" not in result:
-                result["content"] = content
-            out.append(Message(role=role, content=content, **extra))
+            out.append(_row_message(role, content, data))
         return out
 
     def replace_messages(self, session_id: str, messages: list[Message], run_id: str | None = None) -> None:
@@ -427,7 +441,7 @@ class SessionStore:
             self.conn.execute("BEGIN")
             self.conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             for m in messages:
-                self.append(session_id, m, run_id)
+                self.append(session_id, m, run_id, _rewrite=True)
 
     def event(self, session_id: str | None, run_id: str | None, type: str, data: dict[str, Any], ts: float) -> None:
         """Queue an event; it is committed at the turn's end (:meth:`flush`).
@@ -441,6 +455,11 @@ class SessionStore:
             text = _dump(_scrub(json.loads(json.dumps(data, default=str))))
         if self.redact is not None:
             text = self._redact_json(text)
+        if self.transcript is not None:
+            try:
+                self.transcript.write(session_id, {"type": "event", "event": type, "data": json.loads(text), "ts": ts})
+            except Exception as exc:  # never stops the turn
+                log.warning("transcript for session %s not written: %s", session_id, exc)
         self._observe(_EVENT_SQL, (session_id, run_id, type, text, ts))
 
     def queue(self, sql: str, params: tuple = ()) -> None:
@@ -622,6 +641,15 @@ class SessionStore:
             yield _dump({"type": "message", **m.model_dump(exclude_defaults=True)})
         for e in self.events(session_id):
             yield _dump({"type": "event", "event": e["type"], "data": e["data"], "ts": e["ts"]})
+
+
+def _row_message(role: str, content: str, data: str | None) -> Message:
+    """A messages row back as the message (a tool result's text is the row's content)."""
+    extra = json.loads(data) if data else {}
+    result = extra.get("tool_result")
+    if result is not None and "content" not in result:
+        result["content"] = content
+    return Message(role=role, content=content, **extra)
 
 
 def repair_interrupted(messages: list[Message]) -> list[Message]:

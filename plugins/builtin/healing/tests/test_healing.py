@@ -25,6 +25,12 @@ class Tools:
         register(fine)
 
 
+def _last(req) -> str:
+    """The request's final message: where the healing notes go (issue 27 item 9), not the system prompt."""
+    assert "STOP" not in (req.system or "") and "Focus:" not in (req.system or "")
+    return req.messages[-1].content or ""
+
+
 def _events(agent, sid, kind):
     return [e["data"] for e in agent.store.events(sid) if e["type"] == kind]
 
@@ -34,7 +40,7 @@ def test_stop_and_think_after_three_failures_then_reset_on_success(make_agent):
         ScriptedReply.calls(call("fine", n=1)), ScriptedReply.calls(call("flaky", path="g.txt")), "giving up"]
     agent = make_agent(script, plugins=(clawkit_healing, Tools()), tools=["flaky", "fine"])
     r = agent.run("read the files")
-    systems = [req.system or "" for req in agent.provider.requests]
+    systems = [_last(req) for req in agent.provider.requests]
     noted = [i for i, s in enumerate(systems) if "STOP and THINK" in s]
     assert noted == [3, 6]  # after the 3rd failure, again after 3 more; not after the success
     assert "The last 3 tool calls failed" in systems[3]
@@ -47,7 +53,7 @@ def test_stagnation_alert_after_repeated_calls_without_progress(make_agent):
     agent = make_agent(script, plugins=(clawkit_healing, Tools()), tools=["fine"],
                        plugin_config={"healing": {"stagnation_steps": 4}})
     r = agent.run("loop")
-    systems = [req.system or "" for req in agent.provider.requests]
+    systems = [_last(req) for req in agent.provider.requests]
     alerts = [i for i, s in enumerate(systems) if "Stagnation alert" in s]
     assert alerts == [6]  # calls 3..6 repeat the first two: four steps without progress
     assert _events(agent, r.session_id, "healing.stagnation") == [{"steps": 4}]
@@ -58,7 +64,7 @@ def test_focus_booster_on_a_long_history(make_agent):
                        plugin_config={"healing": {"focus_share": 0.5}})
     r = agent.run("x" * 4000)
     agent.run("now summarise section 2 only", session_id=r.session_id)
-    assert "\u00abnow summarise section 2 only\u00bb" in agent.provider.requests[1].system
+    assert "\u00abnow summarise section 2 only\u00bb" in _last(agent.provider.requests[1])
     assert len(_events(agent, r.session_id, "healing.focus")) == 2
 
 
@@ -68,7 +74,7 @@ def test_counters_survive_across_turns(make_agent):
     agent = make_agent(script, plugins=(clawkit_healing, Tools()), tools=["flaky"])
     r = agent.run("one")
     agent.run("two", session_id=r.session_id)
-    assert "STOP and THINK" in agent.provider.requests[-1].system
+    assert "STOP and THINK" in _last(agent.provider.requests[-1])
     assert agent.store.load_metadata(r.session_id)["healing"]["failures"] == 3
 
 
@@ -83,4 +89,4 @@ def test_blocked_calls_count_as_failures(make_agent):
     script = [ScriptedReply.calls(call("fine", n=i)) for i in range(3)] + ["blocked thrice"]
     agent = make_agent(script, plugins=(clawkit_healing, Tools(), Gate()), tools=["fine"])
     agent.run("go")
-    assert "STOP and THINK" in agent.provider.requests[3].system
+    assert "STOP and THINK" in _last(agent.provider.requests[3])

@@ -129,8 +129,23 @@ def intervene_now(ctx: Any, request: Any) -> Any:
         ctx.session.set(KEY, st)
     if not notes:
         return None
-    request.system = (request.system + "\n\n" if request.system else "") + "\n\n".join(notes)
+    add_to_latest_message(request, "\n\n".join(notes))
     return _notify(ctx, notes)
+
+
+def add_to_latest_message(request: Any, text: str) -> None:
+    """Put ``text`` where the model looks last (Rust-Claw): at the end of the request's final message
+    when that is the user's, else as a user message after it (a tool round ends in tool results).
+    The request's copy only: the session's history keeps the user's message as typed."""
+    from clawkit import Message
+
+    messages = list(request.messages)
+    last = messages[-1] if messages else None
+    if last is not None and last.role == "user" and not last.tool_result:
+        messages[-1] = last.model_copy(update={"content": (last.content + "\n\n" if last.content else "") + text})
+    else:
+        messages.append(Message(role="user", content=text, metadata={"kernel_note": True, "healing": True}))
+    request.messages = messages
 
 
 async def _notify(ctx: Any, notes: list[str]) -> None:

@@ -59,6 +59,18 @@ class _Failed(Exception):
         self.failure = failure
 
 
+ENDPOINT_SUFFIXES = {"openai": ("/chat/completions",), "anthropic": ("/messages",)}
+
+
+def full_endpoint(api_base: str, api_format: str) -> bool:
+    """Whether ``api_base`` is already the whole endpoint URL (its path ends in the format's
+    endpoint path): then it is used as given, not extended to ``…/chat/completions/chat/completions``."""
+    from urllib.parse import urlsplit
+
+    path = urlsplit(api_base).path.rstrip("/")
+    return path.endswith(ENDPOINT_SUFFIXES.get(api_format, ()))
+
+
 def _environment_proxies() -> bool:
     """Whether ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` (or the system's settings) name a proxy."""
     from urllib.request import getproxies
@@ -148,6 +160,10 @@ class HttpProvider:
 
     @property
     def endpoint(self) -> str:
+        """The URL posted to: ``api_base`` plus the format's path, or ``api_base`` as given when it
+        already ends in the endpoint path (``…/chat/completions``, ``…/messages``; a query kept)."""
+        if full_endpoint(self.base, self.format):
+            return self.base
         if self.format == "anthropic":
             base = self.base[:-3] if self.base.endswith("/v1") else self.base
             return base + anthropic_format.PATH

@@ -40,6 +40,21 @@ PROVIDER_ONLY = ("input_cost_per_token", "output_cost_per_token")
 LOCAL_API_KEY = "sk-clawkit-no-key"
 
 
+def litellm_api_base(api_base: str, model: str) -> str:
+    """``api_base`` in the form litellm extends to the endpoint, so a full endpoint URL is used as
+    given: litellm (the OpenAI SDK) appends ``/chat/completions`` to an OpenAI-style base, so a base
+    that already ends in it loses it here; for ``anthropic/…`` it appends ``/v1/messages`` unless the
+    base ends in it, so a trailing ``/v1`` is dropped and a ``…/v1/messages`` URL kept."""
+    base = api_base.rstrip("/")
+    if model.startswith("anthropic/"):
+        return base[:-3] if base.endswith("/v1") else base
+    head, sep, query = base.partition("?")
+    if head.rstrip("/").endswith("/chat/completions"):
+        head = head.rstrip("/")[: -len("/chat/completions")]
+        return head + (sep + query if query else "")
+    return base
+
+
 class _CallbackError(Exception):
     """Wraps an exception raised by ``on_text`` so it is not mistaken for a model failure."""
 
@@ -96,10 +111,7 @@ class LitellmProvider:
         if request.tools:
             params["tools"] = [t.openai_schema() for t in request.tools]
         if cfg.api_base:
-            base = cfg.api_base.rstrip("/")
-            if model.startswith("anthropic/") and base.endswith("/v1"):
-                base = base[:-3]  # litellm appends /v1/messages itself
-            params["api_base"] = base
+            params["api_base"] = litellm_api_base(cfg.api_base, model)
         api_key = cfg.api_key or (LOCAL_API_KEY if cfg.api_base else None)
         if api_key:
             params["api_key"] = api_key

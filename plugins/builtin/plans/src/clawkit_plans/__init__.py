@@ -12,6 +12,10 @@
   ``{"is_complex", "reasoning", "plan"}``; a complex request starts with that plan in
   place, a simple one goes straight to execution. Its usage is recorded like any call.
 
+* Parallel steps: a step's ``parallel_with`` (and a nested list in pre-analysis's plan) marks
+  steps that can run at once; the section says to make their calls in one response, which the
+  kernel's executor runs concurrently.
+
 The tool is offered only when the agent's ``tools:`` allows ``update_plan``.
 """
 

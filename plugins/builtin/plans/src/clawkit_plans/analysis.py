@@ -16,8 +16,9 @@ log = logging.getLogger("clawkit.plans")
 LEAD_ARCHITECT = (
     "You are the lead architect. Decide whether the user's request is complex: it needs several "
     "distinct steps, tools or files, or careful ordering. Answer with JSON only, no prose: "
-    '{"is_complex": true|false, "reasoning": "<one sentence>", "plan": ["<step>", ...]} '
-    "— the plan lists the steps in order when the request is complex, and is empty otherwise."
+    '{"is_complex": true|false, "reasoning": "<one sentence>", "plan": ["<step>", ["<step>", "<step>"], ...]} '
+    "— the plan lists the steps in order when the request is complex, and is empty otherwise. Steps that do "
+    "not depend on each other and can run at the same time go together in a nested list."
 )
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
@@ -34,11 +35,36 @@ def parse(text: str) -> dict[str, Any] | None:
     if not isinstance(data, dict) or not isinstance(data.get("is_complex"), bool):
         return None
     plan = data.get("plan") if isinstance(data.get("plan"), list) else []
-    return {
-        "is_complex": data["is_complex"],
-        "reasoning": str(data.get("reasoning", ""))[:500],
-        "plan": [str(s).strip()[:300] for s in plan if str(s).strip()],
-    }
+    entries: list[Any] = []
+    for item in plan:  # a step, or a nested list: steps that can run at once
+        if isinstance(item, list):
+            group = [str(s).strip()[:300] for s in item if str(s).strip()]
+            if len(group) > 1:
+                entries.append(group)
+            elif group:
+                entries.append(group[0])
+        elif str(item).strip():
+            entries.append(str(item).strip()[:300])
+    return {"is_complex": data["is_complex"], "reasoning": str(data.get("reasoning", ""))[:500], "plan": entries}
+
+
+def plan_rows(entries: list[Any], limit: int) -> list[dict[str, Any]]:
+    """Plan rows from the verdict's entries (a group's steps ``parallel_with`` each other), at most
+    ``limit``; the first entry (every step of a first group) in progress."""
+    rows: list[dict[str, Any]] = []
+    for k, entry in enumerate(entries):
+        group = entry if isinstance(entry, list) else [entry]
+        first = len(rows) + 1
+        members = list(range(first, first + len(group)))
+        for title, number in zip(group, members):
+            if len(rows) >= limit:
+                return rows
+            row = {"title": title, "status": "in_progress" if k == 0 else "pending"}
+            others = [m for m in members if m != number and m <= limit]
+            if others:
+                row["parallel_with"] = others
+            rows.append(row)
+    return rows
 
 
 def _unfinished(plan: dict[str, Any] | None) -> bool:
@@ -71,8 +97,10 @@ async def pre_analyse(ctx: Any, message: Any) -> None:
     if verdict is None:
         ctx.emit("plan.pre_analysis", ok=False, error="the reply was not the expected JSON")
         return
-    steps = verdict["plan"][: cfg.pre_analysis.max_steps]
-    ctx.emit("plan.pre_analysis", ok=True, is_complex=verdict["is_complex"], reasoning=verdict["reasoning"], steps=len(steps))
-    if verdict["is_complex"] and steps:
-        rows = [{"title": t, "status": "in_progress" if i == 0 else "pending"} for i, t in enumerate(steps)]
+    rows = plan_rows(verdict["plan"], cfg.pre_analysis.max_steps)
+    parallel = sum(1 for r in rows if r.get("parallel_with"))
+    extra = {"parallel": parallel} if parallel else {}  # steps that can run at once
+    ctx.emit("plan.pre_analysis", ok=True, is_complex=verdict["is_complex"], reasoning=verdict["reasoning"],
+             steps=len(rows), **extra)
+    if verdict["is_complex"] and rows:
         store_plan(ctx, rows, verdict["reasoning"], "pre_analysis")

@@ -44,6 +44,27 @@ class PlanStep(BaseModel):
 
     title: str = Field(min_length=1, max_length=300)
     status: Status = "pending"
+    parallel_with: list[int] = Field(default_factory=list, description="numbers (1-based) of other steps that do not "
+                                     "depend on this one and can run at the same time: their tool calls go in one response")
+
+
+def link_parallel(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Check ``parallel_with`` (step numbers in range, not the step itself) and make it symmetric:
+    when step 2 runs at once with 3, step 3 runs at once with 2. Steps without a partner lose the key."""
+    n = len(rows)
+    links: dict[int, set[int]] = {i: set() for i in range(1, n + 1)}
+    for i, row in enumerate(rows, 1):
+        for j in row.get("parallel_with") or ():
+            if not 1 <= j <= n or j == i:
+                raise ToolError(f"step {i} ({row['title']!r}): parallel_with names step {j}, "
+                                f"which is {'itself' if j == i else f'not a step (the plan has {n})'}")
+            links[i].add(j)
+            links[j].add(i)
+    for i, row in enumerate(rows, 1):
+        row.pop("parallel_with", None)
+        if links[i]:
+            row["parallel_with"] = sorted(links[i])
+    return rows
 
 
 def config(ctx: Any) -> PlansConfig:
@@ -76,14 +97,28 @@ def update_plan(steps: list[PlanStep], note: str | None = None, ctx: Any = None)
         raise ToolError("a plan needs at least one step")
     if len(steps) > cfg.max_steps:
         raise ToolError(f"a plan has at most {cfg.max_steps} steps; got {len(steps)}")
-    rows = [s.model_dump() for s in steps]
+    rows = link_parallel([s.model_dump() for s in steps])
     store_plan(ctx, rows, note, "model")
     done = sum(1 for s in rows if s["status"] == "done")
     return f"Plan updated: {len(rows)} steps, {done} done."
 
 
+def _at_once(step: dict[str, Any]) -> str:
+    others = [str(j) for j in step.get("parallel_with") or () if isinstance(j, int)]
+    return f" (at once with {', '.join(others)})" if others else ""
+
+
+def has_parallel(plan: dict[str, Any]) -> bool:
+    return any(s.get("parallel_with") for s in plan.get("steps", []) if isinstance(s, dict))
+
+
+PARALLEL = ("Steps marked \"at once with\" do not depend on each other: when you reach them, make the tool "
+            "calls of all of them in one response — they are run in parallel.")
+
+
 def render(plan: dict[str, Any]) -> str:
-    lines = [f"{i}. {MARK.get(s.get('status'), '[ ]')} {s.get('title', '')}" for i, s in enumerate(plan.get("steps", []), 1)]
+    lines = [f"{i}. {MARK.get(s.get('status'), '[ ]')} {s.get('title', '')}{_at_once(s)}"
+             for i, s in enumerate(plan.get("steps", []), 1)]
     if plan.get("note"):
         lines.append(f"Note: {plan['note']}")
     return "\n".join(lines)
@@ -107,6 +142,8 @@ class PlanContributor(PromptContributor):
                 return None
             return PromptSection("Plan", "For a task of several steps, call update_plan with the steps before you start, and keep it current.")
         text = "Follow this plan ([x] done, [>] in progress, [!] blocked, [ ] pending):\n" + render(plan)
+        if has_parallel(plan):
+            text += "\n" + PARALLEL
         if can_update:
             text += "\nCall update_plan whenever a step's status changes or the plan must change."
         return PromptSection("Plan", text)
