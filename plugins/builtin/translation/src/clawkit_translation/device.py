@@ -171,8 +171,8 @@ def _build_skill_infos(listed: list[Any], cfg: TranslationConfig) -> list[SkillI
     for sk in listed:
         if sk.name not in infos:
             kws = tuple(cfg.skill_keywords.get(sk.name, ())) + tuple(getattr(sk, "keywords", None) or ())
-            desc = f"{sk.description} {getattr(sk, 'trigger', '') or ''}"
-            infos[sk.name] = SkillInfo(sk.name, desc, kws, float(getattr(sk, "weight", 1.0) or 1.0))
+            infos[sk.name] = SkillInfo(sk.name, str(sk.description or ""), kws, float(getattr(sk, "weight", 1.0) or 1.0),
+                                       str(getattr(sk, "trigger", "") or ""), str(getattr(sk, "source", "") or ""))
     for name, kws in cfg.skill_keywords.items():
         if name not in infos:
             infos[name] = SkillInfo(name, "", tuple(kws))
@@ -187,7 +187,8 @@ def route_message(text: str, cfg: TranslationConfig | None = None, skills: list[
     cfg = cfg or TranslationConfig()
     router = router_for(cfg)
     intent, profile, confidence = router.classify(text)
-    chosen = router.match_skills(text, skills, cfg.max_skills) if skills else []
+    sure = profile if confidence >= cfg.min_confidence or profile == "conversation" else None
+    chosen = router.match_skills(text, skills, cfg.max_skills, sure) if skills else []
     pc = cfg.profiles.get(profile)
     if pc is not None and pc.tools is not None and confidence >= cfg.min_confidence:
         tools = [t for t in tools if t in cfg.always_tools or any(fnmatch.fnmatchcase(t, p) for p in pc.tools)]
@@ -246,7 +247,7 @@ def plan_dispatch(text: str, cfg: TranslationConfig, route: dict[str, Any],
             if profile not in targets or confidence < cfg.min_confidence:
                 items = []
                 break
-            chosen = router.match_skills(part, skills, cfg.max_skills) if skills else []
+            chosen = router.match_skills(part, skills, cfg.max_skills, profile) if skills else []
             items.append({"agent": targets[profile], "task": part, "intent": intent, "profile": profile, "skills": chosen})
         if len({i["intent"] for i in items}) > 1:
             return items
