@@ -81,6 +81,15 @@ PROSE = [  # prose that merely contains the sigils
 ]
 
 
+CHILD = """\
+subagents:
+  researcher:
+    agent: {name: researcher, model: {name: openai/child, api_base: "URL", api_key: sk-test, max_retries: 0, timeout: 20}, tools: [read_file, load_skill, "skill_*"]}
+    description: Researches questions on the web
+"""
+ROUTE = "translation:\n  profiles:\n    research: {subagent: researcher}\n"
+
+
 @pytest.fixture(scope="module")
 def outcome(tmp_path_factory, server, audit_home):
     root = tmp_path_factory.mktemp("seeds-translation")
@@ -89,21 +98,25 @@ def outcome(tmp_path_factory, server, audit_home):
     server.script(*([cases] * 100))
     jobs: list[dict[str, Any]] = []
 
-    def job(name: str, message: str, reply: Any, files: dict[str, str] | None = None) -> Path:
+    def job(name: str, message: str, reply: Any, files: dict[str, str] | None = None, extra: str = "",
+            plugins: str = "", replies: tuple = ()) -> Path:
         ws = root / name
-        write_agent(ws, server, ["read_file", "skills"])
+        write_agent(ws, server, ["read_file", "skills"], plugins, extra=extra)
         (ws / "skills").mkdir(exist_ok=True)
         for f in FIXTURES.joinpath("skills").glob("*.claws"):
             shutil.copy(f, ws / "skills" / f.name)
         for rel, text in (files or {}).items():
             (ws / rel).write_text(text)
-        tag = cases.add(name, reply)
+        tag = cases.add(name, *(replies or (reply,)))
         jobs.append({"name": name, "cwd": str(ws), "argv": ["run", "agent.yaml", f"{message} {tag}", "--json"]})
         return ws
 
     for skill, message in TRIGGERED.items():
         job(f"route-{skill}", message, "ok")
     job("weather", "Will it rain this afternoon?", "ok", files={"skills/local-weather.claws": LOCAL_WEATHER})
+    # the lead's first model call comes after the routed dispatch: the child answers first (step 0)
+    job("child", TRIGGERED["research"], None, extra=CHILD.replace("URL", server.url), plugins=ROUTE,
+        replies=("Lisbon has about 545,000 people (source: INE).", "The researcher says about 545,000."))
     job("notation", "Migrate the ledger", "Starting.\n" + "\n".join(NOTATION) + "\nMigration done.\n" + "\n".join(PROSE))
     return {"root": root, "cases": cases, "results": run_batch(jobs, audit_home, root)}
 
@@ -149,3 +162,29 @@ def test_the_scrubber_knows_the_real_notation(outcome):
     assert reply.startswith("Starting.\nMigration done.\n")
     for line in PROSE:
         assert line in reply
+
+
+def test_a_dispatched_child_works_with_the_routed_skill_and_decodes_the_record(outcome):
+    from clawkit.sessions import SessionStore
+
+    res = outcome["results"]["child"]
+    assert res["rc"] == 0, res["stderr"][-3000:]
+    reqs = outcome["cases"].requests["child"]
+    child = [r for r in reqs if str(r.body.get("model")).endswith("child")]
+    assert child, [r.body.get("model") for r in reqs]
+    system = json.dumps(child[0].messages[0])
+    assert "Web search, URL fetching, summarization" in system  # the routed skill's compiled section
+    tools = [t["function"]["name"] for t in child[0].body.get("tools") or []]
+    assert any(t.startswith("skill_research") or "research" in t for t in tools), tools  # and its tool
+    call = next(c for c in res["json"]["tool_calls"] if c["name"] == "agent_researcher")
+    assert call["blocked"] is False
+    store = SessionStore(outcome["root"] / "child" / ".clawkit" / "state.db")
+    try:
+        child_session = next(s for s in store.list() if (store.load_metadata(s["id"]) or {}).get("subagent"))
+        meta = store.load_metadata(child_session["id"])
+        (decoded,) = store.events(child_session["id"], "translation.decoded")
+    finally:
+        store.close()
+    assert meta["subagent"]["transport"] == "clawdense" and meta["subagent"]["skills"] == ["research"]
+    assert decoded["data"]["verb"] == "TASK" and decoded["data"]["params"]["skills"] == "research"
+    assert TRIGGERED["research"] in decoded["data"]["params"]["goal"]

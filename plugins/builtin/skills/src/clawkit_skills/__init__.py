@@ -102,7 +102,7 @@ def message_received(ctx, message):
         ctx.emit(type_, **data)
     state.flush_counters(ctx, reg)
     _skilltools().sync_tools(ctx, reg, cfg)
-    if cfg.always or ctx.session.get(state.LOADED_KEY):
+    if cfg.always or ctx.session.get(state.LOADED_KEY) or state.dispatched_skills(ctx):
         # calls planned before the first model call (a routed dispatch) are judged by the same manifests
         ctx.state["capability_requests"] = state.binding_requests(ctx, reg)
 

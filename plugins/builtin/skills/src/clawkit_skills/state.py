@@ -128,14 +128,23 @@ def active_skills(ctx: Any, reg: SkillRegistry | None = None) -> list[CompiledSk
     reg = reg or ctx.state.get("skills.registry") or registry_for(ctx)
     cfg = settings(ctx.agent)
     route = ctx.state.get("route") or {}
-    names: list[str] = list(cfg.always) + list(route.get("skills") or []) + list(ctx.session.get(LOADED_KEY, []) or [])
-    names += ctx.state.get("skills.loaded_now", [])
+    names: list[str] = list(cfg.always) + dispatched_skills(ctx) + list(route.get("skills") or [])
+    names += list(ctx.session.get(LOADED_KEY, []) or []) + ctx.state.get("skills.loaded_now", [])
     out: list[CompiledSkill] = []
     for n in names:
         sk = reg.get(n)
         if sk is not None and sk not in out and not reg.unavailable_reason(n) and admitted(getattr(ctx, "tools", None), sk):
             out.append(sk)
     return out
+
+
+def dispatched_skills(ctx: Any) -> list[str]:
+    """In a sub-agent's session: the skills its parent's router dispatched it for (session metadata
+    ``subagent.skills``, written by the sub-agents plugin). The child works with them *bound*:
+    their sections in its prompt, their tools offered, their manifests binding its calls."""
+    session = getattr(ctx, "session", None)
+    meta = session.get("subagent") if session is not None else None
+    return [str(n) for n in (meta.get("skills") or [])] if isinstance(meta, dict) else []
 
 
 def binding_skills(ctx: Any, active: list[CompiledSkill]) -> list[CompiledSkill]:
@@ -147,6 +156,7 @@ def binding_skills(ctx: Any, active: list[CompiledSkill]) -> list[CompiledSkill]
     the sub-agents plugin before it is spawned."""
     cfg = settings(ctx.agent)
     chosen = set(cfg.always) | set(ctx.session.get(LOADED_KEY, []) or []) | set(ctx.state.get("skills.loaded_now", []))
+    chosen |= set(dispatched_skills(ctx))
     return [s for s in active if s.name in chosen]
 
 

@@ -207,6 +207,10 @@ def message_received(ctx, message):
     visible = [t.name for t in ctx.tools.visible()]
     infos = _skill_infos(ctx, cfg)
     route = route_message(message.content, cfg, infos, visible).as_dict()
+    decoded = _decode_dispatch(ctx)
+    if decoded is not None:  # a sub-agent's turn: the skills its parent dispatched it for come first
+        sent = [n.strip() for n in str(decoded["params"].get("skills") or "").split(",") if n.strip()]
+        route["skills"] = sent + [n for n in route["skills"] if n not in sent]
     elapsed_us = round((time.perf_counter() - t0) * 1e6, 1)
     dispatch = plan_dispatch(message.content, cfg, route, infos)
     if dispatch:
@@ -221,6 +225,29 @@ def message_received(ctx, message):
             counts.append(("dispatch_multi", 1.0))
     metrics.bump_with_turn(ctx.session.store, "routed", 1.0, *counts)
     return None
+
+
+DISPATCH_KEY = "translation.dispatch"  # turn state in a sub-agent: the decoded dispatch record
+
+
+def _decode_dispatch(ctx: Any) -> dict[str, Any] | None:
+    """In a sub-agent's session, the parent's dispatch record (session metadata ``subagent``:
+    ``dispatch`` text, ``transport``) decoded from ClawDense with this agent's lexicon — into
+    turn state ``translation.dispatch`` and a ``translation.decoded`` event. None elsewhere, or
+    when the record is not ClawDense (it then stays as stored; an undecodable one is reported)."""
+    meta = ctx.session.get("subagent")
+    if not isinstance(meta, dict) or meta.get("transport") != "clawdense" or not meta.get("dispatch"):
+        return None
+    try:
+        message = decode_from_transport(ctx, str(meta["dispatch"]))
+    except (CT1Error, ValueError) as exc:
+        ctx.emit("translation.decode_failed", error=str(exc)[:200])
+        return None
+    decoded = message.to_dict()
+    decoded.setdefault("params", {})
+    ctx.state[DISPATCH_KEY] = decoded
+    ctx.emit("translation.decoded", **decoded)
+    return decoded
 
 
 _CLAUSES = re.compile(r"\s*(?:;|\n+|(?<=[.!?])\s+|,?\s+\band\s+(?:then\s+|also\s+)?)\s*", re.I)
