@@ -123,6 +123,7 @@ def before_llm_call(ctx, request):
     ctx.state["skills.active"] = [s.name for s in active]
     # only skills chosen deliberately (always, load_skill) narrow the agent's own calls; a routed one guides
     ctx.state["capability_requests"] = state.binding_requests(ctx, reg, active)
+    ctx.state[state.ADVISORY_KEY] = state.advisory_requests(ctx, active)
     if active and not ctx.state.get("_skills_selected_emitted"):
         ctx.state["_skills_selected_emitted"] = True
         ctx.emit("skills.active", skills=[s.name for s in active], tools=[t.name for s in active for t in s.tool_definitions])

@@ -7,7 +7,7 @@ import logging
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from clawkit.storage import declare, metrics_table, metrics_upsert
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,6 +35,9 @@ class SkillsConfig(BaseModel):
     index_limit: int = Field(40, ge=0, description="most skills listed in the compact index")
     write_telemetry: bool = Field(False, description="record skill-tool executions in the .claws TELEMETRY block")
     config: dict[str, Any] = Field(default_factory=dict, description="values SKILL.md `requires.config` keys are checked against")
+    routed_manifests: Literal["guide", "ask"] = Field(
+        "guide", description="a skill the router only matched: its manifest guides (guide), or a call it would not "
+        "allow is asked of the user first (ask) — never a silent veto of a tool the agent lists")
 
 
 # --- registry per agent ------------------------------------------------------------------------
@@ -164,6 +167,19 @@ def binding_requests(ctx: Any, reg: SkillRegistry | None = None, active: list[Co
     """``ctx.state["capability_requests"]``: the permission items of the binding skills, each with its ``skill``."""
     active = active_skills(ctx, reg) if active is None else active
     return [dict(item) for s in binding_skills(ctx, active) for item in s.capability_requests]
+
+
+ADVISORY_KEY = "advisory_capability_requests"
+
+
+def advisory_requests(ctx: Any, active: list[CompiledSkill]) -> list[dict[str, Any]]:
+    """``ctx.state["advisory_capability_requests"]`` with ``routed_manifests: ask``: the permission
+    items of the active skills that do *not* bind (routed ones), each with its ``skill``. The
+    shield asks the user before a call one of them would refuse; it never blocks on them."""
+    if settings(ctx.agent).routed_manifests != "ask":
+        return []
+    binding = {s.name for s in binding_skills(ctx, active)}
+    return [dict(item) for s in active if s.name not in binding for item in s.capability_requests]
 
 
 def available_skills(ctx: Any) -> list[CompiledSkill]:
