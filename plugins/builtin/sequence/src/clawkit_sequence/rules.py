@@ -21,6 +21,7 @@ from clawkit.types import Decision, ToolCall, ToolResult
 
 from . import directives as tool_directives
 from .directives import DirectivesConfig
+from .guidance import USED_KEY, Checkpoint, checkpoint_tools, tool_notes
 
 NAME = "sequence"
 TABLE = "sequence_calls"
@@ -74,6 +75,9 @@ class SequenceConfig(BaseModel):
     rules: list[SequenceRule] = Field(default_factory=list, description="prerequisite rules, checked in order")
     max_blocks: int = Field(2, ge=1, description="blocks of the same call in one turn before the model is told to stop")
     count_failed: bool = Field(False, description="whether a prerequisite call that returned an error counts")
+    checkpoints: dict[str, Checkpoint] = Field(default_factory=dict, description="checkpoint tools (think_about_*): "
+                                               "name -> {description, prompt}; offered to agents that list them")
+    state_rules_in_prompt: bool = Field(True, description="state each rule next to the tool it governs in ## Tools")
     directives: DirectivesConfig = Field(default_factory=DirectivesConfig,
                                          description="tool-response __directives (requireBeforeNext, escalateToOwner)")
 
@@ -291,6 +295,25 @@ def after_tool_call(ctx, call, result):
         return None
     if config.rules:
         record(ctx, call, result, config)
+    if config.checkpoints and not result.is_error:
+        ctx.state.setdefault(USED_KEY, []).append(call.name)
     if config.directives.enabled and (result.metadata.get("directives") or ctx.session.get(tool_directives.META_KEY)):
         tool_directives.after_tool_call(ctx, call, result, config.directives)
     return None
+
+
+def message_received(ctx, message):
+    """Approach A: each rule stated next to the tool it governs (turn state ``tool_notes``)."""
+    config = _config(ctx)
+    if config.rules and config.state_rules_in_prompt and getattr(config, "enabled", True) is not False:
+        tool_notes(ctx, config.rules)
+    return None
+
+
+def register_tools(register, agent):
+    """The configured checkpoint tools."""
+    config = agent.plugin(NAME) if agent is not None else None
+    if isinstance(config, dict):
+        config = SequenceConfig.model_validate({k: v for k, v in config.items() if k != "enabled"})
+    if isinstance(config, SequenceConfig) and config.checkpoints:
+        checkpoint_tools(register, config.checkpoints)
