@@ -120,10 +120,16 @@ class Route:
     confidence: float
     skills: list[str] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
+    model: str | None = None  # the model this turn uses (None: the agent's)
+    fallback_models: list[str] = field(default_factory=list)
+    model_reason: str | None = None  # skill:<name> | profile:<name> | escalation:…
 
     def as_dict(self) -> dict[str, Any]:
-        return {"intent": self.intent, "profile": self.profile, "confidence": self.confidence,
-                "skills": list(self.skills), "tools": list(self.tools)}
+        out = {"intent": self.intent, "profile": self.profile, "confidence": self.confidence,
+               "skills": list(self.skills), "tools": list(self.tools)}
+        if self.model:
+            out.update(model=self.model, fallback_models=list(self.fallback_models), model_reason=self.model_reason)
+        return out
 
 
 @dataclass(frozen=True)
@@ -137,6 +143,8 @@ class SkillInfo:
     weight: float = 1.0
     trigger: str = ""
     source: str = ""
+    model: str = ""
+    fallback_models: tuple[str, ...] = ()
 
 
 def source_rank(source: str) -> int:
