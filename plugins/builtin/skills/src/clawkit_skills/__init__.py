@@ -86,6 +86,9 @@ def register_tools(register, agent):
         register.group("skills", SKILLS_GROUP)
     if settings(agent).load_skill_tool:
         register(load_skill, name="load_skill")
+    from .skilltools import skill_file_tool
+
+    register(skill_file_tool())  # offered while an active skill has a folder (SKILL.md)
 
 
 @hookimpl

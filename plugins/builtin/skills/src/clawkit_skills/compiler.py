@@ -546,7 +546,9 @@ def compile_skill_md(text: str, path: str | Path = "SKILL.md", digest: str | Non
     allowed = front.get("allowed-tools") or front.get("allowed_tools") or []
     if isinstance(allowed, str):
         allowed = allowed.replace(",", " ").split()
-    section = f"### Skill: {name}\n{description}\n\n{body}"
+    folder = p.resolve().parent
+    section = (f"### Skill: {name}\n{description}\n\nSkill folder: {folder} (read-only: read the files it "
+               f"mentions, such as FORMS.md or scripts/…, with read_skill_file(skill=\"{name}\", path=…))\n\n{body}")
     return CompiledSkill(
         name=name, description=_one_line(description), path=str(path), format="skill.md",
         content_hash=digest or content_hash(text), version=str(front.get("version") or ""),

@@ -105,13 +105,32 @@ def release(*owners: Any) -> None:
             reg.stop_watching()
 
 
-SKILLS_GROUP = ("load_skill", "skill_*")  # what `tools: [skills]` admits
+SKILLS_GROUP = ("load_skill", "read_skill_file", "skill_*")  # what `tools: [skills]` admits
+
+
+#: Agent Skills / Claude tool names in ``allowed-tools`` and the clawkit tools they mean
+AGENT_SKILLS_TOOLS = {"read": "read_file", "write": "write_file", "edit": "edit_file", "multiedit": "edit_file",
+                      "bash": "shell_exec", "glob": "glob", "grep": "grep", "ls": "list_dir",
+                      "webfetch": "web_fetch", "websearch": "web_search"}
 
 
 def needed_tools(skill: CompiledSkill) -> list[str]:
-    """Agent tools a skill needs (``requires.tools``, in a SKILL.md or a .claws manifest)."""
+    """Agent tools a skill needs: ``requires.tools`` (a SKILL.md or a .claws manifest) and a SKILL.md's
+    ``allowed-tools`` (``Bash(git:*)`` → ``shell_exec``, ``Read`` → ``read_file``, or clawkit names)."""
     # a .claws manifest's `tools` says what the skill uses, often optional: only `requires.tools` gates
-    return list(skill.requires.get("tools", []))
+    out = list(skill.requires.get("tools", []))
+    if skill.format == "skill.md":
+        for entry in skill.allowed_tools:
+            name = entry.split("(", 1)[0].strip()
+            tool = AGENT_SKILLS_TOOLS.get(name.lower().replace("_", ""), name if name.islower() else None)
+            if tool and tool not in out:
+                out.append(tool)
+    return out
+
+
+def missing_tools(tools: Any, skill: CompiledSkill) -> list[str]:
+    """The tools ``skill`` needs that the agent's ``tools:`` allowlist does not allow."""
+    return [t for t in needed_tools(skill) if tools is None or not tools.allowed(t)]
 
 
 def admitted(tools: Any, skill: CompiledSkill) -> bool:
@@ -122,7 +141,7 @@ def admitted(tools: Any, skill: CompiledSkill) -> bool:
         return False
     if not (tools.allowed("load_skill") or any(tools.allowed(td.name) for td in skill.tool_definitions)):
         return False
-    return all(tools.allowed(t) for t in needed_tools(skill))
+    return not missing_tools(tools, skill)
 
 
 def active_skills(ctx: Any, reg: SkillRegistry | None = None) -> list[CompiledSkill]:
