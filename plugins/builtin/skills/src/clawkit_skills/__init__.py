@@ -101,13 +101,18 @@ def message_received(ctx, message):
     if cfg.watch:
         reg.start_watching()
     ctx.state["skills.registry"] = reg
+    failed = []
     for type_, data in reg.drain_events():
         ctx.emit(type_, **data)
+        if type_ == "skills.error":
+            failed.append(state.reload_failure_line(data))
     state.flush_counters(ctx, reg)
     _skilltools().sync_tools(ctx, reg, cfg)
     if cfg.always or ctx.session.get(state.LOADED_KEY) or state.dispatched_skills(ctx):
         # calls planned before the first model call (a routed dispatch) are judged by the same manifests
         ctx.state["capability_requests"] = state.binding_requests(ctx, reg)
+    if failed and hasattr(ctx, "notice"):  # the chat user hears of a broken edit, not only the log
+        return ctx.notice("\n".join(failed), verbose_only=False, source="skills")
 
 
 @hookimpl

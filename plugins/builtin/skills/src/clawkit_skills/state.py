@@ -257,3 +257,12 @@ def bump(store: Any, metric: str, by: float = 1.0) -> None:
         log.debug("skills metrics: %r", exc)
 
 
+
+
+def reload_failure_line(data: dict[str, Any]) -> str:
+    """One line for the user about a skill file that did not compile (a ``skills.error`` event)."""
+    where = f"{data.get('file')}:{data.get('line')}" if data.get("line") else str(data.get("file"))
+    block = f" ({data.get('block')})" if data.get("block") else ""
+    kept = data.get("kept")
+    after = f"the last good version of {kept} stays active" if kept else "it is not available"
+    return f"skill file {where}{block} did not load: {data.get('message')}; {after}"
