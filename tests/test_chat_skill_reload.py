@@ -82,6 +82,9 @@ def test_edit_while_chat_runs_changes_the_next_request(chat_workspace, model_ser
         time.sleep(0.3)
         proc.stdin.write("What is the weather in Paris now?\n")
         proc.stdin.flush()
+        # the chat user is told of the broken edit first (issue 27 item 8) — changed deliberately
+        told = [_readline(proc) for _ in range(2)]
+        assert told[0] == "" and told[1].startswith("[notice] skill file ") and "weather.claws" in told[1]
         assert _readline(proc) == "Noted."
         third = model_server.requests[-1]
         assert "MARKER-V2" in third.messages[0]["content"], third.messages[0]["content"]

@@ -164,8 +164,9 @@ def test_hook_order_with_every_builtin_loaded():
     order = lambda name: [p for p, _, _ in hooks.impls(name)]  # noqa: E731
     assert order("before_tool_call") == ["skills", "budgets", "policy", "tools", "mcp", "sequence", "subagents", "shield", "otel"]
     assert order("after_tool_call") == ["policy", "truncator", "shield", "sequence", "budgets", "otel"]
+    # sequence at 55 (issue 27 item 1: rules stated next to their tools) — changed deliberately
     assert order("message_received") == ["otel", "policy", "budgets", "directives", "mcp", "skills", "translation",
-                                         "memory", "contributors", "classifier", "subagents", "plans"]
+                                         "memory", "sequence", "contributors", "classifier", "subagents", "plans"]
     assert order("before_llm_call") == ["skills", "directives", "translation", "healing", "subagents", "toolsearch",
                                         "mcp", "truncator", "compaction", "shield", "budgets", "otel"]
     assert order("message_sending")[:2] == ["translation", "directives"]  # then contrib hello, if installed

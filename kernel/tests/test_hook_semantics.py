@@ -260,9 +260,12 @@ def test_llm_call_failed_can_fix_and_retry_once(make_agent):
     r = agent.run("hi")
     assert r.reply == "fits now"
     assert events(agent, r.session_id, "llm.retry")
-    agent2 = make_agent([overflow, overflow], plugins=(Compact(),))
+    # at most 3 retries of one model call (issue 27 item 7: a fallback chain) — changed deliberately from 1
+    agent2 = make_agent([overflow] * 3 + ["third retry"], plugins=(Compact(),))
+    assert agent2.run("hi").reply == "third retry"
+    agent3 = make_agent([overflow] * 4 + ["never"], plugins=(Compact(),))
     with pytest.raises(ProviderError):
-        agent2.run("hi")
+        agent3.run("hi")
 
 
 # --- message_sending -------------------------------------------------------------------

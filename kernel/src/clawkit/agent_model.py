@@ -32,6 +32,9 @@ def _as_the_model_sees_it(m: Message) -> Message:
     return m
 
 
+MAX_FAILED_RETRIES = 3  # llm_call_failed retries of one model call
+
+
 class ModelSide:
     """Warm-up, classification, prompt, model call and delivery of an :class:`~clawkit.loop.Agent`."""
 
@@ -228,14 +231,15 @@ class ModelSide:
         started = time.time()
 
         async def call() -> LlmResponse:
-            retried = False
+            retries = 0
             while True:
                 try:
                     return await self._complete_within_deadline(request, on_text, heard)
                 except ProviderError as exc:
-                    if retried or not self.hooks.has("llm_call_failed"):
+                    # a fix-up (compaction) or the next model of a fallback chain: a few tries, never a loop
+                    if retries >= MAX_FAILED_RETRIES or not self.hooks.has("llm_call_failed"):
                         raise
-                    retried = True
+                    retries += 1
                     again = await self.hooks.call_first("llm_call_failed", ctx=ctx, request=request, error=exc)
                     if again is not True:
                         raise

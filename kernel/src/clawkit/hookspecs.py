@@ -261,9 +261,11 @@ def before_llm_call(ctx, request):
 def llm_call_failed(ctx, request, error):
     """A model call raised ``error`` after the provider's own retries.
 
-    Return True to retry the call once (after fixing ``request`` in place, e.g.
-    compacting it when the context overflowed); None to let the error stand.
-    First True wins. Failure: isolated (treated as None).
+    Return True to retry the call (after fixing ``request`` in place, e.g.
+    compacting it when the context overflowed, or naming the next model of a
+    router's fallback chain in ``request.model``); None to let the error stand.
+    First True wins; a model call is retried this way at most 3 times (the hook
+    is asked again after each failed retry). Failure: isolated (treated as None).
     """
 
 

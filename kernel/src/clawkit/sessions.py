@@ -140,6 +140,18 @@ def _dump(value: Any) -> str:
     return _to_json(value, fallback=str).decode()
 
 
+def _label_of(classification: Any) -> str:
+    """A session's display label: its classification's ``label`` ("" when unclassified)."""
+    if not classification:
+        return ""
+    try:
+        data = json.loads(classification) if isinstance(classification, (str, bytes)) else classification
+    except ValueError:
+        return ""
+    label = data.get("label") if isinstance(data, dict) else None
+    return label if isinstance(label, str) else ""
+
+
 class SessionStore:
     """One SQLite file (opened, and created, with WAL) or a PostgreSQL database (a ``postgresql://``
     URL, see :mod:`clawkit.storage`). Use one store per process/thread.
@@ -305,11 +317,12 @@ class SessionStore:
         if self._pending:
             self.flush()
         rows = self.conn.execute(
-            "SELECT s.id, s.agent, s.created, s.updated, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
-            " FROM sessions s ORDER BY s.updated DESC LIMIT ?",
+            "SELECT s.id, s.agent, s.created, s.updated, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id),"
+            " s.classification FROM sessions s ORDER BY s.updated DESC LIMIT ?",
             (limit,),
         ).fetchall()
-        return [dict(zip(("id", "agent", "created", "updated", "messages"), r)) for r in rows]
+        return [{**dict(zip(("id", "agent", "created", "updated", "messages"), r[:5])), "label": _label_of(r[5])}
+                for r in rows]
 
     def load_metadata(self, session_id: str) -> dict[str, Any]:
         """The session's metadata; corrupted JSON yields ``{}`` (callers use safe defaults)."""

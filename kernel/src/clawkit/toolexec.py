@@ -136,6 +136,10 @@ class ToolExecutor:
         if not store.durable():  # the call is on disk before it runs (the store commits off-thread)
             await store.wait_durable()
         res = await (execute() if ctx.steps is None else ctx.steps.tool(ctx, call, execute))
+        if "__directives" in res.content:  # instructions for the harness: never shown to the model
+            from .resultdirectives import strip
+
+            res = strip(res)
         if self.hooks.has("after_tool_call"):
             res = await self.hooks.call_chain("after_tool_call", "result", ToolResult, ctx=ctx, call=call, result=res)
         # provenance: outside content entered the context (whatever the scanners thought of it); the

@@ -52,7 +52,8 @@ def cmd_list(args) -> int:
         return EXIT_OK
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["updated"]))
-        print(f"{r['id']}  {when}  {r['agent']:16} {r['messages']} messages")
+        label = f"  {r['label']}" if r.get("label") else ""  # the classification's label: what the session is about
+        print(f"{r['id']}  {when}  {r['agent']:16} {r['messages']:>3} messages{label}")
     return EXIT_OK
 
 

@@ -39,6 +39,7 @@ def _agents(tmp_path, kit, server):
           sysadmin: {{agent: {sysadmin}, description: Looks at the file system}}
         plugins:
           translation:
+            dispatch_threshold: 0.4   # the default is the seed's 0.7 (issue 27 item 7); "Node.js" also reads as code
             profiles:
               research: {{subagent: researcher}}
               system: {{subagent: sysadmin}}

@@ -53,7 +53,10 @@ def test_artifacts_are_stripped(raw, clean):
 def test_lexicon_opcodes_are_recognised():
     codec = ClawDense(Lexicon(mappings={"?wx:f": "get_forecast"}))
     assert scrub("?wx:f loc=Paris\nSunny.", codec)[0] == "Sunny."
-    assert scrub("?wx:f loc=Paris\nSunny.")[0] == "?wx:f loc=Paris\nSunny."  # unknown without the lexicon
+    # without the lexicon the line is still ClawDense by the notation's grammar (issue 27 item 4: the
+    # recogniser is the grammar, not a list of known opcodes) — changed deliberately
+    assert scrub("?wx:f loc=Paris\nSunny.")[0] == "Sunny."
+    assert scrub("?wx: f loc=Paris\nSunny.")[0] == "?wx: f loc=Paris\nSunny."  # not the grammar: prose
 
 
 def test_streaming_buffers_only_possible_artifact_starts():

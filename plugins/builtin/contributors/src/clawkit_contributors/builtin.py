@@ -46,7 +46,8 @@ class Instructions(PromptContributor):
 
 
 class ToolsSummary(PromptContributor):
-    """One line per tool the model can call (names; descriptions when known)."""
+    """One line per tool the model can call (names; descriptions when known; the notes other
+    plugins put in turn state ``tool_notes`` — a sequence rule — after the tool's line)."""
 
     id = "tools"
     priority = 30
@@ -56,10 +57,14 @@ class ToolsSummary(PromptContributor):
 
     def contribute(self, ctx: ContributorContext) -> PromptSection:
         described = ctx.tool_descriptions or ctx.state.get("contributors.tool_descriptions") or {}
+        notes = ctx.state.get("tool_notes") or {}  # {tool: [sentence]}: rules other plugins state (sequence)
         lines = []
         for name in ctx.tools:
             desc = (described.get(name) or "").strip().splitlines()
-            lines.append(f"- {name}: {desc[0]}" if desc else f"- {name}")
+            line = f"- {name}: {desc[0]}" if desc else f"- {name}"
+            for note in notes.get(name) or ():
+                line += f" — {note}"
+            lines.append(line)
         return PromptSection("Tools", "You can call these tools:\n" + "\n".join(lines))
 
 

@@ -20,6 +20,11 @@ history of successful calls is kept in the session database (table
 never blocking). When the same call keeps being blocked within one turn, the
 block message tells the model to stop, and every later call of the turn is
 blocked too, so the turn ends instead of spinning.
+
+Seed 001: each rule is stated next to the tool it governs in the prompt's ``## Tools``
+(Approach A; :mod:`.guidance`), ``checkpoints:`` adds ``think_about_*``-style tools that
+return a templated prompt, and a tool result's ``__directives`` block (stripped by the
+kernel) becomes session flags enforced on the next call (Approach C; :mod:`.directives`).
 """
 
 from __future__ import annotations
@@ -56,3 +61,16 @@ def before_tool_call(ctx, call):
 def after_tool_call(ctx, call, result):
     """Record prerequisite calls in the session database."""
     return _rules().after_tool_call(ctx, call, result)
+
+
+@hookimpl
+@hook_order(55)
+def message_received(ctx, message):
+    """State each rule next to the tool it governs (turn state ``tool_notes``, before the prompt)."""
+    return _rules().message_received(ctx, message)
+
+
+@hookimpl
+def register_tools(register, agent):
+    """Checkpoint tools from ``checkpoints:`` (the agent's ``tools:`` decides what is offered)."""
+    _rules().register_tools(register, agent)

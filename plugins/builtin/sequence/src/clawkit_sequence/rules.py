@@ -19,6 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from clawkit.storage import POSTGRESQL, Column, Index, Table, declare, dialect
 from clawkit.types import Decision, ToolCall, ToolResult
 
+from . import directives as tool_directives
+from .directives import DirectivesConfig
+from .guidance import USED_KEY, Checkpoint, checkpoint_tools, tool_notes
+
 NAME = "sequence"
 TABLE = "sequence_calls"
 PATH_ARGS = {"path", "file", "file_path", "filepath", "filename", "directory", "dir", "cwd", "target", "source", "dest", "destination"}
@@ -71,6 +75,11 @@ class SequenceConfig(BaseModel):
     rules: list[SequenceRule] = Field(default_factory=list, description="prerequisite rules, checked in order")
     max_blocks: int = Field(2, ge=1, description="blocks of the same call in one turn before the model is told to stop")
     count_failed: bool = Field(False, description="whether a prerequisite call that returned an error counts")
+    checkpoints: dict[str, Checkpoint] = Field(default_factory=dict, description="checkpoint tools (think_about_*): "
+                                               "name -> {description, prompt}; offered to agents that list them")
+    state_rules_in_prompt: bool = Field(True, description="state each rule next to the tool it governs in ## Tools")
+    directives: DirectivesConfig = Field(default_factory=DirectivesConfig,
+                                         description="tool-response __directives (requireBeforeNext, escalateToOwner)")
 
 
 _DEFAULT = SequenceConfig()
@@ -267,16 +276,44 @@ def register_config(register):
 
 
 def before_tool_call(ctx, call):
-    """Block calls whose prerequisites have not run (an error here blocks: the kernel fails closed)."""
+    """Block calls whose prerequisites have not run, or that a tool-response directive holds
+    back (an error here blocks: the kernel fails closed)."""
     config = _config(ctx)
-    if not config.rules or getattr(config, "enabled", True) is False:
+    if getattr(config, "enabled", True) is False:
         return None
-    return check(ctx, call, config)
+    decision = tool_directives.before_tool_call(ctx, call) if config.directives.enabled else None
+    if decision is not None and decision.action == "block":
+        return decision
+    ruled = check(ctx, call, config) if config.rules else None
+    return ruled or decision
 
 
 def after_tool_call(ctx, call, result):
-    """Record prerequisite calls in the session database."""
+    """Record prerequisite calls in the session database; a result's directives become session flags."""
     config = _config(ctx)
-    if config.rules and getattr(config, "enabled", True) is not False:
+    if getattr(config, "enabled", True) is False:
+        return None
+    if config.rules:
         record(ctx, call, result, config)
+    if config.checkpoints and not result.is_error:
+        ctx.state.setdefault(USED_KEY, []).append(call.name)
+    if config.directives.enabled and (result.metadata.get("directives") or ctx.session.get(tool_directives.META_KEY)):
+        tool_directives.after_tool_call(ctx, call, result, config.directives)
     return None
+
+
+def message_received(ctx, message):
+    """Approach A: each rule stated next to the tool it governs (turn state ``tool_notes``)."""
+    config = _config(ctx)
+    if config.rules and config.state_rules_in_prompt and getattr(config, "enabled", True) is not False:
+        tool_notes(ctx, config.rules)
+    return None
+
+
+def register_tools(register, agent):
+    """The configured checkpoint tools."""
+    config = agent.plugin(NAME) if agent is not None else None
+    if isinstance(config, dict):
+        config = SequenceConfig.model_validate({k: v for k, v in config.items() if k != "enabled"})
+    if isinstance(config, SequenceConfig) and config.checkpoints:
+        checkpoint_tools(register, config.checkpoints)

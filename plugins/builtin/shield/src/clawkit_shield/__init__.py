@@ -133,6 +133,11 @@ class Shield:
                 refused = self._pii_in_arguments(ctx, call, capability, scanning)
                 if refused is not None:
                     return refused
+        advisory = ctx.state.get("advisory_capability_requests")  # routed skills, skills' routed_manifests: ask
+        if advisory and capability and ungranted is None:
+            refusal = check(call.name, capability, resources, parse_permissions(advisory), workspace)
+            if refusal is not None:  # guidance, not a veto: the user is asked
+                ungranted = f"a skill the router chose for this message would not allow it ({refusal.reason}); it only guides"
         attestation = self.attestor.attest(ctx, call)
         if attestation.verified is False:
             return self._block(ctx, call, "attestation", attestation.detail or "attestation failed")

@@ -86,6 +86,9 @@ def register_tools(register, agent):
         register.group("skills", SKILLS_GROUP)
     if settings(agent).load_skill_tool:
         register(load_skill, name="load_skill")
+    from .skilltools import skill_file_tool
+
+    register(skill_file_tool())  # offered while an active skill has a folder (SKILL.md)
 
 
 @hookimpl
@@ -98,13 +101,18 @@ def message_received(ctx, message):
     if cfg.watch:
         reg.start_watching()
     ctx.state["skills.registry"] = reg
+    failed = []
     for type_, data in reg.drain_events():
         ctx.emit(type_, **data)
+        if type_ == "skills.error":
+            failed.append(state.reload_failure_line(data))
     state.flush_counters(ctx, reg)
     _skilltools().sync_tools(ctx, reg, cfg)
-    if cfg.always or ctx.session.get(state.LOADED_KEY):
+    if cfg.always or ctx.session.get(state.LOADED_KEY) or state.dispatched_skills(ctx):
         # calls planned before the first model call (a routed dispatch) are judged by the same manifests
         ctx.state["capability_requests"] = state.binding_requests(ctx, reg)
+    if failed and hasattr(ctx, "notice"):  # the chat user hears of a broken edit, not only the log
+        return ctx.notice("\n".join(failed), verbose_only=False, source="skills")
 
 
 @hookimpl
@@ -136,6 +144,7 @@ def before_llm_call(ctx, request):
     ctx.state["skills.active"] = [s.name for s in active]
     # only skills chosen deliberately (always, load_skill) narrow the agent's own calls; a routed one guides
     ctx.state["capability_requests"] = state.binding_requests(ctx, reg, active)
+    ctx.state[state.ADVISORY_KEY] = state.advisory_requests(ctx, active)
     if active and not ctx.state.get("_skills_selected_emitted"):
         ctx.state["_skills_selected_emitted"] = True
         ctx.emit("skills.active", skills=[s.name for s in active], tools=[t.name for s in active for t in s.tool_definitions])

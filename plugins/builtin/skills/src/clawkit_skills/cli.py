@@ -70,10 +70,31 @@ def handle(args: Any) -> int:
     return {"list": cmd_list, "show": cmd_show, "check": cmd_check}[cmd](reg, args)
 
 
+def _agent_tools(args: Any) -> Any:
+    """The agent's ``tools:`` allowlist as a registry (None without an agent file): what a skill's
+    ``requires.tools`` / ``allowed-tools`` are checked against."""
+    from clawkit.tools import ToolRegistry
+
+    from .state import SKILLS_GROUP
+
+    cfg = workspace_config(args)
+    if cfg is None:
+        return None
+    tools = ToolRegistry(list(cfg.tools or []))
+    tools.add_group("skills", SKILLS_GROUP)
+    return tools
+
+
 def cmd_list(reg: SkillRegistry, args: Any) -> int:
+    from .state import missing_tools
+
     rows = []
+    agent_tools = _agent_tools(args)
     for name, entry in sorted(reg.skills.items()):
-        reasons = reg.unavailable_reason(name)
+        reasons = list(reg.unavailable_reason(name))
+        missing = missing_tools(agent_tools, entry.skill) if agent_tools is not None else []
+        if missing:
+            reasons.append(f"needs tool(s) {', '.join(missing)}, which the agent's tools: does not allow")
         rows.append({**entry.skill.summary(), "available": not reasons, "reason": "; ".join(reasons),
                      "stale": entry.stale, "shadowed": entry.shadowed})
     broken = [e.format() for e in reg.errors()]

@@ -55,6 +55,8 @@ class CompiledSkill:
     metadata: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     source: str = ""  # workspace | user | plugin:<name>, set by discovery
+    model: str = ""  # manifest `modelOverride`/`model` (frontmatter `model`): the model routed turns use
+    fallback_models: list[str] = field(default_factory=list)  # manifest/frontmatter `fallbackModels`: tried in order
 
     def openai_tools(self) -> list[dict[str, Any]]:
         return [t.openai_schema() for t in self.tool_definitions]
@@ -219,7 +221,7 @@ DIALECT_SOURCES = frozenset({"context.query", "context.message", "context.text",
                              "workspace", "context.session_id", "session.id"})
 #: manifest keys that become behaviour (the rest is metadata, and `skills check` says so)
 MANIFEST_USED = frozenset({"id", "name", "description", "version", "schema_version", "keywords", "tags",
-                           "permissions", "tools", "requires"})
+                           "permissions", "tools", "requires", "modelOverride", "model", "fallbackModels"})
 #: keys of a permission item the shield and the guardrails use
 PERMISSION_USED = frozenset({"capability", "deny", "allow", "paths", "keys", "pii_scan"})
 
@@ -317,6 +319,8 @@ def compile_claws(text: str, path: str | Path = "<string>", digest: str | None =
         weight=_weight(cf.data.get("telemetry")),
         capability_requests=[{**p, "skill": name} for p in permissions],
         allowed_tools=_items(manifest.get("tools")),
+        model=str(manifest.get("modelOverride") or manifest.get("model") or ""),
+        fallback_models=_items(manifest.get("fallbackModels")),
         lexicon=normalise_keys(lexicon) if isinstance(lexicon, dict) else None,
         dialect_hints=dialects,
         requires=_requires(manifest.get("requires")),
@@ -442,7 +446,7 @@ def _key_line(text: str, block: Any, key: str, *, top: bool = False, after: int 
 
 
 SKILL_MD_USED = frozenset({"name", "description", "metadata", "requires", "os", "allowed-tools", "allowed_tools",
-                           "version", "keywords", "tags", "homepage", "license"})
+                           "version", "keywords", "tags", "homepage", "license", "model", "modelOverride", "fallbackModels"})
 OS_NAMES = {"darwin": "darwin", "macos": "darwin", "mac": "darwin", "linux": "linux", "win32": "win32",
             "windows": "win32"}
 
@@ -542,13 +546,16 @@ def compile_skill_md(text: str, path: str | Path = "SKILL.md", digest: str | Non
     allowed = front.get("allowed-tools") or front.get("allowed_tools") or []
     if isinstance(allowed, str):
         allowed = allowed.replace(",", " ").split()
-    section = f"### Skill: {name}\n{description}\n\n{body}"
+    folder = p.resolve().parent
+    section = (f"### Skill: {name}\n{description}\n\nSkill folder: {folder} (read-only: read the files it "
+               f"mentions, such as FORMS.md or scripts/…, with read_skill_file(skill=\"{name}\", path=…))\n\n{body}")
     return CompiledSkill(
         name=name, description=_one_line(description), path=str(path), format="skill.md",
         content_hash=digest or content_hash(text), version=str(front.get("version") or ""),
         keywords=_items(front.get("keywords") or front.get("tags")),
         system_prompt_section=section, allowed_tools=[str(t) for t in allowed], requires=_requires(requires),
         metadata={"frontmatter": front}, warnings=warnings,
+        model=str(front.get("modelOverride") or front.get("model") or ""), fallback_models=_items(front.get("fallbackModels")),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import weakref
+from pathlib import Path
 from typing import Any
 
 from clawkit.tools import Tool, ToolError
@@ -184,7 +185,12 @@ def load_skill(name: str, ctx: Any) -> str:
     if sk is None:
         known = ", ".join(s.name for s in reg.available()) or "none"
         raise ToolError(f"unknown skill {name!r}; available skills: {known}")
-    reasons = reg.unavailable_reason(name)
+    reasons = list(reg.unavailable_reason(name))
+    from .state import missing_tools
+
+    missing = missing_tools(getattr(ctx, "tools", None), sk)
+    if missing:
+        reasons.append(f"it needs tool(s) {', '.join(missing)}, which this agent's tools do not allow")
     if reasons:
         raise ToolError(f"skill {name!r} is unavailable here: {'; '.join(reasons)}")
     loaded = list(ctx.session.get(LOADED_KEY, []) or [])
@@ -198,3 +204,57 @@ def load_skill(name: str, ctx: Any) -> str:
             + (f" and its tools are available: {tools}." if tools else ".") + "\n\n" + sk.system_prompt_section)
 
 
+
+
+MAX_SKILL_FILE = 256_000  # bytes read_skill_file returns at most
+
+
+def skill_folder(sk: CompiledSkill) -> Path | None:
+    """The folder a ``SKILL.md`` skill lives in (its bundled files: ``FORMS.md``, ``scripts/…``);
+    None for a ``.claws`` file (one file, no folder of its own)."""
+    return Path(sk.path).resolve().parent if sk.format == "skill.md" else None
+
+
+def read_skill_file(skill: str, path: str, ctx: Any) -> str:
+    """Read a file bundled with a skill (read-only), wherever the skill is installed.
+
+    Args:
+        skill: the skill's name, exactly as listed.
+        path: the file's path inside the skill's folder, e.g. FORMS.md or scripts/fill.py.
+    """
+    reg = ctx.state.get("skills.registry") or registry_for(ctx)
+    sk = reg.get(skill)
+    if sk is None or reg.unavailable_reason(skill):
+        known = ", ".join(s.name for s in reg.available()) or "none"
+        raise ToolError(f"unknown or unavailable skill {skill!r}; available skills: {known}")
+    folder = skill_folder(sk)
+    if folder is None:
+        raise ToolError(f"skill {skill!r} is a single .claws file: it has no folder of bundled files")
+    target = (folder / path).resolve()
+    if target != folder and folder not in target.parents:
+        raise ToolError(f"{path!r} is outside the folder of skill {skill!r} ({folder})")
+    if not target.is_file():
+        raise ToolError(f"no file {path!r} in the folder of skill {skill!r} ({folder})")
+    data = target.read_bytes()[:MAX_SKILL_FILE]
+    return data.decode("utf-8", "replace")
+
+
+class SkillFileTool(Tool):
+    """``read_skill_file``, offered only while an active skill has a folder of bundled files."""
+
+    def offered(self, ctx: Any) -> bool:
+        from .state import active_skills
+
+        try:
+            return any(skill_folder(s) is not None for s in active_skills(ctx))
+        except Exception:
+            return False
+
+
+def skill_file_tool() -> SkillFileTool:
+    from dataclasses import fields
+
+    from clawkit.tools import tool_from_function
+
+    base = tool_from_function(read_skill_file, name="read_skill_file")
+    return SkillFileTool(**{f.name: getattr(base, f.name) for f in fields(Tool)})

@@ -7,7 +7,7 @@ import logging
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from clawkit.storage import declare, metrics_table, metrics_upsert
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,6 +35,9 @@ class SkillsConfig(BaseModel):
     index_limit: int = Field(40, ge=0, description="most skills listed in the compact index")
     write_telemetry: bool = Field(False, description="record skill-tool executions in the .claws TELEMETRY block")
     config: dict[str, Any] = Field(default_factory=dict, description="values SKILL.md `requires.config` keys are checked against")
+    routed_manifests: Literal["guide", "ask"] = Field(
+        "guide", description="a skill the router only matched: its manifest guides (guide), or a call it would not "
+        "allow is asked of the user first (ask) — never a silent veto of a tool the agent lists")
 
 
 # --- registry per agent ------------------------------------------------------------------------
@@ -102,13 +105,32 @@ def release(*owners: Any) -> None:
             reg.stop_watching()
 
 
-SKILLS_GROUP = ("load_skill", "skill_*")  # what `tools: [skills]` admits
+SKILLS_GROUP = ("load_skill", "read_skill_file", "skill_*")  # what `tools: [skills]` admits
+
+
+#: Agent Skills / Claude tool names in ``allowed-tools`` and the clawkit tools they mean
+AGENT_SKILLS_TOOLS = {"read": "read_file", "write": "write_file", "edit": "edit_file", "multiedit": "edit_file",
+                      "bash": "shell_exec", "glob": "glob", "grep": "grep", "ls": "list_dir",
+                      "webfetch": "web_fetch", "websearch": "web_search"}
 
 
 def needed_tools(skill: CompiledSkill) -> list[str]:
-    """Agent tools a skill needs (``requires.tools``, in a SKILL.md or a .claws manifest)."""
+    """Agent tools a skill needs: ``requires.tools`` (a SKILL.md or a .claws manifest) and a SKILL.md's
+    ``allowed-tools`` (``Bash(git:*)`` → ``shell_exec``, ``Read`` → ``read_file``, or clawkit names)."""
     # a .claws manifest's `tools` says what the skill uses, often optional: only `requires.tools` gates
-    return list(skill.requires.get("tools", []))
+    out = list(skill.requires.get("tools", []))
+    if skill.format == "skill.md":
+        for entry in skill.allowed_tools:
+            name = entry.split("(", 1)[0].strip()
+            tool = AGENT_SKILLS_TOOLS.get(name.lower().replace("_", ""), name if name.islower() else None)
+            if tool and tool not in out:
+                out.append(tool)
+    return out
+
+
+def missing_tools(tools: Any, skill: CompiledSkill) -> list[str]:
+    """The tools ``skill`` needs that the agent's ``tools:`` allowlist does not allow."""
+    return [t for t in needed_tools(skill) if tools is None or not tools.allowed(t)]
 
 
 def admitted(tools: Any, skill: CompiledSkill) -> bool:
@@ -119,7 +141,7 @@ def admitted(tools: Any, skill: CompiledSkill) -> bool:
         return False
     if not (tools.allowed("load_skill") or any(tools.allowed(td.name) for td in skill.tool_definitions)):
         return False
-    return all(tools.allowed(t) for t in needed_tools(skill))
+    return not missing_tools(tools, skill)
 
 
 def active_skills(ctx: Any, reg: SkillRegistry | None = None) -> list[CompiledSkill]:
@@ -128,14 +150,23 @@ def active_skills(ctx: Any, reg: SkillRegistry | None = None) -> list[CompiledSk
     reg = reg or ctx.state.get("skills.registry") or registry_for(ctx)
     cfg = settings(ctx.agent)
     route = ctx.state.get("route") or {}
-    names: list[str] = list(cfg.always) + list(route.get("skills") or []) + list(ctx.session.get(LOADED_KEY, []) or [])
-    names += ctx.state.get("skills.loaded_now", [])
+    names: list[str] = list(cfg.always) + dispatched_skills(ctx) + list(route.get("skills") or [])
+    names += list(ctx.session.get(LOADED_KEY, []) or []) + ctx.state.get("skills.loaded_now", [])
     out: list[CompiledSkill] = []
     for n in names:
         sk = reg.get(n)
         if sk is not None and sk not in out and not reg.unavailable_reason(n) and admitted(getattr(ctx, "tools", None), sk):
             out.append(sk)
     return out
+
+
+def dispatched_skills(ctx: Any) -> list[str]:
+    """In a sub-agent's session: the skills its parent's router dispatched it for (session metadata
+    ``subagent.skills``, written by the sub-agents plugin). The child works with them *bound*:
+    their sections in its prompt, their tools offered, their manifests binding its calls."""
+    session = getattr(ctx, "session", None)
+    meta = session.get("subagent") if session is not None else None
+    return [str(n) for n in (meta.get("skills") or [])] if isinstance(meta, dict) else []
 
 
 def binding_skills(ctx: Any, active: list[CompiledSkill]) -> list[CompiledSkill]:
@@ -147,6 +178,7 @@ def binding_skills(ctx: Any, active: list[CompiledSkill]) -> list[CompiledSkill]
     the sub-agents plugin before it is spawned."""
     cfg = settings(ctx.agent)
     chosen = set(cfg.always) | set(ctx.session.get(LOADED_KEY, []) or []) | set(ctx.state.get("skills.loaded_now", []))
+    chosen |= set(dispatched_skills(ctx))
     return [s for s in active if s.name in chosen]
 
 
@@ -154,6 +186,19 @@ def binding_requests(ctx: Any, reg: SkillRegistry | None = None, active: list[Co
     """``ctx.state["capability_requests"]``: the permission items of the binding skills, each with its ``skill``."""
     active = active_skills(ctx, reg) if active is None else active
     return [dict(item) for s in binding_skills(ctx, active) for item in s.capability_requests]
+
+
+ADVISORY_KEY = "advisory_capability_requests"
+
+
+def advisory_requests(ctx: Any, active: list[CompiledSkill]) -> list[dict[str, Any]]:
+    """``ctx.state["advisory_capability_requests"]`` with ``routed_manifests: ask``: the permission
+    items of the active skills that do *not* bind (routed ones), each with its ``skill``. The
+    shield asks the user before a call one of them would refuse; it never blocks on them."""
+    if settings(ctx.agent).routed_manifests != "ask":
+        return []
+    binding = {s.name for s in binding_skills(ctx, active)}
+    return [dict(item) for s in active if s.name not in binding for item in s.capability_requests]
 
 
 def available_skills(ctx: Any) -> list[CompiledSkill]:
@@ -212,3 +257,12 @@ def bump(store: Any, metric: str, by: float = 1.0) -> None:
         log.debug("skills metrics: %r", exc)
 
 
+
+
+def reload_failure_line(data: dict[str, Any]) -> str:
+    """One line for the user about a skill file that did not compile (a ``skills.error`` event)."""
+    where = f"{data.get('file')}:{data.get('line')}" if data.get("line") else str(data.get("file"))
+    block = f" ({data.get('block')})" if data.get("block") else ""
+    kept = data.get("kept")
+    after = f"the last good version of {kept} stays active" if kept else "it is not available"
+    return f"skill file {where}{block} did not load: {data.get('message')}; {after}"

@@ -160,10 +160,22 @@ def schema_problems(schema: dict[str, Any], text: str) -> str | None:
     return "; ".join(f"{'.'.join(map(str, e.absolute_path)) or 'the value'}: {e.message[:160]}" for e in errors)
 
 
-def _dispatch_record(agent: str, step_id: str, task: str) -> dict[str, Any]:
-    """The dispatch as a CT/1 message in its mapping shape (``CT/1 TASK subagent agent=… task=… goal=…``):
-    the translation device encodes it without parsing text."""
-    return {"verb": "TASK", "action": "subagent", "params": {"agent": agent, "task": step_id, "goal": task}}
+def _dispatch_record(agent: str, step_id: str, task: str, skills: list[str] = ()) -> dict[str, Any]:
+    """The dispatch as a CT/1 message in its mapping shape (``CT/1 TASK subagent agent=… task=… goal=…
+    skills=…``): the translation device encodes it without parsing text (and decodes it at the child)."""
+    params = {"agent": agent, "task": step_id, "goal": task}
+    if skills:
+        params["skills"] = ",".join(skills)
+    return {"verb": "TASK", "action": "subagent", "params": params}
+
+
+def _routed_skills(ctx: Any, step_id: str) -> list[str]:
+    """The skills the router chose for this dispatched call (none for a call the model made):
+    the child works with them bound — their sections, tools and manifests."""
+    from .dispatch import ROUTED_KEY
+
+    routed = (ctx.state.get(ROUTED_KEY) or {}).get(step_id) or {}
+    return [str(n) for n in routed.get("skills") or []]
 
 
 async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_id: str | None = None) -> Outcome:
@@ -191,8 +203,9 @@ async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_i
         ctx.emit("subagent.end", agent=name, call_id=step_id, status=out.status, error=out.error)
         return out
     kin = lineage(child)
-    sent = await parent.send(ctx, "routed", task, None, to=name, ct1=_dispatch_record(name, step_id, task), dispatch=True,
-                             agent=name)
+    skills = _routed_skills(ctx, step_id)
+    sent = await parent.send(ctx, "routed", task, None, to=name, ct1=_dispatch_record(name, step_id, task, skills),
+                             dispatch=True, agent=name)
     if sent.cancelled:
         release(ctx)
         out.status, out.error = "vetoed", f"a plugin vetoed handing this task to sub-agent {name!r}"
@@ -203,6 +216,7 @@ async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_i
     session.set("subagent", {"agent": name, "parent_agent": parent.config.name, "parent_session": ctx.session.id,
                              "parent_run_id": ctx.run_id, "parent_step_id": step_id, "trace_id": ctx.trace_id,
                              "depth": kin.depth, "tools": kin.tools, "dispatch": record, "confinement": confinement(child),
+                             "skills": skills,
                              "transport": sent.metadata.get("transport", "text")})  # committed with the child's first message
     out.session_id = session.id
     _TREES[session.id] = ctx.state["subagents.tree"]  # the child's own children count against this tree

@@ -16,6 +16,9 @@ How it plugs in:
   streaming included (see :mod:`clawkit_translation.scrubber`); a ``routed``
   outbound carrying ``metadata["ct1"]`` to another agent (``target`` or
   ``metadata["to"]``) is encoded as ClawDense.
+* ``before_llm_call`` / ``llm_call_failed`` — the route's model choice (a skill's or profile's
+  ``modelOverride``, ``escalation`` on low confidence) replaces the agent's model; a failed
+  call moves to the next model of the fallback chain.
 * ``register_commands`` — ``clawkit translation stats | savings | route TEXT``.
 
 The codec (:mod:`.ct1`, :mod:`.clawdense`) is usable on its own:
@@ -68,6 +71,12 @@ def message_received(ctx, message):
 def before_llm_call(ctx, request):
     """A routed profile with a ``tools`` allowlist narrows the request's tools."""
     return _device().before_llm_call(ctx, request)
+
+
+@hookimpl
+def llm_call_failed(ctx, request, error):
+    """A routed model failed: the next model of the route's fallback chain answers instead."""
+    return _device().llm_call_failed(ctx, request, error)
 
 
 @hookimpl

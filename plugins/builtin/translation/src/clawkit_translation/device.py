@@ -36,24 +36,42 @@ ROUTE_META_KEY = "translation.route"
 
 
 class ProfileConfig(BaseModel):
-    """One profile's settings: a tool allowlist for its turns and a prompt text."""
-
-    model_config = ConfigDict(extra="forbid")
+    """One profile's settings: a tool allowlist for its turns, a prompt text, a sub-agent, a model."""
 
     tools: list[str] | None = Field(None, description="tool names (globs) this profile may use; null: no restriction")
     prompt: str = Field("", description="text added to the system prompt on this profile's turns")
     subagent: str | None = Field(None, description="a sub-agent (declared under subagents:) that confident routes to "
                                  "this profile are dispatched to instead of the agent's own model")
+    model: str | None = Field(None, alias="modelOverride", description="the model this profile's confident turns use "
+                              "(wins over the agent's model)")
+    fallback_models: list[str] = Field(default_factory=list, alias="fallbackModels",
+                                       description="models tried in order when the chosen one fails")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class EscalationConfig(BaseModel):
+    """A stronger model for turns the router is unsure about."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="the stronger model")
+    below: float = Field(0.5, ge=0, le=1, description="route confidence below which the turn escalates")
 
 
 class TranslationConfig(BaseModel):
     """``plugins: {translation: {...}}`` in the agent YAML."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     route: bool = Field(True, description="classify each inbound message (encode_inbound)")
     scrub: bool = Field(True, description="strip transport artifacts from every delivery (decode_outbound)")
     min_confidence: float = Field(0.35, ge=0, le=1, description="below this, a route restricts nothing and adds no profile text")
+    dispatch_threshold: float = Field(0.7, ge=0, le=1, description="least route confidence that dispatches to a profile's "
+                                      "sub-agent (the seed's 0.7)")
+    escalation: EscalationConfig | None = Field(None, description="a stronger model for low-confidence routes")
+    fallback_models: list[str] = Field(default_factory=list, alias="fallbackModels",
+                                       description="models tried in order when a routed model fails")
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict, description="per-profile tools allowlist and prompt text")
     keywords: dict[str, list[str]] = Field(default_factory=dict, description="extra routing keywords per profile")
     skill_keywords: dict[str, list[str]] = Field(default_factory=dict, description="routing keywords per skill name")
@@ -171,8 +189,9 @@ def _build_skill_infos(listed: list[Any], cfg: TranslationConfig) -> list[SkillI
     for sk in listed:
         if sk.name not in infos:
             kws = tuple(cfg.skill_keywords.get(sk.name, ())) + tuple(getattr(sk, "keywords", None) or ())
-            desc = f"{sk.description} {getattr(sk, 'trigger', '') or ''}"
-            infos[sk.name] = SkillInfo(sk.name, desc, kws, float(getattr(sk, "weight", 1.0) or 1.0))
+            infos[sk.name] = SkillInfo(sk.name, str(sk.description or ""), kws, float(getattr(sk, "weight", 1.0) or 1.0),
+                                       str(getattr(sk, "trigger", "") or ""), str(getattr(sk, "source", "") or ""),
+                                       str(getattr(sk, "model", "") or ""), tuple(getattr(sk, "fallback_models", ()) or ()))
     for name, kws in cfg.skill_keywords.items():
         if name not in infos:
             infos[name] = SkillInfo(name, "", tuple(kws))
@@ -187,11 +206,39 @@ def route_message(text: str, cfg: TranslationConfig | None = None, skills: list[
     cfg = cfg or TranslationConfig()
     router = router_for(cfg)
     intent, profile, confidence = router.classify(text)
-    chosen = router.match_skills(text, skills, cfg.max_skills) if skills else []
+    sure = profile if confidence >= cfg.min_confidence or profile == "conversation" else None
+    chosen = router.match_skills(text, skills, cfg.max_skills, sure) if skills else []
     pc = cfg.profiles.get(profile)
     if pc is not None and pc.tools is not None and confidence >= cfg.min_confidence:
         tools = [t for t in tools if t in cfg.always_tools or any(fnmatch.fnmatchcase(t, p) for p in pc.tools)]
-    return Route(intent, profile, confidence, chosen, list(tools))
+    route = Route(intent, profile, confidence, chosen, list(tools))
+    route.model, route.fallback_models, route.model_reason = choose_model(cfg, profile, confidence, chosen, skills)
+    return route
+
+
+def choose_model(cfg: TranslationConfig, profile: str, confidence: float, chosen: list[str],
+                 skills: list[SkillInfo] = ()) -> tuple[str | None, list[str], str | None]:
+    """(model, fallback chain, why) for a routed turn, or (None, [], None): the agent's model.
+
+    A routed skill's ``modelOverride`` first, then the confident profile's ``modelOverride``;
+    a route less confident than ``escalation.below`` escalates to the stronger model. The
+    fallback chain is the skill's, else the profile's, then the device's ``fallbackModels``."""
+    by_name = {s.name: s for s in skills}
+    model, why, chain = None, None, []
+    for name in chosen:
+        sk = by_name.get(name)
+        if sk is not None and sk.model:
+            model, why, chain = sk.model, f"skill:{name}", list(sk.fallback_models)
+            break
+    pc = cfg.profiles.get(profile)
+    if model is None and pc is not None and pc.model and confidence >= cfg.min_confidence:
+        model, why, chain = pc.model, f"profile:{profile}", list(pc.fallback_models)
+    if cfg.escalation is not None and confidence < cfg.escalation.below:
+        model, why = cfg.escalation.model, f"escalation:{confidence:g}<{cfg.escalation.below:g}"
+    if model is None:
+        return None, [], None
+    chain += [m for m in cfg.fallback_models if m not in chain and m != model]
+    return model, chain, why
 
 
 def register_config(register):
@@ -206,6 +253,10 @@ def message_received(ctx, message):
     visible = [t.name for t in ctx.tools.visible()]
     infos = _skill_infos(ctx, cfg)
     route = route_message(message.content, cfg, infos, visible).as_dict()
+    decoded = _decode_dispatch(ctx)
+    if decoded is not None:  # a sub-agent's turn: the skills its parent dispatched it for come first
+        sent = [n.strip() for n in str(decoded["params"].get("skills") or "").split(",") if n.strip()]
+        route["skills"] = sent + [n for n in route["skills"] if n not in sent]
     elapsed_us = round((time.perf_counter() - t0) * 1e6, 1)
     dispatch = plan_dispatch(message.content, cfg, route, infos)
     if dispatch:
@@ -220,6 +271,29 @@ def message_received(ctx, message):
             counts.append(("dispatch_multi", 1.0))
     metrics.bump_with_turn(ctx.session.store, "routed", 1.0, *counts)
     return None
+
+
+DISPATCH_KEY = "translation.dispatch"  # turn state in a sub-agent: the decoded dispatch record
+
+
+def _decode_dispatch(ctx: Any) -> dict[str, Any] | None:
+    """In a sub-agent's session, the parent's dispatch record (session metadata ``subagent``:
+    ``dispatch`` text, ``transport``) decoded from ClawDense with this agent's lexicon — into
+    turn state ``translation.dispatch`` and a ``translation.decoded`` event. None elsewhere, or
+    when the record is not ClawDense (it then stays as stored; an undecodable one is reported)."""
+    meta = ctx.session.get("subagent")
+    if not isinstance(meta, dict) or meta.get("transport") != "clawdense" or not meta.get("dispatch"):
+        return None
+    try:
+        message = decode_from_transport(ctx, str(meta["dispatch"]))
+    except (CT1Error, ValueError) as exc:
+        ctx.emit("translation.decode_failed", error=str(exc)[:200])
+        return None
+    decoded = message.to_dict()
+    decoded.setdefault("params", {})
+    ctx.state[DISPATCH_KEY] = decoded
+    ctx.emit("translation.decoded", **decoded)
+    return decoded
 
 
 _CLAUSES = re.compile(r"\s*(?:;|\n+|(?<=[.!?])\s+|,?\s+\band\s+(?:then\s+|also\s+)?)\s*", re.I)
@@ -243,15 +317,15 @@ def plan_dispatch(text: str, cfg: TranslationConfig, route: dict[str, Any],
         items = []
         for part in parts:
             intent, profile, confidence = router.classify(part)
-            if profile not in targets or confidence < cfg.min_confidence:
+            if profile not in targets or confidence < cfg.dispatch_threshold:
                 items = []
                 break
-            chosen = router.match_skills(part, skills, cfg.max_skills) if skills else []
+            chosen = router.match_skills(part, skills, cfg.max_skills, profile) if skills else []
             items.append({"agent": targets[profile], "task": part, "intent": intent, "profile": profile, "skills": chosen})
         if len({i["intent"] for i in items}) > 1:
             return items
     profile = route.get("profile")
-    if profile in targets and route.get("confidence", 0) >= cfg.min_confidence:
+    if profile in targets and route.get("confidence", 0) >= cfg.dispatch_threshold:
         return [{"agent": targets[profile], "task": text, "intent": route.get("intent"), "profile": profile,
                  "skills": list(route.get("skills") or [])}]
     return []
@@ -325,6 +399,11 @@ def _restricting_profile(ctx: Any, cfg: TranslationConfig) -> ProfileConfig | No
 
 def before_llm_call(ctx, request):
     cfg = settings(ctx.agent)
+    route = ctx.state.get("route")
+    if route and route.get("model"):  # the device's model choice wins over the agent's default
+        request.model = route["model"]
+        if route.get("fallback_models"):
+            request.metadata["fallback_models"] = list(route["fallback_models"])
     if not cfg.profiles:  # no profile restricts tools: nothing to do
         return None
     pc = _restricting_profile(ctx, cfg)
@@ -342,6 +421,17 @@ def before_llm_call(ctx, request):
         ctx.state["translation.filtered_emitted"] = True
         ctx.emit("translation.tools_filtered", profile=ctx.state["route"]["profile"], removed=removed)
     return None
+
+
+def llm_call_failed(ctx, request, error):
+    """The next model of the fallback chain (``request.metadata["fallback_models"]``), unless the
+    failure is one a fallback cannot help (the context overflowed: compaction's; text already shown)."""
+    chain = request.metadata.get("fallback_models")
+    if not chain or getattr(error, "context_overflow", False) or getattr(error, "kind", "") == "stream_cut":
+        return None
+    failed, request.model = request.model, chain.pop(0)
+    ctx.emit("translation.model_fallback", failed=failed, model=request.model, kind=getattr(error, "kind", None))
+    return True
 
 
 class ProfilePromptContributor(PromptContributor):

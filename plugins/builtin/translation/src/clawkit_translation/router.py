@@ -4,7 +4,10 @@ One pass of a precompiled keyword/phrase regex scores every intent; each intent
 belongs to a profile (research, system, coder, memory, browser, automation,
 conversation). Confidence is the winner's share of the evidence, so one weak
 hint gives a low confidence and several agreeing hints a high one. Skills are
-matched by their name, their description and configured keywords.
+matched by their name, configured keywords, their Vibe ``Trigger`` (the words of its
+positive clauses, stemmed) and description, with a bonus when the skill serves the
+message's profile; several matching skills of one profile: the workspace's beats the
+user's beats a bundled one (the lower one is shadowed).
 """
 
 from __future__ import annotations
@@ -117,20 +120,64 @@ class Route:
     confidence: float
     skills: list[str] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
+    model: str | None = None  # the model this turn uses (None: the agent's)
+    fallback_models: list[str] = field(default_factory=list)
+    model_reason: str | None = None  # skill:<name> | profile:<name> | escalation:…
 
     def as_dict(self) -> dict[str, Any]:
-        return {"intent": self.intent, "profile": self.profile, "confidence": self.confidence,
-                "skills": list(self.skills), "tools": list(self.tools)}
+        out = {"intent": self.intent, "profile": self.profile, "confidence": self.confidence,
+               "skills": list(self.skills), "tools": list(self.tools)}
+        if self.model:
+            out.update(model=self.model, fallback_models=list(self.fallback_models), model_reason=self.model_reason)
+        return out
 
 
 @dataclass(frozen=True)
 class SkillInfo:
-    """What the router knows of a skill: a name, one line, optional keywords and weight."""
+    """What the router knows of a skill: a name, one line, optional keywords and weight, its
+    Vibe ``trigger`` and where it was found (``source``: workspace, path, user, plugin:…)."""
 
     name: str
     description: str = ""
     keywords: tuple[str, ...] = ()
     weight: float = 1.0
+    trigger: str = ""
+    source: str = ""
+    model: str = ""
+    fallback_models: tuple[str, ...] = ()
+
+
+def source_rank(source: str) -> int:
+    """Precedence of a skill's source when several match: workspace 0, extra path 1, user 2,
+    bundled (``plugin:…``, unknown) 3."""
+    return {"workspace": 0, "path": 1, "user": 2}.get(source, 3)
+
+
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ers", "er", "ies", "ied", "ed", "es", "s", "ly")
+
+
+def stem(word: str) -> str:
+    """A crude stem, applied alike to a trigger's words and a message's: ``reminder`` and
+    ``remind``, ``scheduling`` and ``schedule``, ``screenshots`` and ``screenshot`` meet."""
+    for suf in _SUFFIXES:
+        if word.endswith(suf) and len(word) - len(suf) >= 4:
+            word = word[: -len(suf)]
+            break
+    return word[:-1] if len(word) > 4 and word.endswith("e") else word
+
+
+# words every trigger sentence has ("User asks to …") and a clause that negates the rest
+_TRIGGER_STOP = set("user users ask asks asked want wants wanted request requests requested need needs something "
+                    "anything someone when whenever perform performs".split())
+_NEGATION = re.compile(r"\b(?:doesn't|does not|don't|do not|isn't|is not|not|never|unless|except|other than|rather than)\b"
+                       r"[^.;]*", re.I)
+
+
+def trigger_terms(text: str) -> set[str]:
+    """The stems of a trigger's positive clauses: the words after a negation ("…or the intent
+    doesn't clearly match web search, code…") describe what the skill is *not* for."""
+    positive = _NEGATION.sub(" ", text)
+    return {stem(w) for w in _WORD.findall(positive.lower()) if len(w) >= 3 and w not in _STOP and w not in _TRIGGER_STOP}
 
 
 def words(text: str) -> set[str]:
@@ -172,7 +219,7 @@ class IntentRouter:
                     table.setdefault(kw.lower().strip(), []).append((intent, 3.0))
             self.pattern = _keyword_pattern(table)
             self.table = table
-        self._skill_cache: dict[SkillInfo, tuple[set[str], list[set[str]], set[str]]] = {}
+        self._skill_cache: dict[SkillInfo, tuple[set[str], list[set[str]], set[str], set[str], str | None]] = {}
 
     def scores(self, text: str) -> dict[str, float]:
         # a long paste is routed by its head: keeps the worst case well under 1 ms
@@ -205,29 +252,53 @@ class IntentRouter:
 
     # skills ------------------------------------------------------------------------------
 
-    def match_skills(self, text: str, skills: Iterable[SkillInfo], limit: int = 2) -> list[str]:
-        """Names of the skills ``text`` is about, best first (at most ``limit``)."""
-        msg = words(text[:MAX_CHARS])
-        ranked: list[tuple[float, str]] = []
+    def match_skills(self, text: str, skills: Iterable[SkillInfo], limit: int = 2, profile: str | None = None) -> list[str]:
+        """Names of the skills ``text`` is about, best first (at most ``limit``).
+
+        Evidence: every name part (3), a keyword phrase (3 each), trigger words (1.5 each, at
+        most 3), description words (1 each, at most 3); when there is name, keyword or trigger
+        evidence and the skill serves the message's ``profile`` (its own text routes there), 1.5
+        more. 2 is enough. Matches are ordered by source (workspace, path, user, bundled), then
+        score; a match from a lower source serving the same profile as a kept one is shadowed."""
+        raw = text[:MAX_CHARS]
+        msg = words(raw)
+        msg_stems = {stem(w) for w in msg}
+        ranked: list[tuple[int, float, str, str | None]] = []
         for sk in skills:
-            name_parts, phrases, desc = self._skill_terms(sk)
+            name_parts, phrases, desc, trig, sk_profile = self._skill_terms(sk)
             score = 0.0
             if name_parts and name_parts <= msg:
                 score += 3.0
             for ph in phrases:
                 if ph <= msg:
                     score += 3.0
+            score += min(len(trig & msg_stems), 3) * 1.5
+            if score and profile is not None and sk_profile == profile:
+                score += 1.5
             score += min(len(desc & msg), 3) * 1.0
             if score >= 2.0:
-                ranked.append((score * max(sk.weight, 0.1), sk.name))
-        ranked.sort(key=lambda x: (-x[0], x[1]))
-        return [n for _, n in ranked[:limit]]
+                ranked.append((source_rank(sk.source), -score * max(sk.weight, 0.1), sk.name, sk_profile))
+        ranked.sort()
+        chosen: list[str] = []
+        served: dict[str, int] = {}
+        for rank, _neg, name, sk_profile in ranked:
+            if sk_profile is not None and served.get(sk_profile, rank) < rank:
+                continue  # a higher source's skill does this job
+            if sk_profile is not None:
+                served.setdefault(sk_profile, rank)
+            chosen.append(name)
+        return chosen[:limit]
 
-    def _skill_terms(self, sk: SkillInfo) -> tuple[set[str], list[set[str]], set[str]]:
+    def _skill_terms(self, sk: SkillInfo) -> tuple[set[str], list[set[str]], set[str], set[str], str | None]:
         cached = self._skill_cache.get(sk)
         if cached is None:
             name_parts = {w for w in words(re.sub(r"[-_.]", " ", sk.name)) if w not in _STOP}
             phrases = [words(k) - _STOP for k in sk.keywords if words(k) - _STOP]
             desc = {w for w in words(sk.description) if len(w) >= 4 and w not in _STOP}
-            cached = self._skill_cache[sk] = (name_parts, phrases, desc)
+            trig = trigger_terms(sk.trigger)
+            sk_profile = None
+            if sk.trigger or sk.description:
+                _intent, p, conf = self.classify(f"{sk.description}. {_NEGATION.sub(' ', sk.trigger)}")
+                sk_profile = p if conf >= 0.35 or p == "conversation" else None
+            cached = self._skill_cache[sk] = (name_parts, phrases, desc, trig, sk_profile)
         return cached

@@ -7,6 +7,13 @@ What is removed (outside fenced code blocks only):
 * a line of ClawDense whose head carries a known opcode or a hand-off
   (``?web:s q=…``, ``<=@fs:r …``, ``>>$sub(researcher) …``), or a symbolic verb
   sigil followed by ``key=value`` parameters only (``!! code=timeout``);
+* a line that is ClawDense by the notation's grammar (:data:`_NOTATION`, from the public
+  clawdense-notation document and docs/ct1-clawdense.md): one or more operations
+  ``PREFIX name[:op](args)`` (prefixes ``!`` ``@`` ``?`` ``::`` ``>>`` ``<<`` ``!!``), each
+  optionally followed by ``[state]`` or ``key=value`` parameters, then an optional
+  ``-> result`` and ``# comment``; a verb sigil (``<=`` ``~`` ``ok`` ``[]``) may lead.
+  ``@`` and ``?`` need a ``domain:op`` name (``@fs:r``), other prefixes a name with
+  arguments or a ``domain:op`` — so ``@alice: hi``, ``?`` or ``!important: …`` stay prose;
 * routing annotations ``[ClawTalk routing: …]`` / ``[CT/1 …]``, as a whole line
   or inline (with the spaces after them).
 
@@ -38,9 +45,31 @@ _CODE = r"(?:[?@!][a-z]+:[a-z0-9]+|\$sub\([A-Za-z0-9_.\-]+\))"
 _DENSE_OP = regex.compile(rf"[ \t]{{0,3}}(?P<sigil><=|>>|~|\.|!!|ok|\[\])?(?P<code>{_CODE})(?:[ \t][^\n]*)?")
 # D2: a symbolic sigil (optionally with :action) followed by parameters
 _DENSE_KV = regex.compile(r"[ \t]{0,3}(?:<=|>>|!!|~|\[\])(?::[A-Za-z_][\w.\-]*)?[ \t]+[^\n]*")
+# The notation's grammar (a whole line). name = identifier, op = name(:name)*; strings in either
+# quote; arguments nest; an operation needs arguments or a domain:op name (see the module doc).
+_NOTATION = regex.compile(r"""
+  (?(DEFINE)
+    (?<str> "(?:[^"\\\n]|\\.)*" | '(?:[^'\\\n]|\\.)*' )
+    (?<args> \( (?: [^()"'\n] | (?&str) | (?&args) )* \) )
+    (?<id> \$?[A-Za-z_][\w\-]* )
+    (?<qual> (?&id) (?: :[A-Za-z_][\w\-]* )+ )
+    (?<op> (?: (?:!!|::|>>|<<|!) (?: (?&qual) | (?&id) ) (?&args)
+             | [@?] (?&qual) (?&args)?
+             | ! (?&qual)
+             | !! [A-Za-z]\w*_\w* ) )
+    (?<state> \[ [^\]\n]{0,64} \] )
+    (?<kv> [A-Za-z_][\w.\-]*(?:=|:[ \t]*)(?: (?&str) | [^\s"',()]+ ),? )
+    (?<result> (?&str) | (?&state) | \$?[\w.\-]+ )
+  )
+  [ \t]{0,3} (?: (?:<=|~|ok|\[\]) [ \t]* )?
+  (?&op) (?: [ \t]+ (?: (?&op) | (?&state) | (?&kv) ) )*
+  (?: [ \t]* -> [ \t]* (?&result) )?
+  (?: [ \t]+ \# [^\n]* )?
+  [ \t]*
+""", regex.VERBOSE)
 # Every artifact above needs one of these (a CT/1 header, a "[", an opcode or hand-off code, a
 # symbolic sigil at a line start): text without any of them comes out of the scrubber unchanged.
-_MAYBE = regex.compile(r"CT/1|\[|\$sub\(|[?@!][a-z]+:[a-z0-9]|(?m:^[ \t]{0,3}(?:<=|>>|!!|~))")
+_MAYBE = regex.compile(r"CT/1|\[|\$sub\(|[?@!][a-z]+:[a-z0-9]|(?m:^[ \t]{0,3}(?:<=|>>|<<|!!|~|::|ok[?@!]|[!@?]\$?[A-Za-z_]))")
 _SEP = regex.compile(r"[ \t\r]*---[ \t\r]*")
 _FENCE = regex.compile(r" {0,3}(```+|~~~+)")
 
@@ -85,6 +114,8 @@ class OutboundScrubber:
             return "ct1"
         if _ANN_LINE.fullmatch(line):
             return "annotation"
+        if _NOTATION.fullmatch(line):
+            return "dense"
         m = _DENSE_OP.fullmatch(line)
         if m and (m.group("code").startswith("$sub(") or m.group("code") in self.opcodes):
             return "dense"
@@ -102,7 +133,7 @@ class OutboundScrubber:
         if self.after_header and _SEP.fullmatch(partial, partial=True):
             return True
         return any(
-            p.fullmatch(partial, partial=True) is not None for p in (_CT1, _ANN_LINE, _DENSE_OP, _DENSE_KV)
+            p.fullmatch(partial, partial=True) is not None for p in (_CT1, _ANN_LINE, _DENSE_OP, _DENSE_KV, _NOTATION)
         )
 
     # the state machine ----------------------------------------------------------------

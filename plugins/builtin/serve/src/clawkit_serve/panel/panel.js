@@ -94,7 +94,7 @@ async function sessionsView() {
     } catch (e) { showError(e); }
   } } }, el("strong", {}, "New session:"), agentSel, text, el("button", { type: "submit" }, "Send"));
   const rows = sessions.map((s) => el("tr", {},
-    el("td", {}, el("a", { href: "#/session/" + s.id, class: "session-link" }, s.id)), el("td", {}, s.agent),
+    el("td", {}, el("a", { href: "#/session/" + s.id, class: "session-link", title: s.id }, s.label || s.id)), el("td", {}, s.agent),
     el("td", {}, s.messages), el("td", {}, when(s.updated)), el("td", {}, s.busy ? el("span", { class: "badge warn" }, "running") : "")));
   main().replaceChildren(el("h2", {}, "Sessions"), form,
     el("table", { id: "sessions" }, el("tr", {}, ["session", "agent", "messages", "updated", ""].map((h) => el("th", {}, h))), rows));
