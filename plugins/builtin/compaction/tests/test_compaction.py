@@ -84,7 +84,11 @@ def test_200_turn_session_never_exceeds_the_window(make_agent):
     assert max(request_tokens(q, counter) for q in model_requests) <= WINDOW * 0.85
     after = [e["data"] for e in agent.store.events(sid, "compaction.after")]
     assert len(after) >= 5 and all(a["tokens_after"] < a["tokens_before"] for a in after)
-    assert all(a["method"] == "summary" and a["persisted"] for a in after)
+    # (issue 29: the summary is prepared in the background; a threshold crossing before it is ready
+    # truncates that request only, never persisted)
+    assert all(a["method"] in ("summary", "truncate") for a in after)
+    assert all(a["persisted"] for a in after if a["method"] == "summary")
+    assert sum(a["method"] == "summary" for a in after) >= 5
     history = agent.store.messages(sid)
     assert history[0].metadata[SUMMARY_FLAG] and history[0].content.startswith("[Summary of")
     assert len(history) < 60
