@@ -229,8 +229,10 @@ def test_dedicated_summarizer_model(make_agent):
     for i in range(30):
         sid = agent.run(user_text(i), session_id=sid).session_id
     assert seen and set(seen) == {"cheap/mini"} and summarizer.requests
-    if len(summarizer.requests) > 1:  # long old parts are summarized in chunks, each folding in the summary so far
-        assert summarizer.requests[1].messages[0].content.startswith("Previous summary:\nCheap summary")
+    if len(summarizer.requests) > 1:  # the summary so far is folded in: as the previous chunk's summary, or (a later
+        # compaction; issue 29's background summaries start earlier, on shorter old parts) as the summary message
+        later = summarizer.requests[1].messages[0].content
+        assert later.startswith("Previous summary:\nCheap summary") or "[previous summary]\n[Summary of" in later
     assert summarizer.requests[0].model == "cheap/mini"
     assert not any(is_summary_request(q) for q in main.requests)
     assert "Cheap summary of the start." in agent.store.messages(sid)[0].content

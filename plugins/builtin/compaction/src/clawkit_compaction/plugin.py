@@ -49,7 +49,7 @@ class CompactionConfig(BaseModel):
     background: bool = Field(True, description="prepare the summary in the background from prepare_share of the threshold "
                                                "on; the turn crossing the threshold never waits for the summarizer (it "
                                                "truncates when the summary is not ready). false: summarize at the threshold, waiting")
-    prepare_share: float = Field(0.8, gt=0, le=1, description="share of the threshold past which the summary is prepared")
+    prepare_share: float = Field(0.6, gt=0, le=1, description="share of the threshold past which the summary is prepared")
 
     @field_validator("model", mode="before")
     @classmethod
