@@ -11,15 +11,23 @@ request with the same short streamed text.
   a fresh workspace per run) against ``llm -m scripted hi`` (llm alone in its own venv,
   configured through ``extra-openai-models.yaml``, logging to its own SQLite as it does by
   default). Whole process: CPU (user + system, from ``wait4``), wall, peak RSS.
+* later one-shot runs (issue 29): the same command in ONE workspace that already holds
+  ``--stored`` (default 20) earlier sessions, made by as many ``clawkit run`` calls before the
+  measurement, and a ``MEMORY.md``; the prompt asks about something MEMORY.md holds, so
+  memory's recall has work to do on every measured run (llm gets the same prompt).
 * chat: ``clawkit chat agent.yaml`` and ``llm chat -m scripted``, one line on stdin; time
   from launch to the first byte of the streamed answer on stdout.
+
+The baseline is llm when its executable is found (``--llm``), else the kernel alone
+(``CLAWKIT_LOAD_PLUGINS=""``: no plugin, the kernel's native provider); the output says which.
 
 Runs are interleaved (clawkit, llm, llm, clawkit, …) so load hits both alike; the figures
 are medians, and the ratios are clawkit / llm measured in this run. Bytecode is cached in a
 temporary ``PYTHONPYCACHEPREFIX`` for both (as an installed package would be) after a
 priming run. The load average is printed with the figures: run when the machine is quiet.
 
-Goals (issue 13): CPU ≤ 1.5×, peak RSS ≤ 1.5×, chat first token ≤ 1.5×.
+Goals (issue 13, and issue 29 for the later runs): CPU ≤ 1.5×, peak RSS ≤ 1.5×, chat first
+token ≤ 1.5×.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -41,6 +50,13 @@ sys.path.insert(0, str(REPO / "kernel" / "src"))
 from clawkit.testing.server import ModelServer, Reply  # noqa: E402
 
 ANSWER = "Pong from the loopback model, nothing more."
+PROMPT = "what is the name of my cat, and what is it scared of?"
+MEMORY_MD = """# About me
+
+- My cat is called Miso; she hides under the bed when the vacuum cleaner runs.
+- I deploy the billing service on Tuesdays, never on Fridays.
+- My editor is Helix; I keep my dotfiles in a private repository.
+"""
 MARKER = b"Pong"
 GOAL = 1.5
 
@@ -78,8 +94,8 @@ def run_measured(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes |
 
 
 class Setup:
-    def __init__(self, server: ModelServer, llm: str, root: Path, reuse: bool = False):
-        self.server, self.llm, self.root, self.reuse = server, llm, root, reuse
+    def __init__(self, server: ModelServer, llm: str, root: Path):
+        self.server, self.llm, self.root = server, llm, root
         self.llm_home = root / "llm-home"
         self.llm_home.mkdir()
         (self.llm_home / "extra-openai-models.yaml").write_text(textwrap.dedent(f"""
@@ -97,26 +113,49 @@ class Setup:
         self.n = 0
 
     def workspace(self) -> Path:
-        """A fresh clawkit workspace per run (a first run, as a new user's would be), or with
-        ``--reuse-workspace`` one workspace for every run (memory then has sessions to index)."""
+        """A fresh clawkit workspace per run (a first run, as a new user's would be)."""
         self.n += 1
-        ws = self.root / ("ws" if self.reuse else f"ws{self.n}")
-        if ws.exists():
-            return ws
+        ws = self.root / f"ws{self.n}"
         ws.mkdir()
-        (ws / "agent.yaml").write_text(textwrap.dedent(f"""
-            name: bench
-            model: {{name: openai/scripted, api_base: "{self.server.url}", api_key: sk-loopback}}
-            instructions: Answer briefly.
-        """))
+        (ws / "agent.yaml").write_text(self._agent_yaml())
         return ws
 
     def clawkit_run(self) -> dict[str, float]:
         ws = self.workspace()
-        return run_measured([*self.clawkit, "run", "agent.yaml", "hi"], self.env, ws)
+        return run_measured([*self.clawkit, "run", "agent.yaml", PROMPT], self.env, ws)
+
+    def stored_workspace(self, sessions: int) -> None:
+        """The workspace of the later runs: MEMORY.md and ``sessions`` earlier one-shot sessions."""
+        self.later_ws = self.root / "ws-later"
+        self.later_ws.mkdir()
+        (self.later_ws / "agent.yaml").write_text(self._agent_yaml())
+        (self.later_ws / "MEMORY.md").write_text(MEMORY_MD)
+        topics = ["the staging database", "my travel plans", "the quarterly report", "a recipe for soup",
+                  "the release checklist"]
+        for i in range(sessions):
+            run_measured([*self.clawkit, "run", "agent.yaml", f"note {i}: remind me about {topics[i % len(topics)]}"],
+                         self.env, self.later_ws)
+        n = sqlite3.connect(self.later_ws / ".clawkit" / "state.db").execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
+        if n < sessions:
+            raise SystemExit(f"expected {sessions} stored sessions, found {n}")
+
+    def _agent_yaml(self) -> str:
+        return textwrap.dedent(f"""
+            name: bench
+            model: {{name: openai/scripted, api_base: "{self.server.url}", api_key: sk-loopback}}
+            instructions: Answer briefly.
+        """)
+
+    def clawkit_later(self) -> dict[str, float]:
+        return run_measured([*self.clawkit, "run", "agent.yaml", PROMPT], self.env, self.later_ws)
+
+    def kernel_run(self) -> dict[str, float]:
+        """The kernel alone (no plugin), fresh workspace: the baseline when llm is not installed."""
+        ws = self.workspace()
+        return run_measured([*self.clawkit, "run", "agent.yaml", PROMPT], {**self.env, "CLAWKIT_LOAD_PLUGINS": ""}, ws)
 
     def llm_run(self) -> dict[str, float]:
-        return run_measured([self.llm, "-m", "scripted", "hi"], {**self.env, "LLM_USER_PATH": str(self.llm_home)},
+        return run_measured([self.llm, "-m", "scripted", PROMPT], {**self.env, "LLM_USER_PATH": str(self.llm_home)},
                             self.root)
 
     def clawkit_chat(self) -> dict[str, float]:
@@ -132,9 +171,10 @@ def median(runs: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
-def report(title: str, ours: list[dict[str, float]], peer: list[dict[str, float]], keys: list[tuple[str, str, str]]) -> list[bool]:
+def report(title: str, ours: list[dict[str, float]], peer: list[dict[str, float]], keys: list[tuple[str, str, str]],
+           peer_name: str = "llm") -> list[bool]:
     print(f"\n{title} (medians of {len(ours)} interleaved runs each)")
-    print(f"  {'':<22}{'clawkit':>12}{'llm':>12}{'ratio':>9}  goal")
+    print(f"  {'':<22}{'clawkit':>12}{peer_name[:10]:>12}{'ratio':>9}  goal")
     met = []
     for key, label, unit in keys:
         a, b = median(ours, key), median(peer, key)
@@ -152,44 +192,45 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--llm", default=os.environ.get("LLM_ALONE", "/tmp/llm-alone/bin/llm"),
-                    help="the llm executable, installed alone in its own venv")
+                    help="the llm executable, installed alone in its own venv (else the kernel alone is the baseline)")
+    ap.add_argument("--stored", type=int, default=20, help="earlier sessions in the later runs' workspace")
     ap.add_argument("--no-chat", action="store_true")
-    ap.add_argument("--reuse-workspace", action="store_true",
-                    help="every clawkit run in one workspace (past sessions to index and recall)")
     args = ap.parse_args()
-    if not shutil.which(args.llm):
-        print(f"llm not found at {args.llm}: see tests/benchmarks/README.md (llm alone in its own venv)")
-        return 2
+    have_llm = bool(shutil.which(args.llm))
+    base_name = "llm" if have_llm else "kernel"
     root = Path(tempfile.mkdtemp(prefix="bench-oneshot-"))
     try:
         with ModelServer() as server:
             server.script(lambda request: Reply.text(ANSWER))
-            s = Setup(server, args.llm, root, args.reuse_workspace)
-            pairs = [("one-shot", s.clawkit_run, s.llm_run)]
-            if not args.no_chat:
-                pairs.append(("chat", s.clawkit_chat, s.llm_chat))
-            results: dict[str, tuple[list, list]] = {name: ([], []) for name, _, _ in pairs}
-            for name, ours, peer in pairs:  # priming: bytecode caches, llm's logs.db
-                ours(), peer()
+            s = Setup(server, args.llm, root)
+            kinds = {"1st": s.clawkit_run, "later": s.clawkit_later, "base": s.llm_run if have_llm else s.kernel_run}
+            if not args.no_chat and have_llm:
+                kinds.update({"chat": s.clawkit_chat, "llm chat": s.llm_chat})
+            s.clawkit_run()  # priming: bytecode caches
+            s.stored_workspace(args.stored)
+            for run in kinds.values():  # priming: llm's logs.db, the later workspace's first catch-up
+                run()
+            results: dict[str, list] = {k: [] for k in kinds}
             load0 = os.getloadavg()
             for i in range(args.runs):
-                for name, ours, peer in pairs:
-                    first, second = (ours, peer) if i % 2 == 0 else (peer, ours)
-                    a, b = first(), second()
-                    results[name][0].append(a if first is ours else b)
-                    results[name][1].append(b if first is ours else a)
+                order = list(kinds) if i % 2 == 0 else list(reversed(kinds))  # interleaved, alternating
+                for k in order:
+                    results[k].append(kinds[k]())
             load1 = os.getloadavg()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, "
           f"after {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}; {os.cpu_count()} CPUs")
-    where = "one workspace for every run" if args.reuse_workspace else "a fresh workspace per run"
-    print(f"clawkit: every builtin plugin, persistence on, {where}")
-    met = report("one-shot: clawkit run agent.yaml hi  vs  llm -m scripted hi", *results["one-shot"],
-                 [("cpu", "CPU (user+sys)", "ms"), ("wall", "wall", "ms"), ("rss", "peak RSS", "MiB")])
-    if not args.no_chat:
-        met += report("chat: launch to first streamed token", *results["chat"],
-                      [("first", "first token", "ms"), ("cpu", "CPU (user+sys)", "ms")])
+    base = (f"llm ({args.llm} -m scripted)" if have_llm
+            else "the kernel alone (CLAWKIT_LOAD_PLUGINS='', native provider): llm not found at " + args.llm)
+    print(f"clawkit: every builtin plugin, persistence on; baseline: {base}")
+    keys = [("cpu", "CPU (user+sys)", "ms"), ("wall", "wall", "ms"), ("rss", "peak RSS", "MiB")]
+    report("one-shot, 1st run in a fresh workspace", results["1st"], results["base"], keys, base_name)
+    report(f"one-shot, later runs in one workspace ({args.stored}+ stored sessions, MEMORY.md, recall)",
+           results["later"], results["base"], keys, base_name)
+    if "chat" in results:
+        report("chat: launch to first streamed token", results["chat"], results["llm chat"],
+               [("first", "first token", "ms"), ("cpu", "CPU (user+sys)", "ms")])
     return 0
 
 

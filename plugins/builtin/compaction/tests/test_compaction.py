@@ -84,7 +84,11 @@ def test_200_turn_session_never_exceeds_the_window(make_agent):
     assert max(request_tokens(q, counter) for q in model_requests) <= WINDOW * 0.85
     after = [e["data"] for e in agent.store.events(sid, "compaction.after")]
     assert len(after) >= 5 and all(a["tokens_after"] < a["tokens_before"] for a in after)
-    assert all(a["method"] == "summary" and a["persisted"] for a in after)
+    # (issue 29: the summary is prepared in the background; a threshold crossing before it is ready
+    # truncates that request only, never persisted)
+    assert all(a["method"] in ("summary", "truncate") for a in after)
+    assert all(a["persisted"] for a in after if a["method"] == "summary")
+    assert sum(a["method"] == "summary" for a in after) >= 5
     history = agent.store.messages(sid)
     assert history[0].metadata[SUMMARY_FLAG] and history[0].content.startswith("[Summary of")
     assert len(history) < 60
@@ -225,8 +229,10 @@ def test_dedicated_summarizer_model(make_agent):
     for i in range(30):
         sid = agent.run(user_text(i), session_id=sid).session_id
     assert seen and set(seen) == {"cheap/mini"} and summarizer.requests
-    if len(summarizer.requests) > 1:  # long old parts are summarized in chunks, each folding in the summary so far
-        assert summarizer.requests[1].messages[0].content.startswith("Previous summary:\nCheap summary")
+    if len(summarizer.requests) > 1:  # the summary so far is folded in: as the previous chunk's summary, or (a later
+        # compaction; issue 29's background summaries start earlier, on shorter old parts) as the summary message
+        later = summarizer.requests[1].messages[0].content
+        assert later.startswith("Previous summary:\nCheap summary") or "[previous summary]\n[Summary of" in later
     assert summarizer.requests[0].model == "cheap/mini"
     assert not any(is_summary_request(q) for q in main.requests)
     assert "Cheap summary of the start." in agent.store.messages(sid)[0].content

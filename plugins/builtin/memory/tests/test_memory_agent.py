@@ -16,7 +16,7 @@ import clawkit_memory
 from clawkit.testing import ScriptedReply, call
 from clawkit_memory.chunking import chunk_markdown, finished_turns
 from clawkit_memory.config import EmbeddingConfig
-from clawkit_memory.embeddings import EmbeddingError, LocalMiniLM, resolve_provider
+from clawkit_memory.embeddings import EmbeddingError, LocalStatic, resolve_provider
 from clawkit_memory.service import close_all, memory_for
 
 TOOLS = ["memory_search", "memory_get", "memory_save"]
@@ -106,7 +106,7 @@ def test_recall_contributor_injects_relevant_snippet_within_budget(make_agent, n
 
 
 def test_recall_gives_up_at_the_budget(make_agent, notes, spy):
-    class Slow(LocalMiniLM):
+    class Slow(LocalStatic):
         def embed(self, texts):
             if len(texts) == 1 and "slow" in texts[0]:
                 time.sleep(0.5)
@@ -138,7 +138,7 @@ def test_the_model_load_is_waited_for_up_to_load_wait_then_the_budget_counts(mak
     """A fresh process's model load (here a provider whose load takes ``load_s``) does not eat the
     search's budget (smaller than the load): it is waited for up to ``load_wait_ms`` from the
     message's arrival. (400 ms in the served case: a 100 ms search budget was missed at load ~12.)"""
-    class SlowLoad(LocalMiniLM):
+    class SlowLoad(LocalStatic):
         loaded = False
 
         def load(self):
@@ -244,7 +244,7 @@ def test_cli_index_search_stats_forget(notes, capsys):
 
 
 def test_provider_auto_is_local_and_remote_goes_through_litellm():
-    assert isinstance(resolve_provider(EmbeddingConfig(), {}), LocalMiniLM)
+    assert isinstance(resolve_provider(EmbeddingConfig(), {}), LocalStatic)
     with pytest.raises(EmbeddingError, match="unknown provider 'nope'"):
         resolve_provider(EmbeddingConfig(provider="nope"), {})
 

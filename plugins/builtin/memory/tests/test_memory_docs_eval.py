@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from clawkit_memory.config import MemoryConfig
-from clawkit_memory.embeddings import LocalMiniLM
+from clawkit_memory.embeddings import LocalStatic
 from clawkit_memory.index import MemoryIndex
 from clawkit_memory.search import Searcher
 
@@ -100,7 +100,7 @@ def docs_ws(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def searcher(docs_ws):
-    index = MemoryIndex(docs_ws / ".clawkit" / "memory.db", LocalMiniLM(), workspace=docs_ws)
+    index = MemoryIndex(docs_ws / ".clawkit" / "memory.db", LocalStatic(), workspace=docs_ws)
     yield Searcher(index, MemoryConfig().search)  # the CLI's defaults when no agent file is given
     index.close()
 

@@ -89,7 +89,7 @@ def test_finished_turns_wait_for_a_quiet_moment(make_agent, workspace, monkeypat
 
 
 def test_episodes_of_a_batch_are_written_in_one_transaction(tmp_path):
-    from clawkit_memory.embeddings import LocalMiniLM
+    from clawkit_memory.embeddings import LocalStatic
     from clawkit_memory.index import MemoryIndex
 
     store = SessionStore(tmp_path / "state.db")
@@ -99,7 +99,7 @@ def test_episodes_of_a_batch_are_written_in_one_transaction(tmp_path):
         store.append(sid, Message(role="assistant", content=f"answer {i}"))
     ws = tmp_path / "ws"
     ws.mkdir()
-    index = MemoryIndex(tmp_path / "memory.db", LocalMiniLM(), workspace=ws)
+    index = MemoryIndex(tmp_path / "memory.db", LocalStatic(), workspace=ws)
     calls = []
     embed = index.provider.embed
     index.provider.embed = lambda texts: calls.append(len(texts)) or embed(texts)

@@ -77,9 +77,9 @@ def test_episode_sync_reads_only_what_is_new(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
     from clawkit_memory.index import MemoryIndex
-    from clawkit_memory.embeddings import LocalMiniLM
+    from clawkit_memory.embeddings import LocalStatic
 
-    index = MemoryIndex(tmp_path / "memory.db", LocalMiniLM(), workspace=ws)
+    index = MemoryIndex(tmp_path / "memory.db", LocalStatic(), workspace=ws)
     statements: list[str] = []
     try:
         bounded = index.sync_sessions(store.path, "a", "a", max_sessions=EPISODE_BATCH)
@@ -106,12 +106,12 @@ def test_episode_sync_reads_only_what_is_new(tmp_path):
 
 def test_a_new_state_db_starts_over(tmp_path):
     """Message ids restart in a new session database: the old watermark must not hide them."""
-    from clawkit_memory.embeddings import LocalMiniLM
+    from clawkit_memory.embeddings import LocalStatic
     from clawkit_memory.index import MemoryIndex
 
     ws = tmp_path / "ws"
     ws.mkdir()
-    index = MemoryIndex(tmp_path / "memory.db", LocalMiniLM(), workspace=ws)
+    index = MemoryIndex(tmp_path / "memory.db", LocalStatic(), workspace=ws)
     try:
         store = SessionStore(tmp_path / "state.db")
         for i in range(3):

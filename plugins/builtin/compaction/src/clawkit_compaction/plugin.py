@@ -46,6 +46,10 @@ class CompactionConfig(BaseModel):
     keep_identifiers: int = Field(150, ge=0, description="identifiers (paths, URLs, ids, hashes) kept verbatim even if the summary drops them")
     persist: bool = Field(True, description="store the compacted history in the session (else only the request is compacted)")
     retry_on_overflow: bool = Field(True, description="compact and retry once when the provider says the context overflowed")
+    background: bool = Field(True, description="prepare the summary in the background from prepare_share of the threshold "
+                                               "on; the turn crossing the threshold never waits for the summarizer (it "
+                                               "truncates when the summary is not ready). false: summarize at the threshold, waiting")
+    prepare_share: float = Field(0.6, gt=0, le=1, description="share of the threshold past which the summary is prepared")
 
     @field_validator("model", mode="before")
     @classmethod
@@ -150,14 +154,28 @@ async def compact(ctx: Any, request: Any, cfg: CompactionConfig, *, window: int,
 
 
 def over_limit(ctx, request) -> tuple[CompactionConfig, int] | None:
-    """``(config, window)`` when the request exceeds the window minus the reserve, else None
-    (synchronous: most model calls are far below the limit and need no coroutine)."""
+    """``(config, window)`` when the request exceeds the window minus the reserve and the summary
+    is to be awaited (``background: false``), else None (synchronous: most model calls are far
+    below the limit and need no coroutine). With ``background`` (the default) the summary is
+    prepared from ``prepare_share`` of the limit on, and a request over the limit takes it if it
+    is ready, else is truncated — both here, without awaiting anything."""
     cfg = _config(ctx)
     window = _window(ctx, request)
     limit = _limit(cfg, ctx, window)
-    if max_request_tokens(request) <= limit or request_tokens(request, get_counter(request.model)) <= limit:
+    mark = int(limit * cfg.prepare_share) if cfg.background else limit
+    if max_request_tokens(request) <= mark:
         return None
-    return cfg, window
+    tokens = request_tokens(request, get_counter(request.model))
+    if tokens <= mark:
+        return None
+    if not cfg.background:
+        return (cfg, window) if tokens > limit else None
+    from . import background
+
+    background.prepare(ctx, request, cfg, window)
+    if tokens > limit:
+        background.apply(ctx, request, cfg, window, tokens)
+    return None
 
 
 async def compact_over_limit(ctx, request, cfg: CompactionConfig, window: int):

@@ -18,12 +18,12 @@ from clawkit.hookspecs import hook_order, hookimpl, on_events
 from clawkit.lazy import lazy_exports, lazy_module, loaded
 
 # The entry-point module stays a thin set of hookimpls: ``clawkit --help`` imports every
-# plugin, and numpy / sqlite-vec / onnxruntime load only when a hook body first runs.
+# plugin, and numpy / sqlite-vec / the embedding table load only when a hook body first runs.
 _EXPORTS = {
     "MemoryConfig": "config", "AgentMemory": "service", "Hit": "search", "LocalMiniLM": "embeddings",
-"memory_for": "service", "close_all": "service",
+    "LocalStatic": "embeddings", "memory_for": "service", "close_all": "service",
 }
-__all__ = ["MemoryConfig", "AgentMemory", "Hit", "LocalMiniLM", "memory_for", "close_all"]
+__all__ = ["MemoryConfig", "AgentMemory", "Hit", "LocalMiniLM", "LocalStatic", "memory_for", "close_all"]
 
 _RECALL: Any = None
 
@@ -55,10 +55,12 @@ def register_config(register):
 
 @hookimpl
 def register_embedding_provider(register):
-    """``local`` (offline MiniLM on onnxruntime); ``litellm`` comes from clawkit-litellm."""
-    from .embeddings import LocalMiniLM
+    """``local`` (the static table shipped with this package, no neural network at run time) and
+    ``minilm`` (opt-in: MiniLM on onnxruntime); ``litellm`` comes from clawkit-litellm."""
+    from .embeddings import LocalMiniLM, LocalStatic
 
-    register("local", LocalMiniLM)
+    register("local", LocalStatic)
+    register("minilm", LocalMiniLM)
 
 
 @hookimpl

