@@ -7,9 +7,10 @@
   in a temporary workspace, with every installed plugin unless the test narrows it
   (``narrow="<why>"``; :mod:`clawkit.testing.install`).
 * :func:`plugin_manager` — the same plugin set as a plugin manager.
+* :func:`unwrapped` — a tool result without the shield's data wrapper, for exact asserts.
 """
 
-from .install import plugin_manager
+from .install import plugin_manager, unwrapped
 from .scripted import ScriptedProvider, ScriptedReply, call
 
-__all__ = ["ScriptedProvider", "ScriptedReply", "call", "plugin_manager"]
+__all__ = ["ScriptedProvider", "ScriptedReply", "call", "plugin_manager", "unwrapped"]

@@ -15,6 +15,7 @@ A narrowed agent loads only the objects in ``plugins`` (``http_agent`` adds claw
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Mapping
 
 MARK = "narrow"
@@ -69,3 +70,19 @@ def plugin_manager(*plugins: Any, narrow: str | None = None, disabled: Iterable[
         check_reason(narrow)
         return get_plugin_manager(extra=plugins, disabled=disabled, load_entry_points=False)
     return get_plugin_manager(extra=plugins, disabled=disabled, load_entry_points=True)
+
+
+_WRAPPED = re.compile(
+    r"\A\[UNTRUSTED DATA (?P<nonce>[0-9a-f]+) from [^\n]*\]\n"
+    r"(?:\[clawkit shield warning: [^\n]*\]\n)?"
+    r"(?P<body>.*)\n\[END UNTRUSTED DATA (?P=nonce)\]\Z",
+    re.S,
+)
+
+
+def unwrapped(text: str) -> str:
+    """What a tool returned, without the data wrapper the full install's shield puts around it for
+    the model (``[UNTRUSTED DATA <nonce> from <tool> …]`` … ``[END UNTRUSTED DATA <nonce>]``);
+    text that is not wrapped comes back unchanged. For asserting on a tool's exact output."""
+    m = _WRAPPED.match(text) if isinstance(text, str) else None
+    return m.group("body") if m else text
