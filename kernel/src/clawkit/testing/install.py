@@ -61,10 +61,15 @@ def disabled_in(plugin_config: Mapping[str, Any] | None) -> list[str]:
             if isinstance(section, Mapping) and section.get("enabled", True) is False]
 
 
-def plugin_manager(*plugins: Any, narrow: str | None = None, disabled: Iterable[str] = ()) -> Any:
+def plugin_manager(*plugins: Any, narrow: str | None = None, disabled: Iterable[str] = (),
+                   plugin_config: Mapping[str, Any] | None = None) -> Any:
     """A fresh plugin manager: every installed plugin plus ``plugins`` (a module already loaded from
-    its entry point is not registered twice), or — with ``narrow="<why>"`` — only ``plugins``."""
+    its entry point is not registered twice), or — with ``narrow="<why>"`` — only ``plugins``.
+    ``disabled`` and the ``{name: {enabled: false}}`` entries of ``plugin_config`` (the agent YAML's
+    ``plugins:``) are not loaded."""
     from ..plugins import get_plugin_manager
+
+    disabled = [*disabled, *disabled_in(plugin_config)]
 
     if narrow is not None:
         check_reason(narrow)

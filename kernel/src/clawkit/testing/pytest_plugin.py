@@ -99,7 +99,7 @@ def make_agent(workspace: Path, request):
     from ..config import validate_agent, collect_sections
     from ..hooks import HookRunner
     from ..loop import Agent
-    from .install import disabled_in, plugin_manager, resolve_narrowing
+    from .install import plugin_manager, resolve_narrowing
 
     agents: list[Agent] = []
 
@@ -109,7 +109,7 @@ def make_agent(workspace: Path, request):
         if plugin_config:
             data["plugins"] = plugin_config
         reason = resolve_narrowing(narrow, load_entry_points, request.node)
-        pm = plugin_manager(*plugins, narrow=reason, disabled=disabled_in(plugin_config))
+        pm = plugin_manager(*plugins, narrow=reason, plugin_config=plugin_config)
         sections = collect_sections(HookRunner(pm))
         cfg = validate_agent(data, "<test>", {}, sections)
         if provider is None:

@@ -23,16 +23,16 @@ def make_agent(workspace):
     from clawkit.config import collect_sections, validate_agent
     from clawkit.hooks import HookRunner
     from clawkit.loop import Agent
-    from clawkit.plugins import get_plugin_manager
+    from clawkit.testing import plugin_manager
 
     agents = []
 
-    def factory(provider, *, plugins=(clawkit_compaction,), plugin_config=None, **config):
+    def factory(provider, *, plugins=(clawkit_compaction,), plugin_config=None, narrow=None, **config):
         data = {"name": "test-agent", "model": "scripted/test", "workspace": str(workspace),
                 "limits": {"context_window": WINDOW}, **config}
         if plugin_config:
             data["plugins"] = plugin_config
-        pm = get_plugin_manager(extra=plugins, load_entry_points=False)
+        pm = plugin_manager(*plugins, narrow=narrow, plugin_config=plugin_config)  # the full install unless the test says why not
         cfg = validate_agent(data, "<test>", {}, collect_sections(HookRunner(pm)))
         agent = Agent(cfg, pm=pm, provider=provider)
         agents.append(agent)
