@@ -141,6 +141,7 @@ def test_memory_embeds_remotely_only_through_a_registered_provider(tmp_path):
 
     import clawkit_litellm
 
+    # narrow: which embedding provider litellm alone registers
     found = collect_providers(HookRunner(get_plugin_manager(extra=(clawkit_litellm,), load_entry_points=False)))
     assert type(resolve_provider(remote, found)).__name__ == "LiteLLMEmbeddings"
 

@@ -98,6 +98,7 @@ class MemoryQueue:
 def test_open_turn_queue_finds_the_plugin_for_the_url():
     from clawkit.plugins import get_plugin_manager
 
+    # narrow: the kernel's queue lookup must find this probe, not an installed queue plugin
     pm = get_plugin_manager(extra=(MemoryQueue(),), load_entry_points=False)
     assert open_turn_queue("memq://here", pm=pm) == {"url": "memq://here"}
     with pytest.raises(ConfigError, match="ftp: no installed plugin runs turns on this URL"):

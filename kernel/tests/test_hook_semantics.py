@@ -402,6 +402,7 @@ def test_register_providers_and_provider_selection(make_agent, workspace):
         def register_providers(self, register):
             register("mine", lambda model_config: ScriptedProvider([f"from {model_config.name}"]))
 
+    # narrow: the kernel's provider registry with one probe provider, no installed ones
     pm = get_plugin_manager(extra=(Mine(),), load_entry_points=False)
     cfg = validate_agent({"name": "a", "model": {"name": "m1", "provider": "mine"}, "workspace": str(workspace)}, "<t>", {})
     assert Agent(cfg, pm=pm).run("hi").reply == "from m1"
@@ -444,6 +445,7 @@ def test_register_embedding_provider_is_declared():
         def register_embedding_provider(self, register):
             register("fake-local", lambda cfg: None)
 
+    # narrow: the embedding hook's own semantics with one probe plugin
     pm = get_plugin_manager(extra=(Emb(),), load_entry_points=False)
     pm.hook.register_embedding_provider(register=lambda n, f: got.setdefault(n, f))
     assert "fake-local" in got
@@ -467,6 +469,7 @@ def test_register_commands_adds_subcommands_and_failure_is_isolated(capsys):
         def register_commands(self, cli):
             raise RuntimeError("cannot build parser")
 
+    # narrow: how the parser treats one broken command plugin, without the installed commands
     pm = get_plugin_manager(extra=(Cmd(), Broken()), load_entry_points=False)
     parser = build_parser(pm)
     args = parser.parse_args(["greet", "ann"])
