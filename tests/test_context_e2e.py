@@ -16,7 +16,7 @@ from clawkit import hookimpl
 from clawkit.config import collect_sections, validate_agent
 from clawkit.hooks import HookRunner
 from clawkit.loop import Agent
-from clawkit.plugins import get_plugin_manager
+from clawkit.testing import plugin_manager
 from clawkit.testing.server import Fault, Reply
 from clawkit_compaction.compactor import SUMMARY_SYSTEM
 from clawkit_truncator import store as output_store
@@ -60,7 +60,7 @@ def agent_for(workspace, model_server):
             "plugins": plugin_config or {},
         }
         plugins = (clawkit_litellm, clawkit_truncator, clawkit_compaction, clawkit_directives, *extra)
-        pm = get_plugin_manager(extra=plugins, load_entry_points=False)
+        pm = plugin_manager(*plugins, plugin_config=plugin_config)  # the full install, as a user's run
         agent = Agent(validate_agent(data, "<test>", {}, collect_sections(HookRunner(pm))), pm=pm)
         agents.append(agent)
         return agent
