@@ -129,6 +129,7 @@ def test_missing_cassette_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.cassette("cassettes/hello.yaml")
+@pytest.mark.narrow("replays a cassette recorded with the kernel alone: the full install's prompt contributors change the request it matches")
 def test_the_fixture_replays_a_committed_cassette(cassette, make_agent, model_server, workspace):
     """Recorded once with ``CLAWKIT_RECORD=1`` against model_server (as against a real endpoint); replayed
     from the committed YAML ever since."""

@@ -81,6 +81,7 @@ def test_a_replayed_turn_returns_recorded_steps_without_calling_model_or_tools(m
     assert len(effects) == 2  # nor the tools
 
 
+@pytest.mark.narrow("the kernel's direct path when no durable_steps engine is installed; the full install has the workers' engine")
 def test_without_an_engine_the_kernel_calls_directly(make_agent):
     agent = make_agent(["hi"])
     assert agent.run("hello").reply == "hi"

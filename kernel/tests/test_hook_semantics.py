@@ -217,6 +217,7 @@ def test_message_received_rewrites_and_failure_is_isolated(make_agent):
     assert agent.store.messages(r.session_id)[0].metadata["original"] == "/think hello"
 
 
+@pytest.mark.narrow("one probe plugin's message_received answer; the directives plugin answers its own commands first")
 def test_message_received_can_answer_itself(make_agent):
     class Status:
         @hookimpl
@@ -229,6 +230,7 @@ def test_message_received_can_answer_itself(make_agent):
     assert agent.provider.requests == []
 
 
+@pytest.mark.narrow("compares the exact request a probe rewrote; the full install's contributors add prompt sections")
 def test_before_llm_call_modifies_or_replaces_request(make_agent):
     class Extra:
         @hookimpl
@@ -411,6 +413,7 @@ def test_register_providers_and_provider_selection(make_agent, workspace):
         Agent(cfg2, pm=pm).run("hi")
 
 
+@pytest.mark.narrow("compares the exact system prompt two probe contributors build, without the installed ones")
 def test_register_prompt_contributor_builds_system_prompt(make_agent):
     from clawkit.prompt import StaticContributor
 

@@ -52,6 +52,7 @@ def agent_with_sections(make_agent, **config):
     return make_agent(plugins=(Sections(),), instructions="Answer briefly.", **config)
 
 
+@pytest.mark.narrow("compares the exact section report of the probe contributors, without the installed ones")
 def test_report_gives_every_reason_with_token_sizes(make_agent):
     from clawkit.types import SessionClassification
 
