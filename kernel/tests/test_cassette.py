@@ -44,7 +44,10 @@ class NoteTools:
 def make(make_agent, workspace, api_base):
     litellm = pytest.importorskip("clawkit_litellm")
     tools = NoteTools(workspace)
+    # memory off: under the full install it indexes the recorded session's turns in the background and
+    # recalls them into the replay's prompt once it catches up, so a replay would differ at random
     return make_agent(plugins=(litellm, tools), provider="config", tools=["note"], instructions="Take notes.",
+                      plugin_config={"memory": {"enabled": False}},
                       model={"name": "openai/test-model", "api_base": api_base, "api_key": SECRET, "timeout": 10,
                              "max_retries": 0})
 
