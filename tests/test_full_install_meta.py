@@ -29,15 +29,10 @@ COMMENT = re.compile(r"#\s*narrow:\s*(?P<why>\S.*)")
 # not swept yet: a ratchet — remove a file once its narrowings carry a ``# narrow:`` comment; a new
 # file must carry them from the start.
 ENV_NARROWING_NOT_YET_ANNOTATED = {
-    "kernel/tests/test_prompt_command.py",
-    "kernel/tests/test_cassette.py",
     "plugins/builtin/classifier/tests/test_classifier_e2e.py",
-    "plugins/builtin/compaction/tests/test_compaction.py",
-    "plugins/builtin/directives/tests/test_directives.py",
     "plugins/builtin/memory/tests/test_memory_docs_eval.py",
     "plugins/builtin/policy/tests/test_policy_ledger.py",
     "plugins/builtin/skills/tests/test_skills_cli.py",
-    "plugins/builtin/truncator/tests/test_truncator.py",
     "tests/test_cli_workspace_options.py",
     "tests/test_chat_skill_reload.py",
     "tests/test_cold_start_imports.py",

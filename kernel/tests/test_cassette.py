@@ -151,6 +151,7 @@ def test_clawkit_run_record_then_replay_offline(model_server, tmp_path):
                                      "api_key": SECRET, "max_retries": 0}, "instructions": "Be brief."}))
     tape = tmp_path / "run.json"
     model_server.script("Recorded answer.")
+    # narrow: the kernel path of clawkit run with a provider only, recorded and replayed
     env = {"CLAWKIT_LOAD_PLUGINS": "clawkit-litellm"}
     import os
 

@@ -81,6 +81,7 @@ def test_message_reaches_the_contributors(make_agent):
 
 
 def test_cli_without_contributors_prints_the_instructions(agent_file, monkeypatch, capsys):
+    # narrow: clawkit prompt with no contributor plugin prints the instructions alone
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "")
     assert main(["prompt", str(agent_file), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -99,12 +100,14 @@ def test_cli_without_contributors_prints_the_instructions(agent_file, monkeypatc
     ],
 )
 def test_bad_classification_is_a_usage_error(agent_file, monkeypatch, capsys, value, message):
+    # narrow: argument errors of the kernel's command, no plugin needed
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "")
     assert main(["prompt", str(agent_file), "--classification", value]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_missing_agent_file(tmp_path, monkeypatch, capsys):
+    # narrow: argument errors of the kernel's command, no plugin needed
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "")
     assert main(["prompt", str(tmp_path / "nope.yaml")]) == 2
     assert "no such agent file" in capsys.readouterr().err
@@ -114,6 +117,7 @@ def test_cli_json_with_the_contributors_plugin(agent_file, monkeypatch, capsys, 
     pytest.importorskip("clawkit_contributors")
     import clawkit_contributors
 
+    # narrow: one contributor plugin's sections, exactly
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "clawkit-contributors")
     prompts = tmp_path / ".agents" / "prompts"
     prompts.mkdir(parents=True)

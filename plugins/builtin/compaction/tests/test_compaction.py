@@ -249,6 +249,7 @@ def test_config_section_in_schema_and_entry_point(monkeypatch):
 
     schema = json.dumps(build_agent_model([("compaction", clawkit_compaction.CompactionConfig, False)]).model_json_schema())
     assert "keep_recent_share" in schema and "reserve_share" in schema
+    # narrow: the plugin loads alone from its entry point
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "clawkit-compaction")
     assert get_plugin_manager().get_plugin("compaction") is clawkit_compaction
 
@@ -260,6 +261,7 @@ def test_summary_is_visible_in_clawkit_sessions_show(make_agent, capsys, monkeyp
     sid = None
     for i in range(30):
         sid = agent.run(user_text(i), session_id=sid).session_id
+    # narrow: the kernel's sessions show reads the stored summary without any plugin
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "")
     assert main(["--db", str(agent.store.path), "sessions", "show", sid]) == 0
     out = capsys.readouterr().out

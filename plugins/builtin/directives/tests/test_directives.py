@@ -237,6 +237,7 @@ def test_config_section_in_schema_and_entry_point(monkeypatch):
 
     schema = json.dumps(build_agent_model([("directives", clawkit_directives.DirectivesConfig, False)]).model_json_schema())
     assert "allow_elevated" in schema and "elevated_minutes" in schema
+    # narrow: the plugin loads alone from its entry point
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "clawkit-directives")
     assert get_plugin_manager().get_plugin("directives") is clawkit_directives
 

@@ -250,6 +250,7 @@ def test_config_section_in_agent_schema():
 def test_loads_alone_from_its_entry_point(monkeypatch):
     from clawkit.plugins import get_plugin_manager
 
+    # narrow: the plugin loads alone from its entry point
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "clawkit-truncator")
     pm = get_plugin_manager()
     assert pm.get_plugin("truncator") is clawkit_truncator
