@@ -16,7 +16,7 @@ from clawkit import hookimpl
 from clawkit.config import collect_sections, validate_agent
 from clawkit.hooks import HookRunner
 from clawkit.loop import Agent
-from clawkit.plugins import get_plugin_manager
+from clawkit.testing import plugin_manager, unwrapped
 from clawkit.testing.server import Fault, Reply
 from clawkit_compaction.compactor import SUMMARY_SYSTEM
 from clawkit_truncator import store as output_store
@@ -60,7 +60,7 @@ def agent_for(workspace, model_server):
             "plugins": plugin_config or {},
         }
         plugins = (clawkit_litellm, clawkit_truncator, clawkit_compaction, clawkit_directives, *extra)
-        pm = get_plugin_manager(extra=plugins, load_entry_points=False)
+        pm = plugin_manager(*plugins, plugin_config=plugin_config)  # the full install, as a user's run
         agent = Agent(validate_agent(data, "<test>", {}, collect_sections(HookRunner(pm))), pm=pm)
         agents.append(agent)
         return agent
@@ -107,10 +107,11 @@ def test_ten_megabyte_tool_result_is_cut_to_budget_and_readable(agent_for, model
     second = model_server.requests[1]
     [content] = tool_contents(second)
     assert get_counter(MODEL).count(content) <= 0.3 * 16_000
+    content = unwrapped(content)  # the full install's shield wraps it as data
     assert content.startswith("2026-01-01T00:00:00Z INFO request served")
     assert "[... clawkit truncated this output:" in content and "tokens removed" in content
     assert "RuntimeError" not in content  # no error at the end: head only
-    page = tool_contents(model_server.requests[2])[-1]
+    page = unwrapped(tool_contents(model_server.requests[2])[-1])
     assert page.split("\n", 1)[1] == big.text[read_back["offset"] : read_back["offset"] + 300]
 
 
@@ -168,7 +169,9 @@ def test_context_overflow_from_the_server_compacts_and_the_turn_succeeds(agent_f
     assert model_server.requests[6].body  # the request that overflowed
     summarize, retried = model_server.requests[7], model_server.requests[8]
     assert is_summary(summarize)
-    assert retried.messages[0]["content"].startswith("[Summary of") and body_tokens(retried) < body_tokens(model_server.requests[6])
+    # (the full install sends its system prompt first; the summary is the first message after it)
+    first = next(m for m in retried.messages if m["role"] != "system")
+    assert first["content"].startswith("[Summary of") and body_tokens(retried) < body_tokens(model_server.requests[6])
     [after] = [e["data"] for e in agent.store.events(sid, "compaction.after")]
     assert after["trigger"] == "overflow" and after["window"] == 1500
     assert agent.store.events(sid, "llm.retry")

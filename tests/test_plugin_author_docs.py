@@ -80,17 +80,27 @@ def test_a_tagged_contributor_that_does_not_match_keeps_the_instructions(make_ag
 
     agent = make_agent(["ok"], plugins=(Tagged(),), instructions="You are terse.")
     agent.run("hi")
-    assert agent.provider.requests[0].system == "You are terse."
+    system = agent.provider.requests[0].system  # (the full install's contributors add their sections)
+    assert "You are terse." in system and "SECURITY" not in system
+    narrowed = make_agent(["ok"], plugins=(Tagged(),), instructions="You are terse.",
+                          narrow="the exact prompt of one contributor, without the installed ones")
+    narrowed.run("hi")
+    assert narrowed.provider.requests[0].system == "You are terse."
 
 
-def test_make_agent_loads_only_what_it_is_given(make_agent):
+def test_make_agent_loads_the_full_install_unless_narrowed(make_agent):
     agent = make_agent(["ok"], plugins=(Gate(),))
     names = {name for name, _ in agent.pm.list_name_plugin()}
+    assert "my-gate" in names and {"policy", "shield", "skills", "memory", "litellm"} <= names
+    narrowed = make_agent(["ok"], plugins=(Gate(),), narrow="only my gate, for its own mechanics")
+    names = {name for name, _ in narrowed.pm.list_name_plugin()}
     assert "my-gate" in names and not names & {"policy", "shield", "skills", "memory", "litellm"}
 
 
-def test_http_agent_loads_litellm_and_your_plugins(http_agent, model_server):
-    agent = http_agent("Hello.", plugins=(Gate(),))
+def test_http_agent_loads_the_full_install_and_your_plugins(http_agent, model_server):
+    names = {name for name, _ in http_agent(plugins=(Gate(),)).pm.list_name_plugin()}
+    assert {"litellm", "my-gate", "policy", "shield"} <= names
+    agent = http_agent("Hello.", plugins=(Gate(),), narrow="litellm and my gate only, for the exact request")
     names = {name for name, _ in agent.pm.list_name_plugin()}
     assert {"clawkit_litellm", "my-gate"} <= names and not names & {"policy", "shield", "skills"}
     assert agent.run("hi").reply == "Hello."

@@ -101,7 +101,7 @@ def test_policy_replaces_the_kernels_terminal_approver(make_agent):
 
     from clawkit.approvals import collect_approvers, terminal_approver
 
-    plain = make_agent([])
+    plain = make_agent([], narrow="the kernel's own terminal approver, with no policy plugin loaded")
     assert collect_approvers(plain.hooks)["terminal"] is terminal_approver
     with_policy = make_agent([], plugins=(clawkit_policy,))
     assert collect_approvers(with_policy.hooks)["terminal"] is clawkit_policy.terminal_approver
@@ -141,6 +141,7 @@ def test_memory_embeds_remotely_only_through_a_registered_provider(tmp_path):
 
     import clawkit_litellm
 
+    # narrow: which embedding provider litellm alone registers
     found = collect_providers(HookRunner(get_plugin_manager(extra=(clawkit_litellm,), load_entry_points=False)))
     assert type(resolve_provider(remote, found)).__name__ == "LiteLLMEmbeddings"
 

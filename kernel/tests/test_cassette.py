@@ -44,7 +44,10 @@ class NoteTools:
 def make(make_agent, workspace, api_base):
     litellm = pytest.importorskip("clawkit_litellm")
     tools = NoteTools(workspace)
+    # memory off: under the full install it indexes the recorded session's turns in the background and
+    # recalls them into the replay's prompt once it catches up, so a replay would differ at random
     return make_agent(plugins=(litellm, tools), provider="config", tools=["note"], instructions="Take notes.",
+                      plugin_config={"memory": {"enabled": False}},
                       model={"name": "openai/test-model", "api_base": api_base, "api_key": SECRET, "timeout": 10,
                              "max_retries": 0})
 
@@ -129,6 +132,7 @@ def test_missing_cassette_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.cassette("cassettes/hello.yaml")
+@pytest.mark.narrow("replays a cassette recorded with the kernel alone: the full install's prompt contributors change the request it matches")
 def test_the_fixture_replays_a_committed_cassette(cassette, make_agent, model_server, workspace):
     """Recorded once with ``CLAWKIT_RECORD=1`` against model_server (as against a real endpoint); replayed
     from the committed YAML ever since."""
@@ -147,6 +151,7 @@ def test_clawkit_run_record_then_replay_offline(model_server, tmp_path):
                                      "api_key": SECRET, "max_retries": 0}, "instructions": "Be brief."}))
     tape = tmp_path / "run.json"
     model_server.script("Recorded answer.")
+    # narrow: the kernel path of clawkit run with a provider only, recorded and replayed
     env = {"CLAWKIT_LOAD_PLUGINS": "clawkit-litellm"}
     import os
 

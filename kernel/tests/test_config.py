@@ -28,6 +28,7 @@ class Cfg:
 
 
 def sections():
+    # narrow: the kernel's config-section mechanics with one probe plugin, not an agent
     return collect_sections(HookRunner(get_plugin_manager(extra=(Cfg(),), load_entry_points=False)))
 
 

@@ -81,6 +81,7 @@ def test_a_replayed_turn_returns_recorded_steps_without_calling_model_or_tools(m
     assert len(effects) == 2  # nor the tools
 
 
+@pytest.mark.narrow("the kernel's direct path when no durable_steps engine is installed; the full install has the workers' engine")
 def test_without_an_engine_the_kernel_calls_directly(make_agent):
     agent = make_agent(["hi"])
     assert agent.run("hello").reply == "hi"
@@ -98,6 +99,7 @@ class MemoryQueue:
 def test_open_turn_queue_finds_the_plugin_for_the_url():
     from clawkit.plugins import get_plugin_manager
 
+    # narrow: the kernel's queue lookup must find this probe, not an installed queue plugin
     pm = get_plugin_manager(extra=(MemoryQueue(),), load_entry_points=False)
     assert open_turn_queue("memq://here", pm=pm) == {"url": "memq://here"}
     with pytest.raises(ConfigError, match="ftp: no installed plugin runs turns on this URL"):

@@ -217,6 +217,7 @@ def test_message_received_rewrites_and_failure_is_isolated(make_agent):
     assert agent.store.messages(r.session_id)[0].metadata["original"] == "/think hello"
 
 
+@pytest.mark.narrow("one probe plugin's message_received answer; the directives plugin answers its own commands first")
 def test_message_received_can_answer_itself(make_agent):
     class Status:
         @hookimpl
@@ -229,6 +230,7 @@ def test_message_received_can_answer_itself(make_agent):
     assert agent.provider.requests == []
 
 
+@pytest.mark.narrow("compares the exact request a probe rewrote; the full install's contributors add prompt sections")
 def test_before_llm_call_modifies_or_replaces_request(make_agent):
     class Extra:
         @hookimpl
@@ -405,6 +407,7 @@ def test_register_providers_and_provider_selection(make_agent, workspace):
         def register_providers(self, register):
             register("mine", lambda model_config: ScriptedProvider([f"from {model_config.name}"]))
 
+    # narrow: the kernel's provider registry with one probe provider, no installed ones
     pm = get_plugin_manager(extra=(Mine(),), load_entry_points=False)
     cfg = validate_agent({"name": "a", "model": {"name": "m1", "provider": "mine"}, "workspace": str(workspace)}, "<t>", {})
     assert Agent(cfg, pm=pm).run("hi").reply == "from m1"
@@ -413,6 +416,7 @@ def test_register_providers_and_provider_selection(make_agent, workspace):
         Agent(cfg2, pm=pm).run("hi")
 
 
+@pytest.mark.narrow("compares the exact system prompt two probe contributors build, without the installed ones")
 def test_register_prompt_contributor_builds_system_prompt(make_agent):
     from clawkit.prompt import StaticContributor
 
@@ -447,6 +451,7 @@ def test_register_embedding_provider_is_declared():
         def register_embedding_provider(self, register):
             register("fake-local", lambda cfg: None)
 
+    # narrow: the embedding hook's own semantics with one probe plugin
     pm = get_plugin_manager(extra=(Emb(),), load_entry_points=False)
     pm.hook.register_embedding_provider(register=lambda n, f: got.setdefault(n, f))
     assert "fake-local" in got
@@ -470,6 +475,7 @@ def test_register_commands_adds_subcommands_and_failure_is_isolated(capsys):
         def register_commands(self, cli):
             raise RuntimeError("cannot build parser")
 
+    # narrow: how the parser treats one broken command plugin, without the installed commands
     pm = get_plugin_manager(extra=(Cmd(), Broken()), load_entry_points=False)
     parser = build_parser(pm)
     args = parser.parse_args(["greet", "ann"])

@@ -57,6 +57,7 @@ def plugin(box):
     return P()
 
 
+@pytest.mark.narrow("compares the exact tool set a probe plugin registers, without the installed tools")
 def test_function_schema_from_signature_and_docstring(make_agent):
     box = Box()
     agent = make_agent(["ok"], plugins=(plugin(box),), tools=["*"])
@@ -226,6 +227,7 @@ def test_events_are_committed_with_messages_and_at_turn_end(make_agent, workspac
     assert types[0] == "session.start" and types[-1] == "turn.end"
 
 
+@pytest.mark.narrow("compares the exact prompts a probe contributor builds, without the installed contributors")
 def test_prompt_is_built_once_per_turn_unless_invalidated(make_agent):
     from clawkit.prompt import PromptContributor
 

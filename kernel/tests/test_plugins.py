@@ -18,8 +18,9 @@ def test_a_fresh_manager_per_call():
         def on_event(self, event):
             pass
 
+    # narrow: the loader's own test (a fresh manager per call)
     pm1 = get_plugin_manager(extra=(A(),), load_entry_points=False)
-    pm2 = get_plugin_manager(load_entry_points=False)
+    pm2 = get_plugin_manager(load_entry_points=False)  # narrow: the loader with nothing at all
     assert pm1 is not pm2
     assert pm1.hook.on_event.get_hookimpls() and not pm2.hook.on_event.get_hookimpls()
 
@@ -53,6 +54,7 @@ def test_misspelled_hook_implementation_fails_loudly():
             pass
 
     with pytest.raises(PluginError, match="before_tool_cal"):
+        # narrow: the loader's own test (a misspelled hook fails loudly)
         get_plugin_manager(extra=(Typo(),), load_entry_points=False)
 
 
@@ -90,6 +92,7 @@ def test_trace_prints_every_hook_call_with_timing(monkeypatch, capsys):
         def on_event(self, event):
             pass
 
+    # narrow: the loader's tracing of one probe plugin
     pm = get_plugin_manager(extra=(Watch(),), load_entry_points=False)
     HookRunner(pm).call_sync("on_event", event=None)  # the kernel's own calls
     pm.hook.on_event(event=None)  # direct pluggy calls
@@ -115,6 +118,7 @@ def test_hook_runner_orders_like_pluggy():
         def on_event(self, event):
             order.append("last")
 
+    # narrow: hook ordering among three probes only
     pm = get_plugin_manager(extra=(Last(), Plain(), First()), load_entry_points=False)
     HookRunner(pm).call_sync("on_event", event=None)
     kernel_order = list(order)

@@ -52,6 +52,7 @@ def agent_with_sections(make_agent, **config):
     return make_agent(plugins=(Sections(),), instructions="Answer briefly.", **config)
 
 
+@pytest.mark.narrow("compares the exact section report of the probe contributors, without the installed ones")
 def test_report_gives_every_reason_with_token_sizes(make_agent):
     from clawkit.types import SessionClassification
 
@@ -80,6 +81,7 @@ def test_message_reaches_the_contributors(make_agent):
 
 
 def test_cli_without_contributors_prints_the_instructions(agent_file, monkeypatch, capsys):
+    # narrow: clawkit prompt with no contributor plugin prints the instructions alone
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "")
     assert main(["prompt", str(agent_file), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -98,12 +100,14 @@ def test_cli_without_contributors_prints_the_instructions(agent_file, monkeypatc
     ],
 )
 def test_bad_classification_is_a_usage_error(agent_file, monkeypatch, capsys, value, message):
+    # narrow: argument errors of the kernel's command, no plugin needed
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "")
     assert main(["prompt", str(agent_file), "--classification", value]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_missing_agent_file(tmp_path, monkeypatch, capsys):
+    # narrow: argument errors of the kernel's command, no plugin needed
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "")
     assert main(["prompt", str(tmp_path / "nope.yaml")]) == 2
     assert "no such agent file" in capsys.readouterr().err
@@ -113,6 +117,7 @@ def test_cli_json_with_the_contributors_plugin(agent_file, monkeypatch, capsys, 
     pytest.importorskip("clawkit_contributors")
     import clawkit_contributors
 
+    # narrow: one contributor plugin's sections, exactly
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "clawkit-contributors")
     prompts = tmp_path / ".agents" / "prompts"
     prompts.mkdir(parents=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import signal
@@ -135,6 +137,7 @@ def test_repair_interrupted_closes_dangling_calls_in_place():
     assert repair_interrupted(fixed) == fixed
 
 
+@pytest.mark.narrow("compares the exact session metadata a probe writes; installed plugins keep keys there too")
 def test_metadata_writes_coalesce_and_commit_with_the_turn(make_agent):
     import sqlite3
 

@@ -60,7 +60,8 @@ def get_plugin_manager(
     """Build a new plugin manager: hookspecs, entry-point plugins, then ``extra`` objects.
 
     ``disabled`` names plugins (entry-point names) not to load. ``extra`` are plugin
-    objects or modules to register as well (tests, embedding apps). Raises
+    objects or modules to register as well (tests, embedding apps; a module its entry point
+    already loaded is not registered twice). Raises
     :class:`PluginError` for duplicate plugin names, a plugin that fails to import,
     or a hook implementation that matches no hookspec.
     """
@@ -93,8 +94,8 @@ def get_plugin_manager(
             pm._clawkit_dists[ep.name] = ep.dist  # type: ignore[attr-defined]
     for obj in extra:
         name = getattr(obj, "name", None) if not isinstance(obj, type(sys)) else obj.__name__
-        if name in skip:
-            continue
+        if name in skip or pm.is_registered(obj):
+            continue  # disabled, or a module its entry point already loaded
         pm.register(obj, name=name if isinstance(name, str) else None)
     try:
         pm.check_pending()

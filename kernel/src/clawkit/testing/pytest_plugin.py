@@ -85,27 +85,31 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_agent(workspace: Path):
-    """``make_agent(script=[...], tools=[...], plugins=[...], plugin_config={...}, **config)`` → an Agent.
+def make_agent(workspace: Path, request):
+    """``make_agent(script=[...], tools=[...], plugins=[...], plugin_config={...}, narrow=None, **config)`` → an Agent.
 
-    ``plugins`` are plugin objects/modules to load; ``plugin_config`` is the agent
-    YAML's ``plugins:`` mapping (per-plugin sections); ``provider="config"`` uses the
-    provider the config's ``model`` names instead of a scripted one. Entry-point plugins are not loaded unless ``load_entry_points=True``; pass plugin
-    objects in ``plugins`` (e.g. your plugin module). ``script`` feeds a
-    :class:`ScriptedProvider` available as ``agent.provider``.
+    Loads **every installed plugin** (the ``clawkit`` entry points, as ``clawkit run`` does)
+    plus the plugin objects/modules in ``plugins``; ``plugin_config`` is the agent YAML's
+    ``plugins:`` mapping (per-plugin sections; ``{name: {enabled: false}}`` turns one off).
+    ``narrow="<why>"`` (or a ``@pytest.mark.narrow("<why>")`` on the test or module) loads only
+    ``plugins`` — for a unit test of one plugin's mechanics; see :mod:`clawkit.testing.install`.
+    ``provider="config"`` uses the provider the config's ``model`` names instead of a scripted
+    one. ``script`` feeds a :class:`ScriptedProvider` available as ``agent.provider``.
     """
     from ..config import validate_agent, collect_sections
     from ..hooks import HookRunner
     from ..loop import Agent
-    from ..plugins import get_plugin_manager
+    from .install import plugin_manager, resolve_narrowing
 
     agents: list[Agent] = []
 
-    def factory(script: Any = (), *, plugins: tuple = (), plugin_config: dict | None = None, load_entry_points: bool = False, provider: Any = None, approver: Any = None, **config: Any) -> Agent:
+    def factory(script: Any = (), *, plugins: tuple = (), plugin_config: dict | None = None, narrow: str | None = None,
+                load_entry_points: bool | None = None, provider: Any = None, approver: Any = None, **config: Any) -> Agent:
         data = {"name": "test-agent", "model": "scripted/test", "workspace": str(workspace), **config}
         if plugin_config:
             data["plugins"] = plugin_config
-        pm = get_plugin_manager(extra=plugins, load_entry_points=load_entry_points)
+        reason = resolve_narrowing(narrow, load_entry_points, request.node)
+        pm = plugin_manager(*plugins, narrow=reason, plugin_config=plugin_config)
         sections = collect_sections(HookRunner(pm))
         cfg = validate_agent(data, "<test>", {}, sections)
         if provider is None:
@@ -113,6 +117,7 @@ def make_agent(workspace: Path):
         elif provider == "config":
             provider = None  # the provider the config names, from the plugins' registry
         agent = Agent(cfg, pm=pm, provider=provider, approver=approver)
+        agent.test_install = reason or "full"  # type: ignore[attr-defined]  # what this agent loaded, for asserts
         agents.append(agent)
         return agent
 
@@ -123,9 +128,10 @@ def make_agent(workspace: Path):
 
 @pytest.fixture
 def http_agent(make_agent, model_server):
-    """``http_agent(*script, plugins=..., plugin_config=..., **config)`` → an Agent whose model is
-    the loopback ``model_server`` (scripted with ``script``), reached over real HTTP through the
-    provider plugin ``clawkit-litellm`` (the test is skipped when it is not installed)."""
+    """``http_agent(*script, plugins=..., plugin_config=..., narrow=None, **config)`` → an Agent whose
+    model is the loopback ``model_server`` (scripted with ``script``), reached over real HTTP through
+    the provider plugin ``clawkit-litellm`` (the test is skipped when it is not installed). Every
+    installed plugin is loaded unless the test narrows (then clawkit-litellm and ``plugins``)."""
     litellm_plugin = pytest.importorskip("clawkit_litellm")
 
     def factory(*script: Any, plugins: tuple = (), **config: Any):
@@ -148,6 +154,8 @@ def pytest_configure(config: Any) -> None:
     import tempfile
 
     config.addinivalue_line("markers", "cassette(path): this test's cassette file (default: cassettes/<test name>.json beside the test)")
+    config.addinivalue_line("markers", "narrow(reason): make_agent/http_agent in this test load only the plugins it passes, "
+                            "not the full install (the default); the reason says why")
 
     if not os.environ.get("CLAWKIT_AUDIT_HOME"):
         os.environ["CLAWKIT_AUDIT_HOME"] = tempfile.mkdtemp(prefix="clawkit-audit-")

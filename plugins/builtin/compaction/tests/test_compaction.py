@@ -23,16 +23,16 @@ def make_agent(workspace):
     from clawkit.config import collect_sections, validate_agent
     from clawkit.hooks import HookRunner
     from clawkit.loop import Agent
-    from clawkit.plugins import get_plugin_manager
+    from clawkit.testing import plugin_manager
 
     agents = []
 
-    def factory(provider, *, plugins=(clawkit_compaction,), plugin_config=None, **config):
+    def factory(provider, *, plugins=(clawkit_compaction,), plugin_config=None, narrow=None, **config):
         data = {"name": "test-agent", "model": "scripted/test", "workspace": str(workspace),
                 "limits": {"context_window": WINDOW}, **config}
         if plugin_config:
             data["plugins"] = plugin_config
-        pm = get_plugin_manager(extra=plugins, load_entry_points=False)
+        pm = plugin_manager(*plugins, narrow=narrow, plugin_config=plugin_config)  # the full install unless the test says why not
         cfg = validate_agent(data, "<test>", {}, collect_sections(HookRunner(pm)))
         agent = Agent(cfg, pm=pm, provider=provider)
         agents.append(agent)
@@ -255,6 +255,7 @@ def test_config_section_in_schema_and_entry_point(monkeypatch):
 
     schema = json.dumps(build_agent_model([("compaction", clawkit_compaction.CompactionConfig, False)]).model_json_schema())
     assert "keep_recent_share" in schema and "reserve_share" in schema
+    # narrow: the plugin loads alone from its entry point
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "clawkit-compaction")
     assert get_plugin_manager().get_plugin("compaction") is clawkit_compaction
 
@@ -266,6 +267,7 @@ def test_summary_is_visible_in_clawkit_sessions_show(make_agent, capsys, monkeyp
     sid = None
     for i in range(30):
         sid = agent.run(user_text(i), session_id=sid).session_id
+    # narrow: the kernel's sessions show reads the stored summary without any plugin
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "")
     assert main(["--db", str(agent.store.path), "sessions", "show", sid]) == 0
     out = capsys.readouterr().out

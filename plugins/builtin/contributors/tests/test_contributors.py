@@ -14,7 +14,7 @@ from clawkit.config import ConfigError, collect_sections, load_agent, validate_a
 from clawkit.context import TurnContext
 from clawkit.hooks import HookRunner
 from clawkit.loop import Agent
-from clawkit.plugins import get_plugin_manager
+from clawkit.testing import plugin_manager
 from clawkit.testing import ScriptedProvider
 from clawkit.types import SessionClassification
 
@@ -26,7 +26,7 @@ def _stop_watchers():
 
 
 def build(workspace, script=("ok",), extra=(), **config):
-    pm = get_plugin_manager(extra=(clawkit_contributors, *extra), load_entry_points=False)
+    pm = plugin_manager(clawkit_contributors, *extra)
     data = {"name": "helper", "model": "scripted/test", "workspace": str(workspace), **config}
     cfg = validate_agent(data, "<test>", {}, collect_sections(HookRunner(pm)))
     return Agent(cfg, pm=pm, provider=ScriptedProvider(list(script)), persist=False)
@@ -143,7 +143,7 @@ def test_config_driven_contributors_follow_the_classification(workspace):
 
 
 def test_config_errors_name_file_line_and_field(tmp_path):
-    pm = get_plugin_manager(extra=(clawkit_contributors,), load_entry_points=False)
+    pm = plugin_manager(clawkit_contributors)
     sections = collect_sections(HookRunner(pm))
     f = tmp_path / "agent.yaml"
     f.write_text("name: a\nmodel: m\ncontributors:\n  - id: x\n    content: y\n    tags: [mood:sad]\n")

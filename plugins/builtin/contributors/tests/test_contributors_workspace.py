@@ -11,7 +11,7 @@ import clawkit_contributors
 from clawkit.config import collect_sections, validate_agent
 from clawkit.hooks import HookRunner
 from clawkit.loop import Agent
-from clawkit.plugins import get_plugin_manager
+from clawkit.testing import plugin_manager
 from clawkit.testing import ScriptedProvider
 from clawkit.types import SessionClassification
 from clawkit_contributors import WorkspacePrompts
@@ -31,7 +31,7 @@ def prompts(workspace):
 
 
 def build(workspace, script=("ok",), **config):
-    pm = get_plugin_manager(extra=(clawkit_contributors,), load_entry_points=False)
+    pm = plugin_manager(clawkit_contributors)
     data = {"name": "helper", "model": "scripted/test", "workspace": str(workspace), **config}
     cfg = validate_agent(data, "<test>", {}, collect_sections(HookRunner(pm)))
     return Agent(cfg, pm=pm, provider=ScriptedProvider(list(script)), persist=False)
@@ -97,7 +97,7 @@ def test_workspace_sections_are_selected_by_classification(workspace, prompts):
         def classify_session(self, session, messages):
             return SessionClassification(topic="coding", domain=["security"])
 
-    pm = get_plugin_manager(extra=(clawkit_contributors, Classifier()), load_entry_points=False)
+    pm = plugin_manager(clawkit_contributors, Classifier())
     data = {"name": "helper", "model": "scripted/test", "workspace": str(workspace)}
     agent = Agent(validate_agent(data, "<t>", {}, collect_sections(HookRunner(pm))), pm=pm, provider=ScriptedProvider(["ok"]), persist=False)
     agent.run("audit this")

@@ -20,15 +20,15 @@ def make_agent(workspace):
     from clawkit.config import collect_sections, validate_agent
     from clawkit.hooks import HookRunner
     from clawkit.loop import Agent
-    from clawkit.plugins import get_plugin_manager
+    from clawkit.testing import plugin_manager
 
     agents = []
 
-    def factory(script=(), *, plugins=(clawkit_directives,), plugin_config=None, **config):
+    def factory(script=(), *, plugins=(clawkit_directives,), plugin_config=None, narrow=None, **config):
         data = {"name": "test-agent", "model": "openai/o3-mini", "workspace": str(workspace), **config}
         if plugin_config:
             data["plugins"] = plugin_config
-        pm = get_plugin_manager(extra=plugins, load_entry_points=False)
+        pm = plugin_manager(*plugins, narrow=narrow, plugin_config=plugin_config)  # the full install unless the test says why not
         cfg = validate_agent(data, "<test>", {}, collect_sections(HookRunner(pm)))
         agent = Agent(cfg, pm=pm, provider=ScriptedProvider(script))
         agents.append(agent)
@@ -237,6 +237,7 @@ def test_config_section_in_schema_and_entry_point(monkeypatch):
 
     schema = json.dumps(build_agent_model([("directives", clawkit_directives.DirectivesConfig, False)]).model_json_schema())
     assert "allow_elevated" in schema and "elevated_minutes" in schema
+    # narrow: the plugin loads alone from its entry point
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "clawkit-directives")
     assert get_plugin_manager().get_plugin("directives") is clawkit_directives
 

@@ -295,6 +295,7 @@ def test_on_text_errors_propagate_unchanged(model_server):
 
 
 def test_registered_through_the_hook(model_server):
+    # narrow: litellm's own registration hook, alone in the provider registry
     pm = get_plugin_manager(extra=[clawkit_litellm], load_entry_points=False)
     registry = ProviderRegistry()
     pm.hook.register_providers(register=registry.register)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import clawkit_memory
-from clawkit.testing import ScriptedReply, call
+from clawkit.testing import ScriptedReply, call, unwrapped
 from clawkit_memory.chunking import chunk_markdown, finished_turns
 from clawkit_memory.config import EmbeddingConfig
 from clawkit_memory.embeddings import EmbeddingError, LocalStatic, resolve_provider
@@ -70,10 +70,10 @@ def test_tools_search_get_save(make_agent, notes):
         ScriptedReply.calls(call("memory_save", text="The user switched to oat milk.", tags=["diet"])),
         ScriptedReply.calls(call("memory_get", path="../secrets.txt")),
         "done",
-    ], plugins=(clawkit_memory,), tools=TOOLS)
+    ], plugins=(clawkit_memory,), tools=TOOLS, approver=lambda *a: True)  # memory_save is guarded: the policy asks
     (notes.parent / "secrets.txt").write_text("top secret")
     result = agent.run("remember things")
-    outs = [m.content for m in agent.session(result.session_id).history if m.role == "tool"]
+    outs = [unwrapped(m.content) for m in agent.session(result.session_id).history if m.role == "tool"]
     assert "[MEMORY.md#L1-3]" in outs[0] and "Miso" in outs[0]
     assert outs[1] == "3: The user's cat is called Miso and she is afraid of the vacuum cleaner."
     saved = json.loads(outs[2])
@@ -88,7 +88,7 @@ def test_tools_search_get_save(make_agent, notes):
 
 def test_memory_save_refuses_paths_outside_memory_files(make_agent, notes):
     agent = make_agent(script=[ScriptedReply.calls(call("memory_save", text="x")), "ok"],
-                       plugins=(clawkit_memory,), tools=TOOLS)
+                       plugins=(clawkit_memory,), tools=TOOLS, approver=lambda *a: True)
     agent.config.plugins.memory.save_file = "../evil.md"
     result = agent.run("save")
     out = [m.content for m in agent.session(result.session_id).history if m.role == "tool"][0]
@@ -291,7 +291,7 @@ def test_end_to_end_through_model_server(model_server, notes, tmp_path):
     from clawkit.config import collect_sections, validate_agent
     from clawkit.hooks import HookRunner
     from clawkit.loop import Agent
-    from clawkit.plugins import get_plugin_manager
+    from clawkit.testing import plugin_manager
     from clawkit.testing.server import Reply
 
     model_server.script(
@@ -305,7 +305,7 @@ def test_end_to_end_through_model_server(model_server, notes, tmp_path):
         def before_llm_call(self, ctx, request):
             seen.setdefault("recall", dict(ctx.state["memory.recall"]))
 
-    pm = get_plugin_manager(extra=(clawkit_litellm, clawkit_memory, Spy()), load_entry_points=False)
+    pm = plugin_manager(clawkit_litellm, clawkit_memory, Spy())  # the full install, as a user's run
     cfg = validate_agent({"name": "e2e", "workspace": str(notes), "tools": TOOLS,
                           "model": {"name": "openai/test", "api_base": model_server.url, "api_key": "sk-test",
                                     "max_retries": 0}},

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 
 import clawkit_policy
 import clawkit_tools
 from clawkit import hookimpl
-from clawkit.testing import ScriptedReply, call
+from clawkit.testing import ScriptedReply, call, unwrapped
 from clawkit_policy import callback_approver, ledger_for
 
 PLUGINS = (clawkit_tools, clawkit_policy)
@@ -27,7 +29,8 @@ class Approver:
 
 
 def tool_results(agent, session_id):
-    return [m.content for m in agent.store.messages(session_id) if m.role == "tool"]
+    """What each tool returned (without the full install's data wrapper)."""
+    return [unwrapped(m.content) for m in agent.store.messages(session_id) if m.role == "tool"]
 
 
 def test_unlisted_tool_never_runs(build_agent, workspace):
@@ -90,7 +93,7 @@ def test_unsafe_asks_every_time_and_denial_is_a_clear_error(build_agent, workspa
     assert (workspace / "log.txt").read_text() == "hi\n"
     second = tool_results(agent, res.session_id)[1]
     # the first command's output is untrusted content (provenance): the second call's reason says so, and its risk
-    assert second.startswith("Error: not approved (clawkit_policy: ") and "shell_exec (unsafe)" in second
+    assert second.startswith("Error: not approved (policy: ") and "shell_exec (unsafe)" in second
     assert "denied by approver" in second
 
 
@@ -129,13 +132,15 @@ class Vouch:
 def test_raw_session_metadata_elevates_nothing(build_agent, workspace):
     # without a plugin vouching for it (directives removed, allow_elevated revoked), stored elevation is ignored
     agent = build_agent([ScriptedReply.calls(call("shell_exec", command="echo elevated")), "ok"], plugins=PLUGINS,
-                        tools=["*"], approver=None)
+                        tools=["*"], approver=None, sections={"directives": {"enabled": False}})
     session = agent.session()
     session.set("elevated_until", time.time() + 600)
     agent.run("go", session_id=session.id)
     assert "denied by nobody" in tool_results(agent, session.id)[-1]
 
 
+@pytest.mark.narrow("Vouch stands in for the directives plugin, which decides elevation itself under the full install "
+                    "(its own tests drive /elevated end to end)")
 def test_elevated_auto_approves_within_scope_only(build_agent, workspace, tmp_path):
     (tmp_path / "outside.txt").write_text("out")
     agent = build_agent([ScriptedReply.calls(call("shell_exec", command="echo elevated"),
@@ -200,14 +205,14 @@ def test_kernel_filesystems_are_never_granted(build_agent, workspace):
                         tools=["*"], approver=Approver(), sections={"policy": {"grants": [{"paths": ["/"]}]}})
     res = agent.run("go")
     out = tool_results(agent, res.session_id)[0]
-    assert out.startswith("Error: blocked by clawkit_policy: refused: /proc/") and "never granted" in out
+    assert out.startswith("Error: blocked by policy: refused: /proc/") and "never granted" in out
 
 
 def test_step_grants_off_blocks(build_agent, workspace, tmp_path):
     agent = build_agent([ScriptedReply.calls(call("read_file", path=str(tmp_path))), "ok"], plugins=PLUGINS,
                         tools=["*"], approver=Approver(), sections={"policy": {"step_grants": False}})
     res = agent.run("go")
-    assert "blocked by clawkit_policy: needs a capability grant" in tool_results(agent, res.session_id)[0]
+    assert "blocked by policy: needs a capability grant" in tool_results(agent, res.session_id)[0]
 
 
 class Exploding:
@@ -233,7 +238,7 @@ def test_an_exception_inside_any_gate_blocks(build_agent, workspace, monkeypatch
     sid = agent2.run("go").session_id
     agent2.run("again", session_id=sid)
     last = tool_results(agent2, sid)[-1]
-    assert "the clawkit_policy gate failed (RuntimeError: the audit ledger cannot be written: disk full)" in last
+    assert "the policy gate failed (RuntimeError: the audit ledger cannot be written: disk full)" in last
 
 
 def test_secrets_never_reach_the_ledger_or_the_transcript(build_agent, workspace, monkeypatch):

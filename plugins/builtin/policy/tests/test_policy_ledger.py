@@ -127,6 +127,7 @@ def test_unknown_fields_are_rejected(tmp_path):
 
 
 def cli(*argv, capsys):
+    # narrow: the ledger's CLI commands in-process, not an agent
     parser = build_parser(get_plugin_manager(extra=(clawkit_policy,), load_entry_points=False))
     args = parser.parse_args(list(argv))
     code = args.handler(args)

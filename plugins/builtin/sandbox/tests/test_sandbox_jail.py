@@ -23,6 +23,7 @@ GRANT = {"grants": [{"tools": ["shell_exec"], "commands": ["*"]}]}
 
 
 def tool_results(agent, session_id):
+    """What each tool call returned, as stored (the full install's shield wraps it as data: compare with ``in``)."""
     return [m.tool_result.content for m in agent.store.messages(session_id) if m.role == "tool"]
 
 
@@ -54,13 +55,13 @@ def test_jail_confines_and_is_audited(jailed, workspace, tmp_path):
     agent = jailed()
     results, run = shell(agent, "echo hi", f"cat {outside}/secret.txt", f"echo pwned > {outside}/new.txt",
                          f"ln -s {outside}/secret.txt link && cat link", "id -u && echo made > inside.txt")
-    assert results[0] == "exit code 0\nhi\n"
+    assert "exit code 0\nhi\n" in results[0]
     assert "No such file or directory" in results[1] and "TOP-SECRET" not in results[1]
     assert "sandboxed (bubblewrap)" in results[1]  # the reason reaches the model
     assert "cannot create" in results[2] and "sandboxed" in results[2]
     assert not (outside / "new.txt").exists()
     assert "TOP-SECRET" not in results[3]
-    assert results[4] == "exit code 0\n65534\n" and (workspace / "inside.txt").read_text() == "made\n"
+    assert "exit code 0\n65534\n" in results[4] and (workspace / "inside.txt").read_text() == "made\n"
     ledger = clawkit_policy.ledger_for(agent.store)
     rows = [r for r in ledger.records() if r["decision"] == "tool.sandbox"]
     assert len(rows) == 5
@@ -81,9 +82,9 @@ def test_granted_paths_are_mounted_as_granted(jailed, tmp_path):
                          {"tools": ["shell_exec"], "paths": [str(rw)]}]}
     agent = jailed(policy=policy)
     results, _ = shell(agent, f"cat {ro}/data.txt", f"echo x > {ro}/new.txt", f"echo y > {rw}/new.txt")
-    assert results[0] == "exit code 0\nreadable"
+    assert "exit code 0\nreadable" in results[0]
     assert "Read-only file system" in results[1] and not (ro / "new.txt").exists()
-    assert results[2] == "exit code 0\n" and (rw / "new.txt").read_text() == "y\n"
+    assert "exit code 0\n" in results[2] and (rw / "new.txt").read_text() == "y\n"
 
 
 @needs_bwrap
@@ -114,7 +115,7 @@ def test_mode_off_runs_unsandboxed_and_says_so(jailed, tmp_path):
     agent = jailed(sandbox={"mode": "off"})
     (tmp_path / "outside.txt").write_text("visible")
     results, _ = shell(agent, f"cat {tmp_path}/outside.txt")
-    assert results[0] == "exit code 0\nvisible"
+    assert "exit code 0\nvisible" in results[0]
     rows = [r for r in clawkit_policy.ledger_for(agent.store).records() if r["decision"] == "tool.sandbox"]
     assert rows[0]["data"]["mode"] == "off"
 
@@ -122,10 +123,11 @@ def test_mode_off_runs_unsandboxed_and_says_so(jailed, tmp_path):
 def test_without_the_sandbox_plugin_tools_run_as_before(make_agent, tmp_path):
     # a command pattern pre-approves arguments outside the workspace only within the grant's paths (issue 12)
     grant = {"grants": [{**GRANT["grants"][0], "paths": [str(tmp_path)]}]}
-    agent = make_agent([], plugins=(clawkit_tools, clawkit_policy), plugin_config={"policy": grant}, tools=["shell_exec"])
+    agent = make_agent([], plugins=(clawkit_tools, clawkit_policy), plugin_config={"policy": grant, "sandbox": {"enabled": False}},
+                       tools=["shell_exec"])
     (tmp_path / "outside.txt").write_text("visible")
     results, _ = shell(agent, f"cat {tmp_path}/outside.txt")
-    assert results[0] == "exit code 0\nvisible"
+    assert "exit code 0\nvisible" in results[0]
 
 
 class FailingJail:
@@ -151,7 +153,7 @@ def test_confine_process_hook_fails_closed_and_can_wrap(make_agent, workspace):
     jail = PrefixJail()
     agent = make_agent([], plugins=(clawkit_tools, jail), tools=["shell_exec"], approver=lambda *a: True)
     results, _ = shell(agent, "echo $JAILED")
-    assert results[0] == "exit code 0\n1\n"
+    assert "exit code 0\n1\n" in results[0]
     assert isinstance(jail.seen[0], ProcessSpec) and jail.seen[0].tool == "shell_exec"
 
 

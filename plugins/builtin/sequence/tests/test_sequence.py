@@ -16,6 +16,11 @@ TOOLS = ["read_file", "write_file", "list_dir", "deploy", "run_tests"]
 READ_BEFORE_WRITE = {"tool": "write_file", "requires": ["read_file"], "match": "path", "message": "Read {path} before you overwrite it."}
 
 
+pytestmark = pytest.mark.narrow(
+    "the sequence rules' mechanics on stand-in tools: under the full install the policy asks before the guarded "
+    "write_file and the directives plugin decides elevation (Vouch stands in), hiding what the rule itself did; "
+    "test_sequence_e2e.py shows the rule with everything loaded")
+
 class Vouch:
     """Stands for the directives plugin: vouches for the session's stored elevation this turn."""
 

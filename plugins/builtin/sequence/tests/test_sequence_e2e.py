@@ -4,6 +4,7 @@ the real litellm provider; it drives the calls and sees the block messages."""
 from __future__ import annotations
 
 import clawkit_sequence
+from clawkit.testing import unwrapped
 from clawkit.testing.server import Reply
 
 RULE = {"tool": "write_file", "requires": ["read_file"], "match": "path", "message": "Read {path} before you overwrite it."}
@@ -21,12 +22,15 @@ def test_model_is_blocked_then_recovers_by_reading_first(model_server, live_agen
         Reply.tool_calls([("write_file", {"path": "notes.md", "content": "# new\n"})]),
         "Updated notes.md.",
     )
-    agent = live_agent(model_server, plugins=(clawkit_sequence, files), plugin_config={"sequence": {"rules": [RULE]}})
+    # the full install: the real file tools, the policy (a person approves the guarded write), the shield ...
+    agent = live_agent(model_server, plugin_config={"sequence": {"rules": [RULE]}}, approver=lambda *a: True,
+                       tools=["read_file", "write_file"])
+    assert agent.test_install == "full"
     result = agent.run("rewrite notes.md")
     assert result.reply == "Updated notes.md."
     assert [c["blocked"] for c in result.tool_calls] == [True, False, False]
-    assert tool_contents(model_server.requests[1]) == ["Error: blocked by clawkit_sequence: Read notes.md before you overwrite it."]
-    assert tool_contents(model_server.requests[3])[-1] == "written"
+    assert tool_contents(model_server.requests[1]) == ["Error: blocked by sequence: Read notes.md before you overwrite it."]
+    assert "Error" not in unwrapped(tool_contents(model_server.requests[3])[-1])
     assert (workspace / "notes.md").read_text() == "# new\n"
 
 

@@ -160,3 +160,17 @@ def live_agent(http_agent):
         return http_agent(plugins=plugins, plugin_config=plugin_config, approver=approver, **config)
 
     return factory
+
+
+@pytest.fixture
+def make_agent(make_agent):
+    """The kit's ``make_agent`` (the full install); when this suite's stand-in tools are among the
+    plugins, the real clawkit-tools is turned off, as a user's ``plugins: {tools: {enabled: false}}``
+    would (the stand-ins take the same tool names)."""
+
+    def factory(*args, plugins=(), plugin_config=None, **kw):
+        if any(isinstance(p, StandardTools) for p in plugins):
+            plugin_config = {"tools": {"enabled": False}, **(plugin_config or {})}
+        return make_agent(*args, plugins=plugins, plugin_config=plugin_config, **kw)
+
+    return factory

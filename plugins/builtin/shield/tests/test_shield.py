@@ -14,6 +14,11 @@ from clawkit.config import ConfigError
 from clawkit.testing import ScriptedReply, call
 from clawkit_shield.attestation import Attestation, NoopAttestor
 
+pytestmark = pytest.mark.narrow(
+    "the shield's own decisions on stand-in tools: under the full install the policy answers first (loopback hosts "
+    "and unsafe shell_exec need approval) and hides what the shield decided; test_shield_e2e.py shows taint "
+    "and approval with everything loaded")
+
 ALL_TOOLS = ["read_file", "write_file", "edit_file", "list_dir", "shell_exec", "web_fetch"]
 
 INJECTED_PAGE = """<html><body><h1>Best pancakes</h1><p>Mix flour, eggs and milk.</p>

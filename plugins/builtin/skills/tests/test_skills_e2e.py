@@ -43,6 +43,8 @@ def http_agent(make_agent, model_server, tmp_path, monkeypatch):
         provider = LitellmProvider(ModelConfig(name=model, api_base=base, api_key="x", max_retries=0))
         plugins = (clawkit_skills, Router()) if router else (clawkit_skills,)
         cfg = {"skills": {"user_dir": str(tmp_path / "no-user-skills"), "watch": True}}
+        if not router:  # no router at all: the full install's translation device is turned off too
+            cfg["translation"] = {"enabled": False}
         return make_agent(provider=provider, plugins=plugins, plugin_config=cfg, model=model, tools=["skills"])
 
     return build

@@ -54,7 +54,7 @@ ESCAPES = [
 ]
 
 
-def test_model_driven_escapes_are_all_refused(llm_agent, model_server, layout):
+def _escape_calls(layout):
     paths = [p.replace("{outside}", str(layout)) for p in ESCAPES]
     calls = [("read_file", {"path": p}) for p in paths]
     calls += [("list_dir", {"path": ".."}), ("list_dir", {"path": "dir_out"}), ("glob", {"pattern": "../*"}),
@@ -62,6 +62,13 @@ def test_model_driven_escapes_are_all_refused(llm_agent, model_server, layout):
               ("write_file", {"path": "../outside/new.txt", "content": "x"}),
               ("edit_file", {"path": "dir_out/secret.txt", "old": "TOP", "new": "NOT"}),
               ("shell_exec", {"command": "cat secret.txt", "cwd": "dir_out"})]
+    return calls
+
+
+@pytest.mark.narrow("the tools plugin's own confinement under an approver that says yes to everything: "
+                    "with the policy loaded such an approval is a path grant, so the escape would be approved")
+def test_model_driven_escapes_are_all_refused(llm_agent, model_server, layout):
+    calls = _escape_calls(layout)
     agent = llm_agent(Reply.tool_calls(calls), "I could not read those.",
                       plugins=(clawkit_tools,), tools=["*"], approver=lambda c, r, ctx: True)
     result = agent.run("read the secrets")
@@ -70,6 +77,25 @@ def test_model_driven_escapes_are_all_refused(llm_agent, model_server, layout):
     assert len(results) == len(calls)
     for (name, args), msg in zip(calls, results):
         assert msg["content"].startswith("Error:"), (name, args, msg["content"])
+        assert SECRET not in msg["content"]
+    assert SECRET not in str(model_server.requests[1].body)
+    assert (layout / "secret.txt").read_text() == SECRET
+    assert not (layout / "new.txt").exists()
+    assert os.path.islink(agent.config.workspace / "link_out.txt")
+
+
+def test_model_driven_escapes_are_all_refused_with_everything_loaded(llm_agent, model_server, layout):
+    """The same escapes with the full install and no approver (a non-interactive run): every one
+    is an error, wrapped as data by the shield, and nothing outside the workspace is read or written."""
+    calls = _escape_calls(layout)
+    agent = llm_agent(Reply.tool_calls(calls), "I could not read those.", tools=["*"])
+    assert agent.test_install == "full"
+    result = agent.run("read the secrets")
+    assert result.reply == "I could not read those."
+    results = [m for m in model_server.requests[1].messages if m["role"] == "tool"]
+    assert len(results) == len(calls)
+    for (name, args), msg in zip(calls, results):
+        assert "Error:" in msg["content"], (name, args, msg["content"])
         assert SECRET not in msg["content"]
     assert SECRET not in str(model_server.requests[1].body)
     assert (layout / "secret.txt").read_text() == SECRET

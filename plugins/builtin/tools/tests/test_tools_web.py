@@ -156,7 +156,8 @@ def test_model_driven_ssrf_attempts(llm_agent, model_server, web, workspace, fak
     results = [m["content"] for m in model_server.requests[1].messages if m["role"] == "tool"]
     # the model server (loopback, not granted): a non-interactive run cannot approve a one-step grant
     assert results[0].startswith("Error: not approved") and "host 127.0.0.1 (not a public address)" in results[0]
-    assert results[1].startswith("Error:") and "sneaky.example resolves to a non-public address" in results[1]
-    assert results[2].startswith("Error:") and "169.254.169.254" in results[2]
-    assert results[3].endswith("public page text")
+    # (the full install's shield wraps what the tool returned as data)
+    assert "Error:" in results[1] and "sneaky.example resolves to a non-public address" in results[1]
+    assert "Error:" in results[2] and "169.254.169.254" in results[2]
+    assert "public page text" in results[3]
     assert len(model_server.requests) == 2  # web_fetch never reached the model server

@@ -112,6 +112,8 @@ def build(workspace):
     def factory(script=(), plugin_config=None, tools=("read_file", "web_search", "exec"), chunk_size=0, extra=(), **config):
         data = {"name": "t", "model": "scripted/test", "workspace": str(workspace), "tools": list(tools),
                 "plugins": plugin_config or {}, **config}
+        # narrow: the router's own decisions on stand-in tools (web_search, exec) that the full install does not have;
+        # test_translation_e2e.py drives routing with everything loaded
         pm = get_plugin_manager(extra=(clawkit_translation, ToolsPlugin(), *extra), load_entry_points=False)
         cfg = validate_agent(data, "<test>", {}, collect_sections(HookRunner(pm)))
         agent = Agent(cfg, pm=pm, provider=ScriptedProvider(script, chunk_size=chunk_size))

@@ -10,7 +10,7 @@ import clawkit_truncator
 from clawkit import tokens
 from clawkit_truncator import store
 from clawkit_truncator.cut import plan_cut, tail_has_signal
-from clawkit.testing import ScriptedReply, call
+from clawkit.testing import ScriptedReply, call, unwrapped
 
 WINDOW = 8000  # budget = 30% = 2400 tokens
 
@@ -34,16 +34,16 @@ def make_agent(workspace):
     from clawkit.config import collect_sections, validate_agent
     from clawkit.hooks import HookRunner
     from clawkit.loop import Agent
-    from clawkit.plugins import get_plugin_manager
+    from clawkit.testing import plugin_manager
     from clawkit.testing import ScriptedProvider
 
     agents = []
 
-    def factory(script=(), *, plugins=(), plugin_config=None, provider=None, **config):
+    def factory(script=(), *, plugins=(), plugin_config=None, provider=None, narrow=None, **config):
         data = {"name": "test-agent", "model": "scripted/test", "workspace": str(workspace), **config}
         if plugin_config:
             data["plugins"] = plugin_config
-        pm = get_plugin_manager(extra=plugins, load_entry_points=False)
+        pm = plugin_manager(*plugins, narrow=narrow, plugin_config=plugin_config)  # the full install unless the test says why not
         cfg = validate_agent(data, "<test>", {}, collect_sections(HookRunner(pm)))
         agent = Agent(cfg, pm=pm, provider=provider or ScriptedProvider(script))
         agents.append(agent)
@@ -143,7 +143,7 @@ def test_read_tool_output_pages_the_full_output(make_agent):
 
     agent = make(make_agent, out, script=[ScriptedReply.calls(call("dump")), reader, "done"])
     agent.run("go")
-    page = tool_messages(agent.provider.requests[2])[-1].content
+    page = unwrapped(tool_messages(agent.provider.requests[2])[-1].content)  # the full install's shield wraps it
     header, text = page.split("\n", 1)
     assert text == out[holder["offset"] : holder["offset"] + 500]
     assert f"of {len(out):,}" in header and f"Next: offset={holder['offset'] + 500}" in header
@@ -250,6 +250,7 @@ def test_config_section_in_agent_schema():
 def test_loads_alone_from_its_entry_point(monkeypatch):
     from clawkit.plugins import get_plugin_manager
 
+    # narrow: the plugin loads alone from its entry point
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "clawkit-truncator")
     pm = get_plugin_manager()
     assert pm.get_plugin("truncator") is clawkit_truncator

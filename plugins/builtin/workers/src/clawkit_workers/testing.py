@@ -55,6 +55,8 @@ def agent_yaml(folder: Path, model_url: str, *, name: str = "appender", approve_
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "ws").mkdir(exist_ok=True)
     policy = "" if approve_shell else "\n  policy: {risk: {shell_exec: safe}}"
+    # narrow: every other builtin is loaded (the full install); memory is turned off because each worker
+    # subprocess would load the embedding model for an agent that never recalls anything (issue 30 item 13)
     path = folder / f"{name}.yaml"
     path.write_text(
         f"name: {name}\n"
