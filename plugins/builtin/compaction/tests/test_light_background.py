@@ -36,7 +36,7 @@ def make_agent(workspace):
                 "limits": {"context_window": WINDOW}, **config}
         if plugin_config:
             data["plugins"] = plugin_config
-        pm = get_plugin_manager(extra=plugins, load_entry_points=False)
+        pm = get_plugin_manager(extra=plugins, load_entry_points=False)  # narrow: the summarizer timing is measured against compaction alone
         cfg = validate_agent(data, "<test>", {}, collect_sections(HookRunner(pm)))
         agent = Agent(cfg, pm=pm, provider=provider)
         agents.append(agent)

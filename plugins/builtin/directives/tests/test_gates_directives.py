@@ -43,7 +43,7 @@ def agent_with(workspace):
     def factory(*extra, script=()):
         data = {"name": "t", "model": "openai/test", "workspace": str(workspace),
                 "plugins": {"directives": {"allow_elevated": True, "allow_noninteractive_elevated": True}}}
-        pm = get_plugin_manager(extra=(clawkit_directives, *extra), load_entry_points=False)
+        pm = get_plugin_manager(extra=(clawkit_directives, *extra), load_entry_points=False)  # narrow: unit test of the directives plugin's channel rule
         cfg = validate_agent(data, "<test>", {}, collect_sections(HookRunner(pm)))
         agent = Agent(cfg, pm=pm, provider=ScriptedProvider(list(script)))
         agent.channel = "chat"

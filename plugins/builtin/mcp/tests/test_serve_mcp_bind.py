@@ -121,7 +121,7 @@ def test_open_api_keys_hook_fails_closed(tmp_path):
             return self.answer
 
     for answer, refused in ((Store(1), False), (Store(0), True), (RuntimeError("db down"), True), (None, True)):
-        pm = get_plugin_manager(load_entry_points=False)
+        pm = get_plugin_manager(load_entry_points=False)  # narrow: the key-store hook alone, with stand-in stores
         pm.register(Keys(answer))
         args = SimpleNamespace(db=str(tmp_path / "state.db"), pm=pm)
         if refused:

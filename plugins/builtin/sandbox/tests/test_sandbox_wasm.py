@@ -15,6 +15,7 @@ import pytest
 import clawkit_policy
 import clawkit_sandbox
 import clawkit_tools
+from clawkit.testing import unwrapped
 from clawkit.testing.server import Reply
 from clawkit_sandbox.wasm import MODULES, run_module
 
@@ -83,11 +84,6 @@ def test_limits_stop_runaway_modules(wasm_agent, model_server, workspace):
     assert "stopped at the memory limit (8 MiB" in memory
 
 
-HOST_PROXY_BUG = ("issue 30 item 10: with the full install a Wasm host proxy gets the shield's untrusted-data "
-                  "wrapper instead of the raw read_file result (words 30, not 2); fixed by the Wasm/host-proxy part")
-
-
-@pytest.mark.xfail(strict=True, reason=HOST_PROXY_BUG)
 def test_host_proxy_is_gated_and_audited(wasm_agent, model_server, workspace, tmp_path):
     _host_proxy_is_gated_and_audited(wasm_agent, model_server, workspace, tmp_path, narrow=None)
 
@@ -95,7 +91,7 @@ def test_host_proxy_is_gated_and_audited(wasm_agent, model_server, workspace, tm
 def test_host_proxy_is_gated_and_audited_tools_sandbox_policy_only(wasm_agent, model_server, workspace, tmp_path):
     _host_proxy_is_gated_and_audited(
         wasm_agent, model_server, workspace, tmp_path,
-        narrow="keeps the host proxy's gate and ledger covered while the full-install twin above is xfail (issue 30 item 10)")
+        narrow="the host proxy's gate and ledger with only the plugins it needs, beside the full-install twin above")
 
 
 def _host_proxy_is_gated_and_audited(wasm_agent, model_server, workspace, tmp_path, narrow):
@@ -108,7 +104,7 @@ def _host_proxy_is_gated_and_audited(wasm_agent, model_server, workspace, tmp_pa
     )
     result = agent.run("go")
     ok, refused = tool_messages(model_server)
-    assert json.loads(ok) == {"source": "inside.txt", "bytes": 11, "lines": 1, "words": 2, "longest_word": "alpha",
+    assert json.loads(unwrapped(ok)) == {"source": "inside.txt", "bytes": 11, "lines": 1, "words": 2, "longest_word": "alpha",
                               "calls": 1, "total_words": 2}
     assert "not approved" in refused and "SECRET" not in refused  # the policy asked; nobody could approve
     ledger = clawkit_policy.ledger_for(agent.store)
