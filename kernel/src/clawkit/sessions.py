@@ -340,20 +340,23 @@ class SessionStore:
         Deferred writes coalesce: several ``Session.set`` calls in one turn cost one
         UPDATE, committed with the next message or at the turn's end.
         """
+        text = _dump(metadata)
+        if self.redact is not None:  # metadata quotes what tools saw too (provenance names a command line)
+            text = self._redact_json(text)
         if now:
             self._pending_meta.pop(session_id, None)
             if self._pending:
                 self.flush()
-            self.conn.execute(
-                "UPDATE sessions SET metadata = ?, updated = ? WHERE id = ?", (_dump(metadata), time.time(), session_id)
-            )
+            self.conn.execute("UPDATE sessions SET metadata = ?, updated = ? WHERE id = ?", (text, time.time(), session_id))
         else:
-            self._pending_meta[session_id] = _dump(metadata)
+            self._pending_meta[session_id] = text
 
     def queue_metadata_key(self, session_id: str, key: str, value: Any) -> None:
         """Write one metadata key with the next commit; on disk only this key changes, so a full
         metadata write by someone else in between loses nothing. ``value`` must be JSON-able."""
         text = _dump(value)
+        if self.redact is not None:
+            text = self._redact_json(text)
         if self.dialect == POSTGRESQL:
             self.queue(_META_KEY_SQL_PG, (key, text, time.time(), session_id))
         else:
