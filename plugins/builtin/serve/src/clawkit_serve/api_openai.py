@@ -129,7 +129,11 @@ async def _replay(server: Server, agent: str, attempt: replays.Attempt, stream: 
                 yield result.reply
 
         return _streaming(agent, attempt, whole(), attempt.task, body, headers)
-    return _completion(agent, attempt, await asyncio.shield(attempt.task), headers)
+    try:
+        result = await asyncio.shield(attempt.task)
+    except HttpError as exc:  # the same error again, marked as a replay
+        raise HttpError(exc.status, exc.message, code=exc.code, headers={**exc.headers, **headers}) from None
+    return _completion(agent, attempt, result, headers)
 
 
 async def _queued(queue: asyncio.Queue):
