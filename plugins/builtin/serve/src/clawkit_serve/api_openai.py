@@ -27,8 +27,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from clawkit.types import Message
-
 from . import openai_request, replays
 from .app import HttpError, Server
 from .runner import Checkpointed, SessionBusy, UnknownSession
@@ -39,12 +37,6 @@ log = logging.getLogger("clawkit.serve")
 NO_RETRY = {"x-should-retry": "false"}
 
 SESSION_HEADER = "X-Clawkit-Session"
-
-
-def parse(body: dict[str, Any]) -> tuple[str, str, list[Message]]:
-    """(agent, the new user text, earlier messages) from a chat-completions body (see openai_request)."""
-    req = openai_request.parse(body)
-    return req.agent, req.text, req.earlier
 
 
 def _model(name: str) -> dict[str, Any]:
