@@ -148,3 +148,15 @@ def test_a_retry_while_the_turn_runs_waits_for_it_instead_of_a_409(site):
     assert out["first"].json()["choices"] == out["retry"].json()["choices"]
     assert (ws / "once.txt").read_text().splitlines() == ["once"]
     assert counts(served)["runs"] == 1
+
+
+def test_a_streamed_request_repeated_with_its_idempotency_key_streams_the_first_reply(site, model):
+    served, key, _ = site
+    client = openai.OpenAI(base_url=served.url + "/v1", api_key=key)
+    body = {"model": "helper", "messages": [{"role": "user", "content": "say: one two three"}], "stream": True,
+            "extra_headers": {"Idempotency-Key": "stream-1"}}
+    texts, calls = [], len(model.requests)
+    for _ in range(2):
+        texts.append("".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(**body) if c.choices))
+    assert texts == ["one two three", "one two three"]
+    assert counts(served)["runs"] == 1 and len(model.requests) == calls + 1
