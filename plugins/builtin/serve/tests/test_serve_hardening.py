@@ -160,7 +160,7 @@ def test_database_failing_while_serving_is_a_json_503(model, tmp_path):
     from clawkit_serve.app import ServeOptions, build
 
     agent = write_agent(tmp_path, model)
-    app = build([agent], tmp_path / "state.db", ServeOptions(dev=True))
+    app = build([agent], tmp_path / "state.db", ServeOptions())  # keys mode: --dev takes any bearer
     server = app.state.server
 
     def broken(*a, **k):

@@ -5,8 +5,11 @@
   session with the ``X-Clawkit-Session`` header or a ``session_id`` body field (the
   OpenAI client: ``extra_headers=`` / ``extra_body=``). Every answer carries the
   session id in that header and in a ``session_id`` field. Without one, a new session
-  starts, seeded with the earlier user/assistant messages of ``messages``.
-* Tools run inside the agent; the client sees the reply.
+  starts, seeded with the earlier messages (tool calls and results included).
+* Tools run inside the agent; the client sees the reply. Client-side ``tools`` are refused;
+  every other field works or is refused with a 400 (openai_request.py).
+* A retry (same ``Idempotency-Key``, or the SDKs' ``x-stainless-retry-count``) attaches to
+  the turn it repeats instead of starting another (replays.py).
 * A session runs one turn at a time: a second request gets 409, or waits with
   ``X-Clawkit-Wait: true`` (``"wait": true``).
 """
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import sqlite3
 import time
 from typing import Any
 
@@ -22,75 +27,124 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from clawkit.types import Message
-
+from . import openai_request, replays
 from .app import HttpError, Server
-from .runner import SessionBusy, UnknownSession
+from .runner import Checkpointed, SessionBusy, UnknownSession
+from .turn_settings import CURRENT
+
+log = logging.getLogger("clawkit.serve")
+#: on an error after the turn started: the official SDKs must not retry (a retry would be a second turn)
+NO_RETRY = {"x-should-retry": "false"}
 
 SESSION_HEADER = "X-Clawkit-Session"
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts: keep the text ones
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return "" if content is None else str(content)
-
-
-def parse(body: dict[str, Any]) -> tuple[str, str, list[Message]]:
-    """(agent, the new user text, earlier messages) from a chat-completions body."""
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise HttpError(400, "'model' is required: the name of a served agent", code="missing_model")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-        raise HttpError(400, "'messages' must be a non-empty list of message objects", code="bad_messages")
-    last = messages[-1]
-    if last.get("role") != "user" or not _text(last.get("content")).strip():
-        raise HttpError(400, "the last message must be a user message with text content", code="bad_messages")
-    earlier = [Message(role=m["role"], content=_text(m.get("content")))
-               for m in messages[:-1] if m.get("role") in ("user", "assistant") and _text(m.get("content"))]
-    return model, _text(last["content"]), earlier
+def _model(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "clawkit"}
 
 
 def routes(server: Server) -> list[Route]:
     async def models(request: Request) -> JSONResponse:
         key = server.authorize(request, "read")
-        data = [{"id": name, "object": "model", "created": 0, "owned_by": "clawkit"}
-                for name in server.runner.agent_names() if key.allows_agent(name)]
-        return JSONResponse({"object": "list", "data": data})
+        return JSONResponse({"object": "list", "data": [_model(n) for n in server.runner.agent_names() if key.allows_agent(n)]})
+
+    async def model(request: Request) -> JSONResponse:
+        key = server.authorize(request, "read")
+        name = request.path_params["model"]
+        if name not in server.runner.agent_names() or not key.allows_agent(name):
+            raise HttpError(404, f"no agent named {name!r} is served (GET /v1/models lists them)", code="model_not_found")
+        return JSONResponse(_model(name))
 
     async def chat_completions(request: Request):
-        server.authorize(request, "run")
+        key = server.authorize(request, "run")
         body = await server.read_json(request)
-        agent, text, earlier = parse(body)
+        req = openai_request.parse(body)
+        agent = req.agent
         if agent not in server.runner.agent_names():
             raise HttpError(404, f"no agent named {agent!r} is served (GET /v1/models lists them)", code="model_not_found")
         server.authorize(request, "run", agent)
+        if req.settings and not getattr(server.runner, "request_settings", False):
+            raise HttpError(400, f"{', '.join(sorted(req.settings))}: per-request model settings are not supported by "
+                            "this server's turn runner (queued workers use the agent's own settings)", code="unsupported_parameter")
+        idem = request.headers.get("idempotency-key") or None
+        fp = replays.fingerprint(key.id, body, request)
+        earlier = server.replays.find(key.id, idem, fp, replays.retry_count(request) > 0)
+        if earlier is not None:  # a retry: the turn it repeats answers it, no new turn
+            return await _replay(server, agent, earlier, req.stream, body)
         requested = request.headers.get(SESSION_HEADER.lower()) or body.get("session_id")
         try:
-            sid = server.runner.open_session(agent, requested or None, None if requested else earlier)
+            sid = server.runner.open_session(agent, requested or None, None if requested else req.earlier)
         except UnknownSession:
             raise HttpError(404, f"no session {requested} for agent {agent!r}", code="session_not_found") from None
         wait = str(request.headers.get("x-clawkit-wait", body.get("wait", ""))).lower() in ("1", "true", "yes")
         if not wait and server.runner.busy(sid):
             raise HttpError(409, f"session {sid} is running a turn; retry later or send 'X-Clawkit-Wait: true'",
                             code="session_busy")
-        created, cid = int(time.time()), f"chatcmpl-{sid}-{time.monotonic_ns()}"
-        if body.get("stream"):
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(_stream(server, agent, sid, text, wait, cid, created, include_usage),
-                                     media_type="text/event-stream", headers={SESSION_HEADER: sid, "Cache-Control": "no-cache"})
-        result = await _run(server, agent, sid, text, None, wait)
-        u = result.usage
-        return JSONResponse({
-            "id": cid, "object": "chat.completion", "created": created, "model": agent, "session_id": sid,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": result.reply}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens},
-        }, headers={SESSION_HEADER: sid})
+        attempt = replays.Attempt(fp, sid, f"chatcmpl-{sid}-{time.monotonic_ns()}", int(time.time()))
+        queue: asyncio.Queue | None = asyncio.Queue() if req.stream else None
+        token = CURRENT.set((sid, req.settings) if req.settings else None)
+        try:  # the turn's task copies this context: its model calls see the settings
+            task = asyncio.ensure_future(_run(server, agent, sid, req.text, _deliver(server, sid, queue) if queue else None, wait))
+        finally:
+            CURRENT.reset(token)
+        server.replays.begin(key.id, idem, attempt, task)
+        if queue is not None:
+            task.add_done_callback(lambda t: queue.put_nowait(None))
+            return _streaming(agent, attempt, _queued(queue), task, body)
+        return _completion(agent, attempt, await asyncio.shield(task))
 
-    return [Route("/v1/models", models), Route("/v1/chat/completions", chat_completions, methods=["POST"])]
+    return [Route("/v1/models", models), Route("/v1/models/{model:path}", model),
+            Route("/v1/chat/completions", chat_completions, methods=["POST"])]
+
+
+def _usage(result: Any) -> dict[str, int]:
+    u = result.usage
+    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}
+
+
+def _completion(agent: str, attempt: replays.Attempt, result: Any, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({
+        "id": attempt.cid, "object": "chat.completion", "created": attempt.created, "model": agent,
+        "session_id": attempt.session_id,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.reply}, "finish_reason": "stop"}],
+        "usage": _usage(result),
+    }, headers={SESSION_HEADER: attempt.session_id, **(headers or {})})
+
+
+async def _replay(server: Server, agent: str, attempt: replays.Attempt, stream: bool, body: dict[str, Any]):
+    """Answer a retry from the turn it repeats: wait for it if it still runs, else its outcome again."""
+    headers = {"X-Clawkit-Replayed": "true"}
+    if stream:
+        async def whole():
+            result = await asyncio.shield(attempt.task)
+            if result.reply:
+                yield result.reply
+
+        return _streaming(agent, attempt, whole(), attempt.task, body, headers)
+    try:
+        result = await asyncio.shield(attempt.task)
+    except HttpError as exc:  # the same error again, marked as a replay
+        raise HttpError(exc.status, exc.message, code=exc.code, headers={**exc.headers, **headers}) from None
+    return _completion(agent, attempt, result, headers)
+
+
+async def _queued(queue: asyncio.Queue):
+    while True:
+        item = await queue.get()
+        if item is None:
+            return
+        yield item
+
+
+def _deliver(server: Server, sid: str, queue: asyncio.Queue):
+    def deliver(outbound: Any) -> None:
+        if outbound.kind == "stream_chunk" and outbound.content:
+            queue.put_nowait(outbound.content)
+            server.runner.hub.publish(sid, {"type": "delta", "text": outbound.content})
+        elif outbound.kind == "final_reply" and not outbound.metadata.get("streamed") and outbound.content:
+            queue.put_nowait(outbound.content)
+
+    return deliver
 
 
 async def _run(server: Server, agent: str, sid: str, text: str, deliver: Any, wait: bool) -> Any:
@@ -101,35 +155,38 @@ async def _run(server: Server, agent: str, sid: str, text: str, deliver: Any, wa
     except SessionBusy:
         raise HttpError(409, f"session {sid} is running a turn; retry later or send 'X-Clawkit-Wait: true'",
                         code="session_busy") from None
-    except ProviderError as exc:
-        raise HttpError(502, f"the agent's model call failed: {exc}", code="model_error") from None
+    except ProviderError as exc:  # the turn ran (tools may have): a retry would repeat it
+        raise HttpError(502, f"the agent's model call failed: {exc}", code="model_error", headers=NO_RETRY) from None
+    except (HttpError, sqlite3.DatabaseError):
+        raise
+    except Checkpointed as exc:
+        raise HttpError(503, str(exc), code="checkpointed", headers={**NO_RETRY, "Retry-After": "5"}) from None
+    except Exception as exc:
+        log.error("clawkit serve: a chat-completions turn on session %s failed", sid, exc_info=exc)
+        raise HttpError(500, f"the turn failed ({type(exc).__name__}); the server log has the details",
+                        code="turn_failed", headers=NO_RETRY) from None
 
 
-async def _stream(server: Server, agent: str, sid: str, text: str, wait: bool, cid: str, created: int, include_usage: bool):
-    queue: asyncio.Queue = asyncio.Queue()
+def _streaming(agent: str, attempt: replays.Attempt, texts: Any, task: asyncio.Future, body: dict[str, Any],
+               headers: dict[str, str] | None = None) -> StreamingResponse:
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    return StreamingResponse(_sse(agent, attempt, texts, task, include_usage), media_type="text/event-stream",
+                             headers={SESSION_HEADER: attempt.session_id, "Cache-Control": "no-cache", **(headers or {})})
+
+
+async def _sse(agent: str, attempt: replays.Attempt, texts: Any, task: asyncio.Future, include_usage: bool):
+    sid, cid, created = attempt.session_id, attempt.cid, attempt.created
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
         body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": agent, "session_id": sid,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
         return f"data: {json.dumps(body)}\n\n".encode()
 
-    def deliver(outbound: Any) -> None:
-        if outbound.kind == "stream_chunk" and outbound.content:
-            queue.put_nowait(outbound.content)
-            server.runner.hub.publish(sid, {"type": "delta", "text": outbound.content})
-        elif outbound.kind == "final_reply" and not outbound.metadata.get("streamed") and outbound.content:
-            queue.put_nowait(outbound.content)
-
-    task = asyncio.ensure_future(_run(server, agent, sid, text, deliver, wait))
-    task.add_done_callback(lambda t: queue.put_nowait(None))
     yield chunk({"role": "assistant", "content": ""})
-    while True:
-        item = await queue.get()
-        if item is None:
-            break
-        yield chunk({"content": item})
     try:
-        result = task.result()
+        async for text in texts:
+            yield chunk({"content": text})
+        result = await asyncio.shield(task)
     except Exception as exc:  # the status line went out already: the error travels in the stream
         message, code = (exc.message, exc.code) if isinstance(exc, HttpError) else (f"the turn failed: {type(exc).__name__}", "turn_failed")
         yield f"data: {json.dumps({'error': {'message': message, 'code': code}})}\n\n".encode()
@@ -137,8 +194,7 @@ async def _stream(server: Server, agent: str, sid: str, text: str, wait: bool, c
         return
     yield chunk({}, "stop")
     if include_usage:
-        u = result.usage
         body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": agent, "choices": [],
-                "usage": {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}}
+                "usage": _usage(result)}
         yield f"data: {json.dumps(body)}\n\n".encode()
     yield b"data: [DONE]\n\n"

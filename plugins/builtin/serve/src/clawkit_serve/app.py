@@ -43,7 +43,8 @@ class HttpError(Exception):
 
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-               404: "not_found_error", 408: "timeout_error", 409: "conflict_error", 410: "gone_error", 413: "request_too_large",
+               404: "not_found_error", 405: "invalid_request_error", 408: "timeout_error", 409: "conflict_error",
+               410: "gone_error", 413: "request_too_large",
                429: "rate_limit_error", 502: "upstream_error", 503: "unavailable"}
 
 
@@ -62,6 +63,9 @@ class Server:
     def __init__(self, runner: Any, keys: KeyStore, broker: ApprovalBroker, options: ServeOptions):
         self.runner, self.keys, self.broker, self.options = runner, keys, broker, options
         self.limiter = RateLimiter(options.rate_per_minute)
+        from .replays import Replays
+
+        self.replays = Replays()  # retries of a chat completion attach to its turn (replays.py)
 
     def authorize(self, request: Request, action: str = "read", agent: str | None = None) -> ApiKey:
         """The caller's key, or an HttpError: 401 (no/unknown key), 403 (role or agent), 429 (rate)."""
@@ -69,7 +73,7 @@ class Server:
         if key is None:
             header = request.headers.get("authorization", "")
             scheme, _, token = header.partition(" ")
-            if self.options.dev and not header:
+            if self.options.dev:  # no keys exist; loopback only (LoopbackOnly): any bearer passes, as the SDKs send one
                 key = DEV_KEY
             elif scheme.lower() != "bearer" or not token.strip():
                 raise HttpError(401, "missing API key: send 'Authorization: Bearer <key>'", code="missing_api_key",
@@ -141,6 +145,17 @@ def create_app(server: Server) -> Starlette:
     async def on_http_error(request: Request, exc: HttpError) -> JSONResponse:
         return error_response(exc.status, exc.message, exc.code, exc.headers)
 
+    async def on_starlette_error(request: Request, exc: Exception) -> JSONResponse:
+        status = getattr(exc, "status_code", 500)
+        if status == 404:
+            message = f"no route {request.method} {request.url.path} (see docs/serve.md)"
+        elif status == 405:
+            message = f"method {request.method} is not allowed on {request.url.path}"
+        else:
+            message = str(getattr(exc, "detail", "") or exc)
+        return error_response(status, message, {404: "unknown_route", 405: "method_not_allowed"}.get(status),
+                              dict(getattr(exc, "headers", None) or {}))
+
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"ok": True})
 
@@ -179,7 +194,9 @@ def create_app(server: Server) -> Starlette:
               *panel.routes(server), Mount("/panel/static", app=panel.static_files(), name="panel-static")]
     import sqlite3  # the PostgreSQL backend's errors derive from sqlite3's
 
-    handlers = {HttpError: on_http_error, Checkpointed: on_checkpointed, sqlite3.DatabaseError: on_database_error,
+    from starlette.exceptions import HTTPException
+
+    handlers = {HttpError: on_http_error, HTTPException: on_starlette_error, Checkpointed: on_checkpointed, sqlite3.DatabaseError: on_database_error,
                 RecursionError: on_error, Exception: on_error}
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
     if server.options.cors_origins:

@@ -97,10 +97,15 @@ class TurnRunner(Protocol):
 class InProcessRunner:
     """Agents opened from YAML files, turns as tasks in this event loop."""
 
+    #: a request's model settings (``turn_settings.CURRENT``) reach its turn's model calls
+    request_settings = True
+
     def __init__(self, paths: list[str | Path], approver_for: Callable[[str], Any], *, overrides: dict | None = None):
         from clawkit.runtime import load_config
         from clawkit.loop import Agent
         from clawkit.plugins import get_plugin_manager
+
+        from .turn_settings import TurnSettings
 
         self.hub = EventHub()
         self.agents: dict[str, Any] = {}
@@ -108,7 +113,7 @@ class InProcessRunner:
             cfg, _ = load_config(path, overrides)
             if cfg.name in self.agents:
                 raise ValueError(f"{path}: an agent named {cfg.name!r} is served already (names pick agents: make them unique)")
-            pm = get_plugin_manager(disabled=cfg.disabled_plugins(), extra=(HubPlugin(self.hub),))
+            pm = get_plugin_manager(disabled=cfg.disabled_plugins(), extra=(HubPlugin(self.hub), TurnSettings()))
             section = cfg.plugin("serve")
             approver = approver_for(cfg.name, getattr(section, "approval_timeout", None))
             self.agents[cfg.name] = Agent(cfg, pm=pm, approver=approver, channel="http")
