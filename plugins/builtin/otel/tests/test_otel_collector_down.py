@@ -53,3 +53,50 @@ def test_a_collector_that_is_down_costs_a_run_almost_nothing_and_one_warning(mod
     assert len(lines) == 1, stderr["1"]  # one warning, naming the collector
     assert "no OTLP collector" in lines[0] and endpoint in lines[0]
     assert "opentelemetry" not in stderr["1"]  # none of the exporter's own retry messages
+
+
+def test_a_long_lived_process_exports_from_the_background(tmp_path, monkeypatch):
+    """serve: traces leave from a background thread (the SDK pipeline built there), no exit needed."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from clawkit_otel.export import Exporter, Rec
+
+    posts = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self):
+            posts.append((self.path, self.rfile.read(int(self.headers["content-length"]))))
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{httpd.server_address[1]}")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    exporter = Exporter()
+    try:
+        root = Rec("invoke_agent bg", "internal", {"gen_ai.operation.name": "invoke_agent"})
+        child = Rec("chat m", "client", {"gen_ai.operation.name": "chat"}, parent=root)
+        child.end = root.end = root.start + 1000
+        exporter.submit([root, child], [("histogram", "gen_ai.client.operation.duration", "s", 0.5, {"gen_ai.request.model": "m"})])
+        deadline = time.monotonic() + 60
+        while not any(p == "/v1/traces" for p, _ in posts) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        exporter.flush()
+        exporter.shutdown()
+        httpd.shutdown()
+        httpd.server_close()
+    spans = [s for p, b in posts if p == "/v1/traces" for rs in ExportTraceServiceRequest.FromString(b).resource_spans
+             for ss in rs.scope_spans for s in ss.spans]
+    by_name = {s.name: s for s in spans}
+    assert set(by_name) == {"invoke_agent bg", "chat m"}
+    assert by_name["chat m"].parent_span_id == by_name["invoke_agent bg"].span_id
+    assert any(p == "/v1/metrics" for p, _ in posts)

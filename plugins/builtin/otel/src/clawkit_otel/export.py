@@ -189,6 +189,7 @@ class Exporter:
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._worker: threading.Thread | None = None
+        self._exported = False  # the background thread replayed traces since the last flush
 
     def submit(self, spans: list[Rec], points: list[Any]) -> None:
         if self._sync:
@@ -215,6 +216,7 @@ class Exporter:
                 self._pipeline = _Pipeline.from_env()
             for spans, points in self._drain():
                 self._pipeline.replay(spans, points)
+                self._exported = True  # (flush: the processor's queue, then)
         except Exception as exc:
             log.error("telemetry export failed: %s", exc)
 
@@ -231,8 +233,9 @@ class Exporter:
         if worker is not None and worker.is_alive():
             worker.join(limit)
         batches = self._drain()
-        if not batches and self._pipeline is None:
+        if not batches and not self._exported:
             return
+        self._exported = False
         for signal in ("traces", "metrics"):
             if os.environ.get(f"OTEL_{signal.upper()}_EXPORTER", "otlp").lower() != "otlp":
                 continue

@@ -206,7 +206,9 @@ class Telemetry:
                                  "gen_ai.request.model": request_model, **_server(d.get("endpoint"), provider),
                                  "clawkit.model.latency": duration}
         if failed:
-            attrs["error.type"] = str(d.get("error_type") or "error")
+            # the ProviderError kind (timeout, rate_limit, connection…); a plain HTTP error: its status code
+            kind = str(d.get("error_type") or "error")
+            attrs["error.type"] = str(d["status"]) if kind == "http" and d.get("status") else kind
             if d.get("status"):
                 attrs["http.response.status_code"] = int(d["status"])
         else:
