@@ -35,14 +35,17 @@ class Rec:
     """A span being recorded: name, kind (``internal``/``client``), attributes, times (ns since
     the epoch), parent (a Rec, a W3C ``traceparent`` string, or None) and error description."""
 
-    __slots__ = ("name", "kind", "attributes", "start", "end", "parent", "error", "root")
+    __slots__ = ("name", "kind", "attributes", "start", "end", "parent", "error", "root", "context")
 
     def __init__(self, name: str, kind: str, attributes: dict[str, Any], parent: Any = None, start: int | None = None):
         self.name, self.kind, self.attributes, self.parent = name, kind, attributes, parent
         self.start = start if start is not None else time.time_ns()
         self.end: int | None = None
         self.error: str | None = None
-        self.root: Rec = parent.root if isinstance(parent, Rec) else self
+        # a trace leaves when its root ends; a span started under a root that already left (a background
+        # sub-agent still going) leaves on its own, still a child of its parent
+        self.root: Rec = parent.root if isinstance(parent, Rec) and parent.root.end is None else self
+        self.context: Any = None  # the exported span's SpanContext, once replayed
 
     def set_attribute(self, key: str, value: Any) -> None:
         self.attributes[key] = value
@@ -145,6 +148,8 @@ class _Pipeline:
             context = None
             if isinstance(r.parent, Rec) and id(r.parent) in real:
                 context = trace.set_span_in_context(real[id(r.parent)])
+            elif isinstance(r.parent, Rec) and r.parent.context is not None:  # exported earlier
+                context = trace.set_span_in_context(trace.NonRecordingSpan(r.parent.context))
             elif isinstance(r.parent, str):
                 context = TraceContextTextMapPropagator().extract({"traceparent": r.parent})
             span = self.tracer.start_span(r.name, context=context, kind=SpanKind.CLIENT if r.kind == "client" else SpanKind.INTERNAL,
@@ -152,6 +157,7 @@ class _Pipeline:
             if r.error is not None:
                 span.set_status(Status(StatusCode.ERROR, r.error))
             real[id(r)] = span
+            r.context = span.get_span_context()
         for r in spans:
             real[id(r)].end(end_time=r.end or time.time_ns())
         for kind, name, unit, value, attrs in points:
