@@ -144,3 +144,18 @@ def test_a_served_request_with_a_traceparent_joins_the_callers_trace(spans, tmp_
     assert alone.parent is None and format(alone.context.trace_id, "032x") != TRACE_ID  # no header: a trace of its own
     chat = next(s for s in spans.get_finished_spans() if s.name == "chat test-model" and s.parent.span_id == joined.context.span_id)
     assert format(chat.context.trace_id, "032x") == TRACE_ID
+
+
+def test_a_span_started_after_its_trace_left_stays_its_parents_child(spans):
+    """A background sub-agent still going when the run that started it ended: its spans leave later,
+    still in the run's trace, under the tool call that started it."""
+    t = clawkit_otel._telemetry
+    run = t._start("invoke_agent parent", "internal", {})
+    tool = t._start("execute_tool spawn", "internal", {}, run)
+    t._end(run)  # the run ends first (the tool span ends with it)
+    late = t._start("invoke_agent background", "internal", {}, tool)
+    t._end(late)
+    got = {s.name: s for s in spans.get_finished_spans()}
+    assert got["invoke_agent background"].parent.span_id == got["execute_tool spawn"].context.span_id
+    assert got["invoke_agent background"].context.trace_id == got["invoke_agent parent"].context.trace_id
+    assert t._trees == {}  # nothing kept behind

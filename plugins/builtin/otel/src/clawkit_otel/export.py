@@ -236,21 +236,24 @@ class Exporter:
             if self._timer is not None:
                 self._timer.cancel()
         worker = self._worker
-        if worker is not None and worker.is_alive():
-            worker.join(limit)
-        batches = self._drain()
-        if not batches and not self._exported:
+        busy = worker is not None and worker.is_alive()
+        with self._lock:
+            pending = sum(len(spans) for spans, _ in self._queue)
+        if not pending and not self._exported and not busy:
             return
-        self._exported = False
-        for signal in ("traces", "metrics"):
+        for signal in ("traces", "metrics"):  # first: a collector that is down is not worth any wait
             if os.environ.get(f"OTEL_{signal.upper()}_EXPORTER", "otlp").lower() != "otlp":
                 continue
             url = otlp_endpoint(signal)
             why = unreachable(url, min(limit, 1.0))
             if why is not None:
-                spans = sum(len(s) for s, _ in batches)
-                log.error("no OTLP collector at %s (%s): %d span(s) of this process not exported", url, why, spans)
+                self._drain()
+                log.error("no OTLP collector at %s (%s): %d span(s) of this process not exported", url, why, pending)
                 return
+        if busy:
+            worker.join(limit)
+        batches = self._drain()
+        self._exported = False
         done = threading.Event()
 
         def export() -> None:
