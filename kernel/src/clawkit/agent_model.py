@@ -245,7 +245,13 @@ class ModelSide:
                         raise
                     ctx.emit("llm.retry", reason=str(exc))
 
-        response = await (call() if ctx.steps is None else ctx.steps.model(ctx, request, call))
+        try:
+            response = await (call() if ctx.steps is None else ctx.steps.model(ctx, request, call))
+        except ProviderError as exc:  # observers (telemetry) see failed calls too, with their timing
+            ctx.emit("llm.failed", model=request.model, started=started, duration=time.time() - started,
+                     error_type=exc.kind, status=exc.status, endpoint=exc.endpoint or self.config.model.api_base,
+                     stream=request.stream)
+            raise
         if not response.usage.total_tokens and not response.usage.estimated:
             # the provider reported no usage (and did not count it itself): counted here, marked
             # estimated, so budgets, --json and telemetry never read 0 for a call that was made
@@ -259,7 +265,8 @@ class ModelSide:
         store.step(ctx.run_id, new_id("step"), "llm", response.model or request.model, started, time.time(), "ok",
                    {"usage": response.usage.model_dump(exclude_defaults=True)})
         # observers (telemetry, logs) see each model call with its timing; content stays out of events
-        ctx.emit("llm.call", model=request.model, response_model=response.model, started=started,
+        ctx.emit("llm.call", model=request.model, response_model=response.model, response_id=response.id,
+                 endpoint=self.config.model.api_base, started=started,
                  duration=time.time() - started, usage=response.usage.model_dump(), finish_reason=response.finish_reason,
                  tool_calls=len(response.tool_calls), stream=request.stream)
         return response

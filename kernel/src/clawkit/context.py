@@ -22,6 +22,11 @@ if TYPE_CHECKING:
 current_call: ContextVar[Any] = ContextVar("clawkit_current_call", default=None)
 """The :class:`ToolCall` being gated/executed in this task (concurrent calls each see their own)."""
 
+incoming_traceparent: ContextVar[str | None] = ContextVar("clawkit_incoming_traceparent", default=None)
+"""The W3C ``traceparent`` of the request that started the turns of this task (``clawkit serve``
+sets it from the request header, ``""`` when there was none); None outside a served request.
+Telemetry makes such a run a child of the caller's span."""
+
 result_reader: ContextVar[str | None] = ContextVar("clawkit_result_reader", default=None)
 """Who reads the result of the call being executed in this task: None is the model; a host
 proxy names itself (``"wasm:text_stats"``). ``after_tool_call`` plugins that shape a result

@@ -402,6 +402,7 @@ def on_event(event):
     """Observe an :class:`clawkit.types.Event`: ``session.start``, ``turn.end``,
     ``session.classified``, ``tool.blocked``, ``tool.approval``, ``hook.error``,
     ``llm.retry``, ``llm.call`` (each model call's timing and usage, no content),
+    ``llm.failed`` (a model call that failed for good: timing, ``error_type``, ``status``),
     ``turn.failed``, ``turn.resumed``, ``agent.close``, ``compaction``, ``directive.change``
     and any plugin's own.
 

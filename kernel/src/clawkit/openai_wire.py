@@ -43,7 +43,7 @@ def response_from_completion(resp: Any) -> LlmResponse:
              for c in (field(message, "tool_calls") or [])]
     return LlmResponse(content=field(message, "content") or "", tool_calls=calls,
                        usage=usage_from(field(resp, "usage")) or Usage(),
-                       finish_reason=field(choice, "finish_reason"), model=field(resp, "model"))
+                       finish_reason=field(choice, "finish_reason"), model=field(resp, "model"), id=field(resp, "id"))
 
 
 class StreamAssembler:
@@ -60,6 +60,7 @@ class StreamAssembler:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.model: str | None = None
+        self.id: str | None = None
         self.chunks = 0
         self.done = False
 
@@ -67,6 +68,7 @@ class StreamAssembler:
         """Take one chunk (a decoded SSE ``data`` payload or an SDK chunk); return its text delta."""
         self.chunks += 1
         self.model = self.model or field(chunk, "model")
+        self.id = self.id or field(chunk, "id")
         usage = usage_from(field(chunk, "usage"))
         if usage is not None and usage.total_tokens:
             self.usage = usage
@@ -111,4 +113,4 @@ class StreamAssembler:
     def response(self) -> LlmResponse:
         calls = [tool_call(c["id"], c["name"], "".join(c["args"])) for _, c in sorted(self.calls.items())]
         return LlmResponse(content=self.text, tool_calls=calls, usage=self.usage or Usage(),
-                           finish_reason=self.finish_reason, model=self.model)
+                           finish_reason=self.finish_reason, model=self.model, id=self.id)

@@ -171,6 +171,7 @@ class LlmResponse(Model):
     usage: Usage = Field(default_factory=Usage)
     finish_reason: str | None = None
     model: str | None = None
+    id: str | None = None  # the provider's response id (``chatcmpl-…``, ``msg_…``) when it sent one
 
 
 class Decision(Model):

@@ -87,7 +87,7 @@ def test_spans_and_metrics_follow_the_genai_conventions(otel, model_server, tmp_
         result = agent.run("a private user message")
     assert result.reply == "all done"
     got = {s.name: s for s in spans.get_finished_spans()}
-    assert set(got) >= {"invoke_agent parent", "invoke_agent child", "chat openai/test-model", "execute_tool list_dir", "execute_tool ask_child"}
+    assert set(got) >= {"invoke_agent parent", "invoke_agent child", "chat test-model", "execute_tool list_dir", "execute_tool ask_child"}
     run, child = got["invoke_agent parent"], got["invoke_agent child"]
     assert run.attributes["gen_ai.operation.name"] == "invoke_agent" and run.attributes["gen_ai.conversation.id"] == result.session_id
     assert run.attributes["gen_ai.usage.input_tokens"] == result.usage.prompt_tokens > 0
@@ -174,7 +174,7 @@ def test_otlp_http_export_to_a_loopback_receiver(model_server, tmp_path):
         for rs in req.resource_spans:
             service |= {a.value.string_value for a in rs.resource.attributes if a.key == "service.name"}
             names |= {s.name for ss in rs.scope_spans for s in ss.spans}
-    assert service == {"clawkit-test"} and {"invoke_agent helper", "chat openai/test-model"} <= names
+    assert service == {"clawkit-test"} and {"invoke_agent helper", "chat test-model"} <= names
     metric_reqs = [ExportMetricsServiceRequest.FromString(b) for p, b in Receiver.posts if p == "/v1/metrics"]
     metric_names = {m.name for req in metric_reqs for rm in req.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
     assert "gen_ai.client.token.usage" in metric_names

@@ -94,7 +94,7 @@ def parse_response(data: Any) -> LlmResponse:
             calls.append(tool_call(block.get("id"), block.get("name"), _raw_input(block.get("input"))))
     stop = data.get("stop_reason")
     return LlmResponse(content="".join(text), tool_calls=calls, usage=_usage(data.get("usage")),
-                       finish_reason=FINISH.get(stop, stop), model=data.get("model"))
+                       finish_reason=FINISH.get(stop, stop), model=data.get("model"), id=data.get("id"))
 
 
 class StreamError(Exception):
@@ -114,6 +114,7 @@ class StreamAssembler:
         self.blocks: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
         self.model: str | None = None
+        self.id: str | None = None
         self.input: dict[str, Any] = {}
         self.output_tokens = 0
         self.done = False
@@ -123,6 +124,7 @@ class StreamAssembler:
         if kind == "message_start":
             message = event.get("message") or {}
             self.model = message.get("model")
+            self.id = message.get("id")
             self.input = message.get("usage") or {}
             self.output_tokens = int(self.input.get("output_tokens") or 0)
         elif kind == "content_block_start":
@@ -160,7 +162,7 @@ class StreamAssembler:
                  for _, b in sorted(self.blocks.items()) if b.get("type") == "tool_use"]
         usage = _usage({**self.input, "output_tokens": self.output_tokens})
         return LlmResponse(content=self.text, tool_calls=calls, usage=usage, finish_reason=self.finish_reason,
-                           model=self.model)
+                           model=self.model, id=self.id)
 
 
 def error_message(data: Any) -> str:

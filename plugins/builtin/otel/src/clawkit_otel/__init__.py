@@ -54,9 +54,10 @@ def _for(ctx: Any) -> Any:
 def install(tracer_provider: Any, meter_provider: Any, *, capture_content: bool = False) -> Any:
     """Use these SDK providers (tests: in-memory exporters) instead of ones built from ``OTEL_*``."""
     global _telemetry, _installed
+    from .export import Exporter
     from .telemetry import Telemetry
 
-    _telemetry = Telemetry(tracer_provider, meter_provider, capture_content=capture_content)
+    _telemetry = Telemetry(Exporter(tracer_provider, meter_provider), capture_content=capture_content)
     _installed = True
     _off.clear()
     return _telemetry

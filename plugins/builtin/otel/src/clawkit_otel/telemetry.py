@@ -3,15 +3,23 @@
 * ``invoke_agent {agent}`` — one turn (a run): ``gen_ai.agent.name``, ``gen_ai.conversation.id``,
   token totals, ``clawkit.run.outcome``; a run started inside a tool call is a child of that
   tool's span (a sub-agent: ``clawkit.agent.subagent = true``).
-* ``chat {model}`` — each model call, from the kernel's ``llm.call`` event (its own start time
-  and duration): ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``/``output_tokens``,
-  ``gen_ai.response.finish_reasons``, ``clawkit.usage.cost``, and ``clawkit.usage.estimated``
-  (true when the provider reported no usage and the tokens were counted locally).
+* ``chat {model}`` — each model call, from the kernel's ``llm.call`` / ``llm.failed`` events (its
+  own start time and duration): ``gen_ai.request.model`` (without the provider prefix, like
+  ``gen_ai.response.model``), ``gen_ai.provider.name``, ``server.address``/``server.port``,
+  ``gen_ai.response.id``, ``gen_ai.usage.input_tokens``/``output_tokens`` (omitted when unknown),
+  ``gen_ai.response.finish_reasons``, ``clawkit.usage.cost``, ``clawkit.usage.estimated`` (true
+  when the provider reported no usage and the tokens were counted locally); a failed call has
+  ``error.type`` and an error status.
 * ``execute_tool {tool}`` — each tool call: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
   ``clawkit.tool.risk``, ``clawkit.tool.decision`` (allowed, approved, denied, blocked).
 
-Metrics: ``gen_ai.client.operation.duration`` (s) and ``gen_ai.client.token.usage`` (tokens)
-per model call, ``clawkit.tool.duration`` (s) per tool call, ``clawkit.run.duration`` (s) and
+A run joins an incoming W3C trace: the ``traceparent`` header of the served request that started
+it, else (outside serve) the ``TRACEPARENT`` environment variable.
+
+Spans are recorded as plain objects and exported by :mod:`clawkit_otel.export` (never blocking a run).
+
+Metrics: ``gen_ai.client.operation.duration`` (s, failed calls included, with ``error.type``)
+and ``gen_ai.client.token.usage`` (tokens, when known) per model call, ``clawkit.tool.duration`` (s) per tool call, ``clawkit.run.duration`` (s) and
 ``clawkit.usage.cost`` (USD) per run.
 """
 
@@ -19,89 +27,117 @@ from __future__ import annotations
 
 import contextvars
 import json
-import logging
 import os
 import threading
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from .export import TRACEPARENT, Exporter, Rec
 
-log = logging.getLogger("clawkit.otel")
 _tool_span: contextvars.ContextVar[Any] = contextvars.ContextVar("clawkit_otel_tool_span", default=None)
 NS = 1_000_000_000
+# where a provider is when the agent names no api_base (server.address / server.port)
+_HOSTS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com", "gemini": "generativelanguage.googleapis.com",
+          "mistral": "api.mistral.ai", "groq": "api.groq.com", "openrouter": "openrouter.ai", "deepseek": "api.deepseek.com"}
 
 
 def _provider_name(model: str) -> str:
     return model.split("/", 1)[0] if "/" in model else "openai"
 
 
+def _bare(model: str) -> str:
+    """``openai/gpt-4o`` → ``gpt-4o``: the model as the provider names it (as in its responses)."""
+    return model.split("/", 1)[1] if "/" in model else model
+
+
+def _server(endpoint: Any, provider: str) -> dict[str, Any]:
+    if endpoint:
+        try:
+            parts = urlsplit(str(endpoint))
+            if parts.hostname:
+                return {"server.address": parts.hostname, "server.port": parts.port or (443 if parts.scheme == "https" else 80)}
+        except ValueError:
+            return {}
+        return {}
+    host = _HOSTS.get(provider)
+    return {"server.address": host, "server.port": 443} if host else {}
+
+
+def _tokens(usage: dict[str, Any]) -> dict[str, int]:
+    """Token attributes when the usage is known (reported or estimated); none at all when not."""
+    if not (usage.get("total_tokens") or usage.get("prompt_tokens") or usage.get("completion_tokens")):
+        return {}
+    return {"gen_ai.usage.input_tokens": int(usage.get("prompt_tokens") or 0),
+            "gen_ai.usage.output_tokens": int(usage.get("completion_tokens") or 0)}
+
+
+def incoming_parent() -> str | None:
+    """The caller's W3C ``traceparent``: a served request's header, else ``TRACEPARENT`` (CLI)."""
+    from clawkit.context import incoming_traceparent
+
+    value = incoming_traceparent.get()
+    if value is None:  # not inside a served request
+        value = os.environ.get("TRACEPARENT")
+    value = (value or "").strip().lower()
+    return value if TRACEPARENT.match(value) else None
+
+
 class Telemetry:
-    def __init__(self, tracer_provider: Any, meter_provider: Any, *, capture_content: bool = False):
-        self.tracer_provider, self.meter_provider = tracer_provider, meter_provider
-        self.tracer = tracer_provider.get_tracer("clawkit")
-        meter = meter_provider.get_meter("clawkit")
+    def __init__(self, exporter: Exporter, *, capture_content: bool = False):
+        self.exporter = exporter
         self.capture_content = capture_content
-        self.op_duration = meter.create_histogram("gen_ai.client.operation.duration", unit="s", description="GenAI operation duration")
-        self.token_usage = meter.create_histogram("gen_ai.client.token.usage", unit="{token}", description="tokens used per model call")
-        self.tool_duration = meter.create_histogram("clawkit.tool.duration", unit="s", description="tool call duration")
-        self.run_duration = meter.create_histogram("clawkit.run.duration", unit="s", description="agent run (turn) duration")
-        self.cost = meter.create_counter("clawkit.usage.cost", unit="USD", description="model cost")
-        self._runs: dict[str, tuple[Any, Any]] = {}  # run_id -> (span, ctx)
-        self._tools: dict[tuple[str, str], tuple[Any, float, str]] = {}
+        self._runs: dict[str, Rec] = {}  # run_id -> its span
+        self._tools: dict[tuple[str, str], tuple[Rec, float, str]] = {}
         self._inputs: dict[str, Any] = {}
+        self._trees: dict[int, list[Rec]] = {}  # id(root) -> the spans of that trace, in creation order
+        self._points: list[tuple[str, str, str, float, dict[str, Any]]] = []
         self._lock = threading.Lock()
 
     @classmethod
     def from_env(cls) -> "Telemetry":
-        """Providers configured by the standard ``OTEL_*`` variables (OTLP over HTTP by default)."""
-        from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
-
-        resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "clawkit")})
-        tp = TracerProvider(resource=resource)
-        traces = os.environ.get("OTEL_TRACES_EXPORTER", "otlp").lower()
-        if traces == "otlp":
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            tp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        elif traces == "console":
-            tp.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
-        readers = []
-        metrics = os.environ.get("OTEL_METRICS_EXPORTER", "otlp").lower()
-        if metrics == "otlp":
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-
-            readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
-        elif metrics == "console":
-            readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter()))
+        """Exported as the standard ``OTEL_*`` variables say (OTLP over HTTP by default)."""
+        capture = os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "").lower() == "true"
         protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
         if protocol != "http/protobuf":
+            from .export import log
+
             log.warning("OTEL_EXPORTER_OTLP_PROTOCOL=%s: clawkit-otel exports OTLP over HTTP (http/protobuf) only", protocol)
-        capture = os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "").lower() == "true"
-        t = cls(tp, MeterProvider(resource=resource, metric_readers=readers), capture_content=capture)
+        t = cls(Exporter(), capture_content=capture)
         import atexit
 
-        atexit.register(t.shutdown)
+        atexit.register(t.flush)
         return t
 
     def flush(self) -> None:
-        for p in (self.tracer_provider, self.meter_provider):
-            try:
-                p.force_flush()
-            except Exception as exc:  # an unreachable collector never fails a run
-                log.warning("telemetry flush failed: %s", exc)
+        self.exporter.flush()
 
     def shutdown(self) -> None:
-        for p in (self.tracer_provider, self.meter_provider):
-            try:
-                p.shutdown()
-            except Exception:
-                pass
+        self.exporter.shutdown()
+
+    # recording --------------------------------------------------------------------------------
+
+    def _start(self, name: str, kind: str, attrs: dict[str, Any], parent: Any = None, start: int | None = None) -> Rec:
+        rec = Rec(name, kind, attrs, parent, start)
+        with self._lock:
+            self._trees.setdefault(id(rec.root), []).append(rec)
+        return rec
+
+    def _end(self, rec: Rec, end: int | None = None) -> None:
+        rec.end = end if end is not None else time.time_ns()
+        if rec.root is not rec:
+            return
+        with self._lock:  # a whole trace finished: out it goes
+            spans = self._trees.pop(id(rec), [])
+            points, self._points = self._points, []
+        for s in spans:
+            if s.end is None:  # (a child left open: ends with its trace)
+                s.end = rec.end
+        self.exporter.submit(spans, points)
+
+    def _point(self, kind: str, name: str, unit: str, value: float, attrs: dict[str, Any]) -> None:
+        with self._lock:
+            self._points.append((kind, name, unit, value, attrs))
 
     # runs -------------------------------------------------------------------------------------
 
@@ -115,78 +151,96 @@ class Telemetry:
             parent = found[0] if found else None
         if parent is None:
             parent = _tool_span.get()
+        subagent = parent is not None
+        if parent is None:
+            parent = incoming_parent()  # the caller's trace (a traceparent string), if any
+        model = ctx.agent.model.name
         attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": ctx.agent.name,
-                 "gen_ai.conversation.id": ctx.session.id, "gen_ai.request.model": ctx.agent.model.name,
-                 "clawkit.run.id": ctx.run_id, "clawkit.trace.id": ctx.trace_id, "clawkit.channel": ctx.channel,
-                 "clawkit.agent.subagent": parent is not None}
+                 "gen_ai.conversation.id": ctx.session.id, "gen_ai.provider.name": _provider_name(model),
+                 "gen_ai.request.model": _bare(model), "clawkit.run.id": ctx.run_id, "clawkit.trace.id": ctx.trace_id,
+                 "clawkit.channel": ctx.channel, "clawkit.agent.subagent": subagent}
         if self.capture_content:
             attrs["gen_ai.input.messages"] = json.dumps([{"role": "user", "content": message.content}])
-        context = trace.set_span_in_context(parent) if parent is not None else None
-        span = self.tracer.start_span(f"invoke_agent {ctx.agent.name}", context=context, kind=SpanKind.INTERNAL, attributes=attrs)
+        span = self._start(f"invoke_agent {ctx.agent.name}", "internal", attrs, parent)
         with self._lock:
-            self._runs[ctx.run_id] = (span, trace.set_span_in_context(span))
+            self._runs[ctx.run_id] = span
 
     def _run_end(self, event: Any, outcome: str) -> None:
         with self._lock:
-            found = self._runs.pop(event.run_id, None)
+            span = self._runs.pop(event.run_id, None)
             self._inputs.pop(event.run_id, None)
-        if found is None:
+        if span is None:
             return
-        span, _ = found
         usage = event.data.get("usage") or {}
-        span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("prompt_tokens") or 0))
-        span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("completion_tokens") or 0))
+        span.attributes.update(_tokens(usage))
         if usage.get("estimated"):  # the provider reported none: the tokens were counted locally
             span.set_attribute("clawkit.usage.estimated", True)
+        agent = str(event.data.get("agent", ""))
         if usage.get("cost") is not None:
             span.set_attribute("clawkit.usage.cost", float(usage["cost"]))
-            self.cost.add(float(usage["cost"]), {"gen_ai.agent.name": str(event.data.get("agent", ""))})
+            self._point("counter", "clawkit.usage.cost", "USD", float(usage["cost"]), {"gen_ai.agent.name": agent})
         span.set_attribute("clawkit.run.outcome", outcome)
         if outcome == "failed":
-            span.set_status(Status(StatusCode.ERROR, str(event.data.get("error", ""))))
-            span.set_attribute("error.type", str(event.data.get("error", "")))
+            span.set_error(str(event.data.get("error", "")))
+            span.set_attribute("error.type", str(event.data.get("error_type") or event.data.get("error", "")))
         if event.data.get("duration") is not None:
-            self.run_duration.record(float(event.data["duration"]), {"gen_ai.agent.name": str(event.data.get("agent", "")), "clawkit.run.outcome": outcome})
-        span.end()
+            self._point("histogram", "clawkit.run.duration", "s", float(event.data["duration"]),
+                        {"gen_ai.agent.name": agent, "clawkit.run.outcome": outcome})
+        self._end(span)
 
     # model calls ------------------------------------------------------------------------------
 
     def model_input(self, ctx: Any, request: Any) -> None:
         self._inputs[ctx.run_id] = json.dumps([{"role": m.role, "content": m.content} for m in request.messages][-20:])
 
-    def _model_call(self, event: Any) -> None:
+    def _model_call(self, event: Any, failed: bool = False) -> None:
         d = event.data
         with self._lock:
-            found = self._runs.get(event.run_id)
+            run = self._runs.get(event.run_id)
         model = str(d.get("model") or "")
+        provider, request_model = _provider_name(model), _bare(model)
         usage = d.get("usage") or {}
         started = float(d.get("started") or event.ts)
         duration = float(d.get("duration") or 0.0)
-        attrs = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": _provider_name(model), "gen_ai.request.model": model,
-                 "gen_ai.response.model": str(d.get("response_model") or model),
-                 "gen_ai.usage.input_tokens": int(usage.get("prompt_tokens") or 0),
-                 "gen_ai.usage.output_tokens": int(usage.get("completion_tokens") or 0),
-                 "gen_ai.response.finish_reasons": [str(d.get("finish_reason") or "stop")],
-                 "clawkit.model.latency": duration, "clawkit.model.tool_calls": int(d.get("tool_calls") or 0)}
+        attrs: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider,
+                                 "gen_ai.request.model": request_model, **_server(d.get("endpoint"), provider),
+                                 "clawkit.model.latency": duration}
+        if failed:
+            # the ProviderError kind (timeout, rate_limit, connection…); a plain HTTP error: its status code
+            kind = str(d.get("error_type") or "error")
+            attrs["error.type"] = str(d["status"]) if kind == "http" and d.get("status") else kind
+            if d.get("status"):
+                attrs["http.response.status_code"] = int(d["status"])
+        else:
+            attrs["gen_ai.response.model"] = _bare(str(d.get("response_model") or model))
+            if d.get("response_id"):
+                attrs["gen_ai.response.id"] = str(d["response_id"])
+            attrs.update(_tokens(usage))
+            attrs["gen_ai.response.finish_reasons"] = [str(d.get("finish_reason") or "stop")]
+            attrs["clawkit.model.tool_calls"] = int(d.get("tool_calls") or 0)
         if usage.get("cost") is not None:
             attrs["clawkit.usage.cost"] = float(usage["cost"])
         if usage.get("estimated"):  # the provider reported none: the tokens were counted locally
             attrs["clawkit.usage.estimated"] = True
         if self.capture_content and event.run_id in self._inputs:
             attrs["gen_ai.input.messages"] = self._inputs[event.run_id]
-        span = self.tracer.start_span(f"chat {model}", context=found[1] if found else None, kind=SpanKind.CLIENT,
-                                      attributes=attrs, start_time=int(started * NS))
-        span.end(end_time=int((started + duration) * NS))
-        metric_attrs = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": attrs["gen_ai.provider.name"], "gen_ai.request.model": model}
-        self.op_duration.record(duration, metric_attrs)
-        self.token_usage.record(attrs["gen_ai.usage.input_tokens"], {**metric_attrs, "gen_ai.token.type": "input"})
-        self.token_usage.record(attrs["gen_ai.usage.output_tokens"], {**metric_attrs, "gen_ai.token.type": "output"})
+        span = self._start(f"chat {request_model}", "client", attrs, run, start=int(started * NS))
+        if failed:
+            span.set_error(f"{attrs['error.type']}: the model call failed")
+        metric_attrs = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.request.model": request_model,
+                        **{k: v for k, v in attrs.items() if k in ("server.address", "server.port", "error.type", "gen_ai.response.model")}}
+        self._point("histogram", "gen_ai.client.operation.duration", "s", duration, metric_attrs)
+        if "gen_ai.usage.input_tokens" in attrs:
+            for kind in ("input", "output"):
+                self._point("histogram", "gen_ai.client.token.usage", "{token}", attrs[f"gen_ai.usage.{kind}_tokens"],
+                            {**metric_attrs, "gen_ai.token.type": kind})
+        self._end(span, int((started + duration) * NS))
 
     # tool calls -------------------------------------------------------------------------------
 
     def tool_start(self, ctx: Any, call: Any) -> None:
         with self._lock:
-            found = self._runs.get(ctx.run_id)
+            run = self._runs.get(ctx.run_id)
         risk = "safe"
         tool = ctx.tools.get(call.name) if ctx.tools is not None else None
         if tool is not None:
@@ -195,7 +249,7 @@ class Telemetry:
                  "gen_ai.tool.type": "function", "clawkit.tool.risk": risk, "clawkit.tool.decision": "allowed"}
         if self.capture_content:
             attrs["gen_ai.tool.call.arguments"] = json.dumps(call.arguments, default=str)
-        span = self.tracer.start_span(f"execute_tool {call.name}", context=found[1] if found else None, attributes=attrs)
+        span = self._start(f"execute_tool {call.name}", "internal", attrs, run)
         with self._lock:
             self._tools[(ctx.run_id, call.id)] = (span, time.monotonic(), call.name)
         _tool_span.set(span)  # a run started inside this call (a sub-agent) nests under it
@@ -216,12 +270,13 @@ class Telemetry:
         if decision:
             span.set_attribute("clawkit.tool.decision", decision)
         if error:
-            span.set_status(Status(StatusCode.ERROR, reason or "tool error"))
+            span.set_error(reason or "tool error")
         if self.capture_content and content is not None:
             span.set_attribute("gen_ai.tool.call.result", content[:8000])
         duration = time.monotonic() - started
-        self.tool_duration.record(duration, {"gen_ai.tool.name": name, "clawkit.tool.decision": decision or ("error" if error else "allowed")})
-        span.end()
+        self._point("histogram", "clawkit.tool.duration", "s", duration,
+                    {"gen_ai.tool.name": name, "clawkit.tool.decision": decision or ("error" if error else "allowed")})
+        self._end(span)
 
     # events -----------------------------------------------------------------------------------
 
@@ -229,6 +284,8 @@ class Telemetry:
         t, d = event.type, event.data
         if t == "llm.call":
             self._model_call(event)
+        elif t == "llm.failed":
+            self._model_call(event, failed=True)
         elif t == "turn.end":
             self._run_end(event, str(d.get("stop_reason") or "done"))
         elif t == "turn.failed":

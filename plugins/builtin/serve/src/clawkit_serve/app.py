@@ -199,16 +199,37 @@ def create_app(server: Server) -> Starlette:
     handlers = {HttpError: on_http_error, HTTPException: on_starlette_error, Checkpointed: on_checkpointed, sqlite3.DatabaseError: on_database_error,
                 RecursionError: on_error, Exception: on_error}
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    app.add_middleware(TraceContext)
     if server.options.cors_origins:
         from starlette.middleware.cors import CORSMiddleware
 
         app.add_middleware(CORSMiddleware, allow_origins=server.options.cors_origins, allow_methods=["GET", "POST"],
-                           allow_headers=["Authorization", "Content-Type", "X-Clawkit-Session", "X-Clawkit-Wait"],
+                           allow_headers=["Authorization", "Content-Type", "X-Clawkit-Session", "X-Clawkit-Wait", "traceparent"],
                            expose_headers=["X-Clawkit-Session"])
     if server.options.dev:  # no keys: only loopback names and origins (DNS rebinding), outermost
         app.add_middleware(LoopbackOnly, allowed_origins=server.options.cors_origins)
     app.state.server = server
     return app
+
+
+class TraceContext:
+    """The request's W3C ``traceparent`` header, for telemetry: the turns a request starts join the
+    caller's trace (``clawkit.context.incoming_traceparent``; tasks copy it when they are created)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        from clawkit.context import incoming_traceparent
+
+        value = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"traceparent"), "")
+        token = incoming_traceparent.set(value)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            incoming_traceparent.reset(token)
 
 
 async def _sweep(server: Server) -> None:
