@@ -12,8 +12,8 @@ _lock = threading.Lock()
 _providers: dict[str, Any] = {}
 _matrices: dict[tuple, Any] = {}
 
-# hybrid scores (see ``hybrid``); measured on the labelled set with both halves held out in turn,
-# docs/plugins/toolsearch.md "Evaluation"
+# hybrid scores (see ``hybrid``): chosen on the labelled set, checked on its even and odd halves
+# (docs/plugins/toolsearch.md, "Evaluation")
 FAMILY_WEIGHT = 0.5
 BM25_WEIGHT = 0.2
 
