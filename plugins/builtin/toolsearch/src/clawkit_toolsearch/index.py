@@ -38,15 +38,25 @@ class ToolIndex:
             [(i, " ".join(words(n)), document(n, d, p)) for i, (n, d, p) in enumerate(tools)],
         )
 
-    def search(self, query: str, k: int) -> list[str]:
+    def _match(self, query: str) -> str | None:
         terms = [w for w in dict.fromkeys(words(query)) if w not in STOP]
-        if not terms or k <= 0:
+        return " OR ".join(f'"{w}"' for w in terms) if terms else None
+
+    def search(self, query: str, k: int) -> list[str]:
+        match = self._match(query)
+        if match is None or k <= 0:
             return []
-        match = " OR ".join(f'"{w}"' for w in terms)
         rows = self.db.execute(
             "SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t, 2.0, 1.0) LIMIT ?", (match, k)
         ).fetchall()
         return [self.names[r[0]] for r in rows]
+
+    def scores(self, query: str) -> dict[int, float]:
+        """BM25 score (higher is better) of every tool that matches, by its position in the tool set."""
+        match = self._match(query)
+        if match is None:
+            return {}
+        return dict(self.db.execute("SELECT rowid, -bm25(t, 2.0, 1.0) FROM t WHERE t MATCH ?", (match,)).fetchall())
 
 
 @lru_cache(maxsize=16)

@@ -72,18 +72,16 @@ def _used(ctx: Any) -> list[str]:
 
 
 def search(ctx: Any, cfg: ToolSearchConfig, key: tuple, query: str, k: int) -> list[str]:
-    """BM25, fused with the embedding provider's ranking when one is available."""
-    pool = max(50, k)
-    lexical = index_for(key).search(query, pool)
+    """BM25, combined with the embedding provider's similarities when one is available (``vectors.hybrid``)."""
+    index = index_for(key)
     emb = vectors.provider(ctx.hooks, cfg.embeddings) if cfg.embeddings and query.strip() else None
     if emb is None:
-        return lexical[:k]
+        return index.search(query, k)
     try:
-        semantic = vectors.rank(emb, key, query, pool)
+        return vectors.hybrid(emb, key, query, index.scores(query), k)
     except Exception as exc:
         ctx.emit("context.tools_embedding_failed", error=f"{type(exc).__name__}: {exc}"[:300])
-        return lexical[:k]
-    return vectors.fuse(lexical, semantic, k=k)
+        return index.search(query, k)
 
 
 def select_tools(ctx: Any, request: Any) -> None:
