@@ -87,7 +87,8 @@ def test_unsafe_asks_every_time_and_denial_is_a_clear_error(build_agent, workspa
     approver = Approver(True, False)
     same = call("shell_exec", command="echo hi >> log.txt")
     agent = build_agent([ScriptedReply.calls(same), ScriptedReply.calls(same), "ok"],
-                        plugins=PLUGINS, tools=["*"], approver=approver)
+                        plugins=PLUGINS, tools=["*"], approver=approver,
+                        sections={"sandbox": {"mode": "off"}})  # unjailed: its output can leave the machine
     res = agent.run("go")
     assert len(approver.asked) == 2 and all("unsafe" in a[2] for a in approver.asked)
     assert (workspace / "log.txt").read_text() == "hi\n"

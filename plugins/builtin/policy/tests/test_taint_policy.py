@@ -9,6 +9,9 @@ import clawkit_tools
 from clawkit.testing import ScriptedReply, call
 
 PLUGINS = (clawkit_tools, clawkit_policy)
+# with the full install the sandbox jails shell_exec without network, which the egress rule lets run
+# unasked; these tests are about what is asked of an unjailed command
+UNJAILED = {"mode": "off"}
 GRANT = {"grants": [{"tools": ["shell_exec"], "commands": ["echo *", "ls*"]}]}
 
 
@@ -23,7 +26,7 @@ class Approver:
 
 def _run(build_agent, workspace, calls, policy, approver):
     script = [ScriptedReply.calls(c) for c in calls] + ["ok"]
-    agent = build_agent(script, plugins=PLUGINS, tools=["*"], approver=approver, sections={"policy": policy})
+    agent = build_agent(script, plugins=PLUGINS, tools=["*"], approver=approver, sections={"policy": policy, "sandbox": UNJAILED})
     return agent, agent.run("go")
 
 
@@ -76,7 +79,7 @@ def test_project_files_in_the_prompt_mark_unless_trusted(build_agent, workspace)
         approver = Approver()
         agent = build_agent([ScriptedReply.calls(call("shell_exec", command="echo hi")), "ok"],
                             plugins=(*PLUGINS, clawkit_contributors), tools=["*"], approver=approver,
-                            sections={"policy": {**GRANT, "trusted_paths": trusted}})
+                            sections={"policy": {**GRANT, "trusted_paths": trusted}, "sandbox": UNJAILED})
         agent.run("go")
         assert len(approver.asked) == expect, approver.asked
         if expect:
