@@ -91,6 +91,7 @@ def summary(server: Any, key: Any, agent: str | None, limit: int) -> list[dict[s
         if (agent and name != agent) or not key.allows_agent(name):
             continue
         store = a.store
+        store.flush()  # this process's queued usage rows (a running turn's) count too
         for row in store.list(limit=limit * 4):
             if row["agent"] != name or row["id"] in seen:
                 continue

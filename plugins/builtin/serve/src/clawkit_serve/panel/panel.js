@@ -240,9 +240,9 @@ async function auditView() {
   const [v, { records }] = await Promise.all([api("/api/audit/verify?agent=" + encodeURIComponent(agent)), api("/api/audit?" + q.toString())]);
   const badge = el("span", { id: "verification", class: "badge " + (v.ok ? "ok" : "bad") },
     v.ok ? `verified: ${v.records} records, chain intact` : `FAILED verification: ${v.problems.join("; ")}`);
-  const cells = (r) => [["#", "#" + r.seq], ["time", when(r.ts)], ["kind", r.kind], ["tool", r.tool || "-"], ["decision", r.decision || "-"],
+  const cells = (r) => [["record", "#" + r.seq], ["time", when(r.ts)], ["kind", r.kind], ["tool", r.tool || "-"], ["decision", r.decision || "-"],
     ["approval", r.approval_result ? `${r.approval_result} by ${r.approval_by || "?"}` : ""], ["reason", r.reason || ""], ["session", r.session_id || ""]];
-  const rows = records.slice().reverse().map((r) => el("tr", {}, cells(r).map(([h, v]) => el("td", { "data-label": h }, v))));
+  const rows = records.slice().reverse().map((r) => el("tr", {}, cells(r).map(([h, v]) => el("td", { "data-label": h }, v || null))));
   main().replaceChildren(el("h2", {}, "Audit ledger"), el("p", {}, badge), form,
     el("table", { id: "audit", class: "stack" }, el("tr", {}, ["#", "time", "kind", "tool", "decision", "approval", "reason", "session"].map((h) => el("th", {}, h))), rows));
 }
