@@ -141,7 +141,7 @@ def timeline(server: Any, agent: str, sid: str) -> dict[str, Any]:
     orphans = [ap for aps in by_run.values() for ap in aps]
     if orphans:  # a worker's turn whose run is not committed yet: its approvals still show
         start = min(ap["created"] for ap in orphans)
-        turns.append({"id": None, "title": "", "started": start, "ended": None, "status": "running",
+        turns.append({"id": orphans[0].get("run_id"), "title": asked.get(orphans[0].get("run_id") or "", ""), "started": start, "ended": None, "status": "running",
                       "tokens": 0, "cost": None, "bars": [_approval_bar(ap, now) for ap in orphans]})
     return {"id": sid, "agent": agent, "status": Status(server).of(store, sid), "now": now, "turns": turns,
             "tools": outputs}

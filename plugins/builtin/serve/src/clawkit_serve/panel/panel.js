@@ -138,6 +138,7 @@ async function sessionView(id) {
   stopLive();
   const path = "/api/sessions/" + encodeURIComponent(id);
   const liveBox = el("pre", { id: "live" });
+  const liveSection = el("section", { id: "live-section", hidden: "" }, el("h3", {}, "Live"), liveBox); // shown once text streams
   const parts = { facts: el("div"), approvals: el("div", { id: "session-approvals" }), timeline: el("div", { id: "timeline" }), transcript: el("div", { id: "transcript" }) };
   let sending = false, finished = false;
   const title = el("span", { id: "session-title" });
@@ -168,12 +169,12 @@ async function sessionView(id) {
   let queued = null;
   const later = () => { if (!queued) queued = setTimeout(() => { queued = null; refresh().catch(showError); }, 150); };
   const onEvent = (ev) => {
-    if (ev.type === "delta") liveBox.textContent += ev.text;
+    if (ev.type === "delta") { liveSection.hidden = false; liveBox.textContent += ev.text; }
     else if (ev.type === "result") { finished = true; later(); }
     else if (ev.type === "approval.pending" || ev.type === "approval.answered" || ev.type.startsWith("turn.") || ev.type.startsWith("tool.")) later();
   };
   const send = async (message) => {
-    liveBox.textContent = ""; sending = true; finished = false;
+    liveBox.textContent = ""; liveSection.hidden = false; sending = true; finished = false;
     document.getElementById("turn-status")?.replaceWith(statusBadge("running", { id: "turn-status" }));
     setTimeout(later, 300);
     try { await stream(path + "/messages", { method: "POST", body: JSON.stringify({ message, stream: true }) }, onEvent); }
@@ -186,7 +187,7 @@ async function sessionView(id) {
     kids.push(el("form", { class: "row", id: "send", on: { submit: (ev) => { ev.preventDefault(); const v = input.value; input.value = ""; send(v); } } },
       input, el("button", { type: "submit" }, "Send")));
   }
-  kids.push(el("h3", {}, "Live"), liveBox, el("h3", {}, "Timeline"), parts.timeline, el("h3", {}, "Transcript"), parts.transcript);
+  kids.push(liveSection, el("h3", {}, "Timeline"), parts.timeline, el("h3", {}, "Transcript"), parts.transcript);
   main().replaceChildren(...kids);
   await refresh();
   const first = sessionStorage.getItem("clawkit.send");
