@@ -98,7 +98,7 @@ def test_watch_a_turn_stream_then_approve_a_shell_exec_and_see_it_finish(page, s
     assert "risk: unsafe" in text and '"command": "echo approved-in-browser"' in text
     shot(page, "03-session-pending-approval")
     card.query_selector("button.approve").click()
-    page.wait_for_selector("#transcript .msg.assistant:has-text('approved-in-browser')")
+    page.wait_for_selector("#transcript .msg.assistant:has-text('done:')")  # the transcript refreshes live
     assert "exit code 0" in page.inner_text("#transcript")
     shot(page, "04-session-approved-finished")
 

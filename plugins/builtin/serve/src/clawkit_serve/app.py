@@ -139,7 +139,7 @@ class Server:
 
 
 def create_app(server: Server) -> Starlette:
-    from . import api_native, api_openai, panel
+    from . import api_native, api_openai, panel, panel_api
     from .runner import Checkpointed
 
     async def on_http_error(request: Request, exc: HttpError) -> JSONResponse:
@@ -191,7 +191,7 @@ def create_app(server: Server) -> Starlette:
                               "internal_error")
 
     routes = [Route("/healthz", healthz), *api_openai.routes(server), *api_native.routes(server),
-              *panel.routes(server), Mount("/panel/static", app=panel.static_files(), name="panel-static")]
+              *panel_api.routes(server), *panel.routes(server), Mount("/panel/static", app=panel.static_files(), name="panel-static")]
     import sqlite3  # the PostgreSQL backend's errors derive from sqlite3's
 
     from starlette.exceptions import HTTPException

@@ -5,7 +5,8 @@ in the tab's ``sessionStorage`` and sent as ``Authorization: Bearer`` on every c
 so the panel and the API share one auth path, one set of scopes and rate limits, and
 there is no cookie a cross-site page could ride on (no CSRF surface). The pages carry
 no data, so serving them needs no key. Plain JavaScript, no build step: the panel is
-~300 lines and has nothing an npm tool chain would add.
+~350 lines in two files and has nothing an npm tool chain would add. What it reads beyond
+the plain API (a scannable session list, a turn timeline) is in panel_api.py.
 """
 
 from __future__ import annotations
