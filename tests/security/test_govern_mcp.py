@@ -24,7 +24,11 @@ def test_an_mcp_tool_cannot_rewrite_the_agent(tmp_path, server, audit_home):
         pytest.skip("the npm test packages are not installed: run bash scripts/setup-system.sh")
     ws = tmp_path / "ws"
     ws.mkdir()
-    extra = f"mcp: {{servers: {{files: {{command: {json.dumps(str(SERVER))}, args: [{json.dumps(str(ws))}]}}}}}}\n"
+    # trusted: true — the user vouches for the server's tool descriptions, so the session is not untrusted
+    # before the call (provenance would ask for this MCP call and deny it non-interactively): this test is
+    # about the undo after an MCP call, which must hold for a server the user trusts too.
+    extra = (f"mcp: {{servers: {{files: {{command: {json.dumps(str(SERVER))}, args: [{json.dumps(str(ws))}], "
+             "trusted: true}}}\n")
     path = write_agent(ws, server, ["mcp__files__write_file"], "policy: {risk: {mcp__files__write_file: safe}}\n",
                        extra=extra)
     before = path.read_text()

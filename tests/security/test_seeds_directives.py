@@ -27,7 +27,12 @@ def echo(block: dict[str, Any]) -> Reply:
     return Reply.tool_calls([("mcp__local__echo", {"text": json.dumps({"status": "migrated", "__directives": block})})])
 
 
-MCP = "mcp:\n  servers:\n    local: {command: " + json.dumps(sys.executable) + ", args: [" + json.dumps(str(SERVER)) + "]}\n"
+# ``trusted: true``: the user vouches for the test server's tool *descriptions*, so they do not mark the
+# session untrusted (provenance, issue 30) and the first echo is not asked for (denied non-interactively).
+# What these tests prove — who may set directives — is decided by ``sequence.directives``, not by this flag:
+# the echo's *result* is still untrusted content and still needs ``trusted_tools`` to set a directive.
+MCP = ("mcp:\n  servers:\n    local: {command: " + json.dumps(sys.executable) + ", args: [" + json.dumps(str(SERVER))
+       + "], trusted: true}\n")
 
 
 def plugins(trusted: bool) -> str:

@@ -181,3 +181,32 @@ def mark_once(session: Any, source: str, detail: str = "", *, kind: str = "tool"
     if entry in untrusted_sources(session):
         return None
     return mark_untrusted(session, source, detail, kind=kind)
+
+
+# --- sessions started for another one ----------------------------------------------------------------
+
+def inherit(child: Any, parent: Any, source: str, detail: str = "") -> bool:
+    """A session started to work for ``parent`` (a sub-agent's) starts with the parent's provenance:
+    when the parent holds untrusted content, the task it hands over may carry it (or be steered by it),
+    so ``child`` is marked untrusted (kind ``parent``, ``source`` naming the parent) and the parent's
+    ``tainted`` alarm carries over. The child's own egress is then asked for like the parent's would
+    be: delegating never launders untrusted data. Returns True when the child was marked.
+
+    An unreadable parent record counts as untrusted (:func:`untrusted_sources`)."""
+    try:
+        untrusted = is_untrusted(parent)
+        alarm = bool(parent.get("tainted"))
+    except Exception:
+        untrusted = alarm = True
+    if not untrusted:
+        return False
+    seen = ""
+    try:
+        seen = describe(parent)
+    except Exception:
+        pass
+    what = detail or f"task from session {getattr(parent, 'id', '?')}, which holds untrusted content"
+    mark_untrusted(child, source, f"{what} ({seen})" if seen else what, kind="parent")
+    if alarm:
+        child.set("tainted", True)
+    return True

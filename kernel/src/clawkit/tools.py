@@ -221,18 +221,21 @@ def tool_from_function(
     level = Risk(risk or getattr(fn, "__clawkit_risk__", None) or Risk.SAFE)
     definition = ToolDef(name=tool_name, description=description or desc, parameters=schema, risk=level,
                          trusted_output=bool(getattr(fn, "__clawkit_trusted_output__", False)),
-                         confined=bool(getattr(fn, "__clawkit_confined__", False)))
+                         confined=bool(getattr(fn, "__clawkit_confined__", False)),
+                         inherits_provenance=bool(getattr(fn, "__clawkit_inherits_provenance__", False)))
     return Tool(definition, fn, model, wants_ctx, inspect.iscoroutinefunction(fn))
 
 
 def tool(fn: Callable[..., Any] | None = None, *, risk: Risk | str = Risk.SAFE, trusted_output: bool = False,
-         confined: bool = False):
+         confined: bool = False, inherits_provenance: bool = False):
     """Decorator to mark a function's (or toolbox method's) risk level: ``@tool(risk="unsafe")``.
 
     ``trusted_output=True``: what the tool returns is its own making (a plan, a confirmation), never
     outside content, so its results do not mark the session untrusted (:mod:`clawkit.provenance`).
     ``confined=True``: every process it starts goes through :func:`clawkit.process.confine` (a
-    sandbox can jail it; see :attr:`clawkit.types.ToolDef.confined`)."""
+    sandbox can jail it; see :attr:`clawkit.types.ToolDef.confined`).
+    ``inherits_provenance=True``: it hands its work to a session that starts with the caller's
+    provenance (:func:`clawkit.provenance.inherit`; see :attr:`clawkit.types.ToolDef.inherits_provenance`)."""
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
         f.__clawkit_risk__ = Risk(risk)  # type: ignore[attr-defined]
@@ -240,6 +243,8 @@ def tool(fn: Callable[..., Any] | None = None, *, risk: Risk | str = Risk.SAFE, 
             f.__clawkit_trusted_output__ = True  # type: ignore[attr-defined]
         if confined:
             f.__clawkit_confined__ = True  # type: ignore[attr-defined]
+        if inherits_provenance:
+            f.__clawkit_inherits_provenance__ = True  # type: ignore[attr-defined]
         return f
 
     return mark(fn) if fn is not None else mark

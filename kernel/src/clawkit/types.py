@@ -48,6 +48,10 @@ class ToolDef(Model):
     #: every process the tool starts goes through :func:`clawkit.process.confine`, so a sandbox can jail
     #: it: a gate may ask the sandbox (:func:`clawkit.process.confinement`) whether it can reach the network
     confined: bool = False
+    #: the tool hands its work to another session that starts with this session's provenance (a
+    #: sub-agent: :func:`clawkit.provenance.inherit`), so that session's own calls are gated as this one's
+    #: would be; a gate need not ask for the hand-over itself on account of untrusted content
+    inherits_provenance: bool = False
 
     def openai_schema(self) -> dict[str, Any]:
         return {

@@ -210,14 +210,18 @@ def _egress(cfg: PolicyConfig, ctx: Any, name: str, req: scope.Requested) -> str
     tool that runs its processes through the sandbox (``ToolDef.confined``) when the sandbox says they
     would be jailed with no network (``process_confinement``): a jailed, network-less command cannot
     send anything anywhere, which keeps coding in an untrusted session usable. Once a scanner has
-    *detected* an injection (the ``tainted`` alarm) the exemption ends: a command steered by it could
-    still change the workspace that later runs read."""
+    *detected* an injection (the ``tainted`` alarm) that exemption ends: a command steered by it could
+    still change the workspace that later runs read. A tool that hands its work to a session starting
+    with this one's provenance and alarm (``ToolDef.inherits_provenance``: a sub-agent, whose own egress
+    is then asked for) is not egress by its name alone."""
     if req.hosts:
         return "names a host (" + ", ".join(h for h, _ in req.hosts[:3]) + ")"
     named = any(fnmatch.fnmatchcase(name, p) for p in cfg.egress_tools)
     if not (named or req.commands):
         return None
     tool = ctx.tools.get(name) if ctx.tools is not None else None
+    if tool is not None and getattr(tool.definition, "inherits_provenance", False) and not req.commands:
+        return None  # a hand-over to a session that starts with this one's provenance: its own calls are asked
     if tool is not None and getattr(tool.definition, "confined", False) and not _alarm(ctx.session):
         from clawkit.process import confinement
 

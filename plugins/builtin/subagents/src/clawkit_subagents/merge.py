@@ -20,6 +20,7 @@ SHIELD_MODES = {"audit-only": 0, "permissive": 1, "strict": 2}
 SHIELD_WRAP = {"never": 0, "detected": 1, "always": 2}
 NETWORK = {"all": 0, "proxy": 1, "refuse": 2}
 STEP_SCOPE = {"persistent": 0, "run": 1, "step": 2}  # narrower = stricter
+UNTRUSTED_EGRESS = {"alarm-only": 0, "ask": 1}
 GATE_HOOKS = ("before_tool_call", "after_tool_call", "confine_process")
 
 
@@ -101,6 +102,10 @@ def hold_policy(parent: dict[str, Any], child: dict[str, Any], tool_risks: dict[
         out[key] = _either(parent.get(key, True), child.get(key))
     for key in ("egress_tools", "secret_env"):
         out[key] = _union(parent.get(key), child.get(key))
+    # provenance: a child never asks less while untrusted, nor vouches for more than its parent does
+    out["untrusted_egress"] = _strictest(UNTRUSTED_EGRESS, parent.get("untrusted_egress"), child.get("untrusted_egress"))
+    for key in ("trusted_paths", "trusted_commands"):
+        out[key] = _within(parent.get(key), child.get(key)) if key in child else list(parent.get(key) or [])
     return {k: v for k, v in out.items() if v is not None}
 
 

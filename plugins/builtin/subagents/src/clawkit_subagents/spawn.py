@@ -219,6 +219,9 @@ async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_i
                              "skills": skills,
                              "transport": sent.metadata.get("transport", "text")})  # committed with the child's first message
     out.session_id = session.id
+    # a child of an untrusted parent starts untrusted (the task may carry what the parent read): its own
+    # egress is asked for, so the hand-over itself need not be (ToolDef.inherits_provenance)
+    provenance.inherit(session, ctx.session, f"parent:{parent.config.name}")
     _TREES[session.id] = ctx.state["subagents.tree"]  # the child's own children count against this tree
     ctx.emit("subagent.start", agent=name, call_id=step_id, child_session=session.id, depth=kin.depth, tools=kin.tools,
              task_sha256=hashlib.sha256(task.encode()).hexdigest(), dispatch=record,

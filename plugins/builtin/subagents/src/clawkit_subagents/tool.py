@@ -30,4 +30,5 @@ def agent_tool(name: str, spec: SubagentSpec) -> Any:
         "return": ToolResult,
     }
     delegate.__name__ = f"agent_{name}"
+    delegate.__clawkit_inherits_provenance__ = True  # the child starts with the parent's provenance (spawn.delegate)
     return delegate
