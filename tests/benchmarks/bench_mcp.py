@@ -157,7 +157,7 @@ def _write_agent(path: Path, model_url: str, servers: dict) -> None:
         model: {{name: openai/test, api_base: "{model_url}", api_key: sk-test, max_retries: 0, timeout: 20}}
         tools: ["mcp__*"]
         plugins:
-          toolsearch: {max_tools: 500}  # ~50 tools would engage retrieval (local embeddings): not start-up
+          toolsearch: {{max_tools: 500}}  # ~50 tools would engage retrieval (local embeddings): not start-up
         """)
     body += "mcp:\n  servers: " + (json.dumps(servers) if servers else "{}") + "\n"
     path.write_text(body)
