@@ -2,7 +2,8 @@
 
 ``python mcp_test_server.py`` speaks stdio; ``python mcp_test_server.py http PORT`` serves
 streamable HTTP at http://127.0.0.1:PORT/mcp. Environment: ``MCP_TEST_PID_FILE`` (append
-this process's pid), ``MCP_TEST_HANG_ON_START`` (never answer: a hung server).
+this process's pid), ``MCP_TEST_HANG_ON_START`` (never answer: a hung server),
+``MCP_TEST_SLEEP_ON_START`` (seconds to wait before serving: a slow-starting server).
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ if __name__ == "__main__":
     if os.environ.get("MCP_TEST_PID_FILE"):
         with open(os.environ["MCP_TEST_PID_FILE"], "a") as f:
             f.write(f"{os.getpid()}\n")
+    time.sleep(float(os.environ.get("MCP_TEST_SLEEP_ON_START") or 0))
     if len(sys.argv) > 2 and sys.argv[1] == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

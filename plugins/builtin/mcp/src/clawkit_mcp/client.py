@@ -58,6 +58,9 @@ class ServerConnection:
         self.server_info: Any = None
         self.restarts = 0
         self.starts = 0
+        #: wall-clock bounds (``time.time()``) of the latest start: launch, and ready (tools listed)
+        self.started: float | None = None
+        self.ready: float | None = None
         self.changed = False
         self._client: Any = None
         self._owner: asyncio.Task | None = None
@@ -91,6 +94,7 @@ class ServerConnection:
     async def _start(self) -> None:
         self.state, self._stopping = "starting", False
         self.starts += 1
+        self.started, self.ready = time.time(), None
         ready: asyncio.Future = asyncio.get_running_loop().create_future()
         self._wake = asyncio.Event()
         self._owner = asyncio.ensure_future(self._own(ready, self._wake))
@@ -126,6 +130,7 @@ class ServerConnection:
                 self.capabilities = client.server_capabilities
                 self.server_info = client.server_info
                 self._client, self.state, self.error = client, "ready", None
+                self.ready = time.time()
                 ready.set_result(None)
                 await wake.wait()
         except BaseException as exc:
@@ -317,6 +322,15 @@ class Hub:
         self._thread.join(STOP_TIMEOUT)
         if not self._thread.is_alive():
             self.loop.close()
+
+    async def start_all(self, names: list[str] | None = None) -> dict[str, BaseException | None]:
+        """Start (or ready) the named servers, default all, concurrently; each one's failure (or None) by name.
+
+        One server failing or hanging never holds up or takes down the others: each has its own
+        ``startup_timeout`` and its error is kept on its connection (``state``, ``error``)."""
+        conns = [self.connections[n] for n in (self.connections if names is None else names)]
+        outcomes = await asyncio.gather(*(c.ensure() for c in conns), return_exceptions=True)
+        return {c.name: (out if isinstance(out, BaseException) else None) for c, out in zip(conns, outcomes)}
 
     async def _stop_all(self) -> None:
         await asyncio.gather(*(c.stop() for c in self.connections.values()), return_exceptions=True)

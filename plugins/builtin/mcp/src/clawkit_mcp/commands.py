@@ -42,7 +42,7 @@ def _load(args):
 
 
 def cmd_list(args) -> int:
-    from .client import Hub, ServerUnavailable
+    from .client import Hub
     from .plugin import mcp_config
     from .tools import build, tool_name
 
@@ -57,17 +57,16 @@ def cmd_list(args) -> int:
     allow = ToolRegistry(cfg.tools)
     rows = []
     try:
+        hub.run_sync(hub.start_all())  # concurrently; a server that fails keeps its error, the others go on
         for name, conn in hub.connections.items():
-            try:
-                hub.run_sync(conn.ensure())
-            except ServerUnavailable:
-                pass
             tools = []
             for t in conn.tools:
                 d = build(hub, name, mcp.servers[name], t).definition
                 tools.append({"name": tool_name(name, t.name), "risk": d.risk.value, "allowed": allow.allowed(d.name),
                               "description": (t.description or "").strip().splitlines()[0] if t.description else ""})
             rows.append({"server": name, "transport": conn.config.transport, "state": conn.state, "error": conn.error,
+                         "started": conn.started, "ready": conn.ready,
+                         "start_seconds": round(conn.ready - conn.started, 3) if conn.ready and conn.started else None,
                          "tools": tools})
     finally:
         hub.close()
@@ -75,7 +74,8 @@ def cmd_list(args) -> int:
         print(json.dumps(rows, indent=2))
         return 0 if all(r["state"] == "ready" for r in rows) else 1
     for r in rows:
-        print(f"{r['server']} ({r['transport']}): {r['state']}" + (f" — {r['error']}" if r["error"] else ""))
+        took = f" in {r['start_seconds']:.2f} s" if r["start_seconds"] is not None else ""
+        print(f"{r['server']} ({r['transport']}): {r['state']}{took}" + (f" — {r['error']}" if r["error"] else ""))
         for t in r["tools"]:
             mark = "allowed" if t["allowed"] else "not in tools:"
             print(f"  {t['name']:48} {t['risk']:8} {mark:14} {t['description'][:60]}")

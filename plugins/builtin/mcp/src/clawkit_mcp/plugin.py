@@ -31,6 +31,7 @@ class AgentMcp:
         self.registered: dict[str, list[str]] = {}  # server -> tool names in the registry
         self.synced: dict[str, int] = {}  # server -> id() of the tool list last registered
         self.prompts: dict[tuple[str, str], str] = {}
+        self.announced: dict[str, float] = {}  # server -> ``ready`` of the start last reported (mcp.server_started)
 
     def needed(self) -> list[str]:
         return [s for s in self.cfg.servers if mcptools.may_allow(list(self.config.tools), s)]
@@ -40,6 +41,7 @@ class AgentMcp:
         conns = [self.hub.connections[s] for s in self.needed()]
         todo = [c for c in conns if c.state not in ("ready",) and c.name not in self.registered or c.changed]
         if todo:
+            # every server at once, on the hub's loop: the slowest one's start, not the sum
             outcomes = await asyncio.gather(*(self.hub.run(c.refresh() if c.changed else c.ensure()) for c in todo),
                                             return_exceptions=True)
             for conn, out in zip(todo, outcomes):
@@ -47,6 +49,10 @@ class AgentMcp:
                     ctx.emit("mcp.server_error", server=conn.name, error=str(out))
                 elif isinstance(out, Exception):
                     ctx.emit("mcp.server_error", server=conn.name, error=f"{type(out).__name__}: {out}")
+                elif conn.ready is not None and conn.started is not None and self.announced.get(conn.name) != conn.ready:
+                    self.announced[conn.name] = conn.ready
+                    ctx.emit("mcp.server_started", server=conn.name, transport=conn.config.transport, started=conn.started,
+                             ready=conn.ready, seconds=round(conn.ready - conn.started, 3), tools=len(conn.tools))
         for conn in conns:
             self.sync(ctx, conn)
         self.mark(ctx)
