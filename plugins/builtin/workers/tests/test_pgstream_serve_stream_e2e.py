@@ -103,3 +103,42 @@ def test_queued_stream_gives_the_same_chunks_as_the_in_process_one(pg_url, tmp_p
     assert "".join(tools[0]) == "Looking at the folder now.The folder holds one file, notes.txt, and nothing else.", tools
     assert plain[1] == tools[1] == "stop"
     assert queued == local  # the same deltas, in the same order, and the same finish_reason
+
+
+WORDS = " ".join(f"w{i}" for i in range(24))
+
+
+def test_a_worker_killed_mid_stream_leaves_the_client_one_whole_reply(pg_url, tmp_path):
+    """The turn is recovered by the other worker; the model call that was cut short runs again
+    and only the text the client has not had yet is sent: the stream is the reply, once."""
+    import psycopg
+
+    with ModelServer() as model:
+        model.script(lambda request: Reply.text(WORDS, chunk_delay=0.15))
+        yaml = agent_yaml(tmp_path, model.url)
+        workers = Workers(pg_url, [yaml])
+        served = None
+        try:
+            procs = workers.start(2)
+            served, base = serve(yaml, "--db", pg_url)
+            strip = httpx.Client(event_hooks={"request": [lambda r: r.headers.pop("Authorization", None)]}, timeout=90)
+            client = openai.OpenAI(base_url=base + "/v1", api_key="unused", http_client=strip)
+            texts, finish, killed = [], None, None
+            for chunk in client.chat.completions.create(model="streamer", messages=[{"role": "user", "content": "go"}], stream=True):
+                for c in chunk.choices:
+                    if c.delta.content:
+                        texts.append(c.delta.content)
+                    finish = c.finish_reason or finish
+                if killed is None and len(texts) >= 3:
+                    with psycopg.connect(pg_url) as conn:
+                        executor = conn.execute("SELECT executor_id FROM dbos.workflow_status WHERE status = 'PENDING'").fetchone()[0]
+                    killed = next(p for p in procs if f"-{p.pid}-" in executor)
+                    killed.kill()
+        finally:
+            if served is not None:
+                served.terminate()
+                served.wait(30)
+            workers.stop_all()
+    assert killed is not None and killed.poll() is not None
+    assert "".join(texts) == WORDS and finish == "stop", texts
+    assert len(model.requests) == 2  # the cut call ran again on the other worker
