@@ -35,14 +35,17 @@ class TurnQueue:
         DBOS.migrate(url)  # idempotent: the first front-end or worker creates DBOS's tables
         self.client = DBOSClient(system_database_url=url, application_name=APP_NAME)
 
-    def submit(self, agent: str, text: str, session_id: str | None = None, turn_id: str | None = None) -> str:
+    def submit(self, agent: str, text: str, session_id: str | None = None, turn_id: str | None = None,
+               *, stream: bool = False) -> str:
         """Enqueue a turn of ``agent`` on ``session_id`` (a new session when None); returns the turn id.
         Turns of one session run one at a time, in the order they were submitted; resubmitting a
-        ``turn_id`` returns the same turn, never a second one."""
+        ``turn_id`` returns the same turn, never a second one. ``stream``: the worker writes what the
+        turn delivers as it goes (``chunks.ChunkFeed`` reads it)."""
         session_id = session_id or new_id("ses")
         turn_id = turn_id or new_id("turn")
+        kwargs = {"stream": True} if stream else {}
         self.client.enqueue({"queue_name": QUEUE, "workflow_name": WORKFLOW, "workflow_id": turn_id,
-                             "queue_partition_key": session_id, "app_version": APP_VERSION}, agent, session_id, text)
+                             "queue_partition_key": session_id, "app_version": APP_VERSION}, agent, session_id, text, **kwargs)
         return turn_id
 
     def status(self, turn_id: str) -> dict[str, Any]:

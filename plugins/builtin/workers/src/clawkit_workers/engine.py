@@ -10,6 +10,7 @@ recorded result, so the transcript is rebuilt in order and no finished step runs
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
@@ -23,7 +24,7 @@ from clawkit.steps import idempotency_key
 from clawkit.types import ToolCall
 
 from . import approvals as approvals_mod
-from . import liveness
+from . import chunks, liveness
 # every worker and client uses one application version, so any worker may run and recover any
 # turn (DBOS only hands a workflow to executors of the version it was started under)
 from .client import APP_NAME, APP_VERSION, QUEUE, WORKFLOW
@@ -42,14 +43,24 @@ def active() -> bool:
 
 
 @DBOS.workflow(name=WORKFLOW)
-async def run_turn(agent: str, session_id: str, text: str) -> dict[str, Any]:
+async def run_turn(agent: str, session_id: str, text: str, stream: bool = False) -> dict[str, Any]:
+    """``stream``: what the turn delivers (model text as it arrives, a reply not streamed) is
+    written to the chunk table for the front-end that waits on it (:mod:`.chunks`)."""
     worker = _worker
     if worker is None:  # pragma: no cover - DBOS only runs workflows in a launched worker
         raise RuntimeError("clawkit.turn runs only inside `clawkit worker`")
     a = worker.agent(agent)
     base = await DBOS.run_step_async({"name": "clawkit.begin"}, _begin, a, agent, session_id)
     _rewind(a, session_id, base)
-    result = await a.turn(text, session_id=session_id)
+    sink = None
+    if stream:
+        turn_id = DBOS.workflow_id
+        sink = chunks.TurnSink(worker.chunks, turn_id, await asyncio.to_thread(worker.chunks.stored, turn_id))
+    try:
+        result = await a.turn(text, session_id=session_id, deliver=sink)
+    finally:
+        if sink is not None:  # every chunk is in the table before the result is
+            await asyncio.to_thread(worker.chunks.flush)
     await a.drain(timeout=5)
     return {**result.as_json(), "run_id": result.run_id}
 
@@ -150,6 +161,7 @@ class Worker:
         self._agents: dict[str, Any] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.chunks: Any = None
 
     def agent(self, name: str) -> Any:
         a = self._agents.get(name)
@@ -176,6 +188,8 @@ class Worker:
                      "notification_listener_polling_interval_sec": 0.1})
         approvals_mod.ensure_schema(self.url)
         liveness.ensure_schema(self.url)
+        chunks.ensure_schema(self.url)
+        self.chunks = chunks.ChunkWriter(self.url)
         DBOS.launch()
         # turns of one session run one at a time, in order (a partition per session)
         DBOS.register_queue(QUEUE, worker_concurrency=self.concurrency, partition_concurrency=1,
@@ -188,8 +202,12 @@ class Worker:
     def _watch(self) -> None:
         """Beat every second; recover the turns of workers that stopped beating."""
         interval = min(1.0, self.dead_after / 3)
+        beats = 0
         while not self._stop.wait(interval):
+            beats += 1
             try:
+                if beats % 300 == 1:
+                    chunks.sweep(self.url)
                 liveness.beat(self.url, self.executor_id)
                 dead = liveness.claim_dead(self.url, self.executor_id, self.dead_after)
                 if dead:
@@ -212,6 +230,8 @@ class Worker:
                 log.exception("marking worker %s gone failed", self.executor_id)
             for a in self._agents.values():
                 a.close()
+            if self.chunks is not None:
+                self.chunks.close()
             _worker = None
 
 

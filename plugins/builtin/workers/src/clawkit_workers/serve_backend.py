@@ -10,7 +10,10 @@ import logging
 import time
 from typing import Any, Callable
 
+from clawkit.types import new_id
+
 from . import approvals as approvals_mod
+from . import chunks
 
 log = logging.getLogger("clawkit.workers.serve")
 
@@ -47,6 +50,8 @@ class QueueRunner:
         self._running: dict[str, int] = {}
         self._waiters: dict[str, asyncio.Future] = {}
         self._poller: asyncio.Task | None = None
+        chunks.ensure_schema(queue.url)
+        self.feed = chunks.ChunkFeed(queue.url)
 
     def agent_names(self) -> list[str]:
         return list(self.agents)
@@ -83,18 +88,30 @@ class QueueRunner:
         if self.busy(session_id) and not wait:
             raise self.errors["SessionBusy"](session_id)
         self._running[session_id] = self._running.get(session_id, 0) + 1
+        turn_id, streamed = new_id("turn"), 0
         try:
-            turn_id = await asyncio.to_thread(self.queue.submit, agent, text, session_id)
+            if deliver is not None:  # the worker's chunks reach ``deliver`` as they are written
+                await asyncio.to_thread(self.feed.watch, turn_id, deliver, asyncio.get_running_loop())
+            await asyncio.to_thread(self.queue.submit, agent, text, session_id, turn_id, stream=deliver is not None)
             self.hub.publish(session_id, {"type": "turn.queued", "turn_id": turn_id})
             data = await self._wait(turn_id)
+            if deliver is not None:
+                streamed = await self.feed.finish(turn_id)
         except Exception as exc:
             self.hub.publish(session_id, {"type": "turn.failed", "error": f"{type(exc).__name__}: {exc}"})
             raise
         finally:
+            self.feed.forget(turn_id)
             self._running[session_id] -= 1
             if not self._running[session_id]:
                 self._running.pop(session_id)
         result = _result(data)
+        if deliver is not None and not streamed and result.reply:  # nothing reached the stream (its rows were lost)
+            from clawkit.types import Outbound
+
+            res = deliver(Outbound(kind="final_reply", content=result.reply, metadata={"streamed": False}))
+            if asyncio.iscoroutine(res):
+                await res
         self.hub.publish(session_id, {"type": "turn.done", "reply": result.reply, "stop_reason": result.stop_reason,
                                       "usage": result.usage.model_dump(), "turn_id": turn_id})
         return result
@@ -136,6 +153,7 @@ class QueueRunner:
             self._poller.cancel()
 
     async def close(self) -> None:
+        self.feed.close()
         for a in self.agents.values():
             a.close()
         self.queue.close()
