@@ -6,6 +6,8 @@ level: the ``clawkit`` CLI loads this plugin's entry point on every start.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import threading
 import warnings
@@ -48,5 +50,22 @@ def load_litellm() -> Any:
                 pass
             litellm.suppress_debug_info = True
             litellm.telemetry = False
+            atexit.register(_release_clients, litellm)
             _module = litellm
     return _module
+
+
+def _release_clients(litellm: Any) -> None:
+    """Drop litellm's cached HTTP clients while the interpreter is still whole.
+
+    A handler's ``__del__`` imports a module to dispose of its session; run during interpreter
+    finalization (modules already torn down) that import can block forever on the import lock, so
+    a finished ``clawkit run`` hung at exit now and then. Collected here, at ``atexit``, the
+    imports work and nothing is left for finalization."""
+    try:
+        cache = getattr(litellm, "in_memory_llm_clients_cache", None)
+        if cache is not None:
+            cache.flush_cache()
+        gc.collect()
+    except Exception:  # exiting anyway: never turn a clean exit into a traceback
+        pass
