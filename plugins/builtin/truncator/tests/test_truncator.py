@@ -55,7 +55,7 @@ def make_agent(workspace):
         a.store.close()
 
 
-def make(make_agent, output: str, *, tools=("dump", "read_tool_output"), truncator=None, script=None):
+def make(make_agent, output: str, *, tools=("dump", "read_tool_output"), truncator=None, script=None, plugin_config=None):
     def dump() -> str:
         """Print a big output."""
         return output
@@ -66,8 +66,8 @@ def make(make_agent, output: str, *, tools=("dump", "read_tool_output"), truncat
             register(dump)
 
     cfg = {"limits": {"context_window": WINDOW}, "tools": list(tools)}
-    if truncator is not None:
-        cfg["plugin_config"] = {"truncator": truncator}
+    if truncator is not None or plugin_config:
+        cfg["plugin_config"] = {**(plugin_config or {}), **({"truncator": truncator} if truncator is not None else {})}
     script = script or [ScriptedReply.calls(call("dump")), "done"]
     return make_agent(script, plugins=(clawkit_truncator, Dumper()), **cfg)
 
@@ -224,12 +224,17 @@ def test_history_trimming_spares_recent_turns_and_session(make_agent):
     script = []
     for _ in range(6):
         script += [ScriptedReply.calls(call("dump")), "ok"]
-    agent = make(make_agent, out, script=script, truncator={"history_keep_turns": 2})
+    # Compaction off: under the full install its (background) summarizer uses the agent's model, i.e. this
+    # scripted provider, and would eat scripted replies meant for the turns (turns 2 and 4 then make no tool
+    # call, so the previous turn has no result to spare). This test is about the truncator's own trimming.
+    agent = make(make_agent, out, script=script, truncator={"history_keep_turns": 2},
+                 plugin_config={"compaction": {"enabled": False}})
     sid = None
     for i in range(6):
         sid = agent.run(f"turn {i}", session_id=sid).session_id
     last = agent.provider.requests[-1]
     tools_in_req = tool_messages(last)
+    assert len(tools_in_req) == 6, "every turn made its one tool call (nothing else consumed the script)"
     trimmed = [m for m in tools_in_req if m.metadata.get("truncator_trimmed")]
     assert trimmed, "old tool results should be trimmed"
     assert not tools_in_req[-1].metadata.get("truncator_trimmed")  # the current turn's result is intact
