@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -92,7 +93,21 @@ def classifier_model(cfg: ClassifierConfig) -> ModelConfig | None:
 # classification that follows, and for compaction events. Bounded: sessions come and go.
 _live: "OrderedDict[str, Any]" = OrderedDict()
 _providers: dict[tuple[int, str], tuple[Any, Any]] = {}
-_warned: set[str] = set()
+# agents already warned about a missing classifier model: per agent object, not per name (agents in
+# one process share names, e.g. every test's "test-agent", and one must not silence the next)
+# (an agent's config is unhashable: keyed by id, with a weak reference so a reused id is not "warned")
+_warned: dict[int, "weakref.ref[Any]"] = {}
+
+
+def _warn_once(agent: Any) -> bool:
+    """True the first time for this agent config object (then remembered while it lives)."""
+    for key in [k for k, ref in _warned.items() if ref() is None]:
+        del _warned[key]
+    seen = _warned.get(id(agent))
+    if seen is not None and seen() is agent:
+        return False
+    _warned[id(agent)] = weakref.ref(agent)
+    return True
 LIVE_LIMIT = 512
 WARM_LIMIT = 60.0  # seconds a provider may take to load (a cold import on a busy machine) before giving up
 # the kernel's generic `compaction` event, and clawkit-compaction's report of a finished one
@@ -217,8 +232,7 @@ def classify_session(session, messages):
     ctx = _live.get(session.id)
     model = classifier_model(cfg)
     if model is None:
-        if session.agent.name not in _warned:
-            _warned.add(session.agent.name)
+        if _warn_once(session.agent):
             log.warning("agent %s: session classification skipped: no classifier model "
                         "(set plugins.classifier.model; the main model is never used for it)", session.agent.name)
         if not session.get("classifier.warned"):

@@ -147,6 +147,10 @@ def message_received(ctx, message):
     if len(_ACTIVE) >= 4096:
         quiet_for()  # drop lost turns
     _ACTIVE[ctx.session.id] = _LAST[0] = time.monotonic()
+    at_end = getattr(ctx, "at_end", None)
+    if at_end is not None:  # a turn without turn.end (a directive or plugin answered it, it failed)
+        sid = ctx.session.id
+        at_end(lambda: _turn_over(sid))
     state_db = recall.state_db_of(ctx)
     if _idle(ctx, state_db):
         if state_db is not None and _PLACES[id(ctx.agent)][1].sessions:  # (episodes off: nothing to index, ever)
@@ -161,6 +165,15 @@ def message_received(ctx, message):
         _ENDING[ctx.session.id] = (mem, state_db)
     if mem.cfg.recall.enabled and message.content.strip():
         recall.start_recall(ctx, mem, message.content)
+
+
+def _turn_over(session_id: str) -> None:
+    """The run ended (done, handled, failed or cancelled): what ``turn.end`` did not consume is
+    forgotten, so a handled turn leaves no turn "in flight" and no agent behind in these tables."""
+    if _ACTIVE.pop(session_id, None) is not None:
+        _LAST[0] = time.monotonic()
+    _ENDING.pop(session_id, None)
+    _IDLE_ENDING.pop(session_id, None)
 
 
 @hookimpl
