@@ -45,7 +45,7 @@ ENV_NARROWING_NOT_YET_ANNOTATED = {
 ENV_NARROWING_IS_THE_SUBJECT = {"kernel/tests/test_plugins.py", "tests/test_plugin_seams.py"}
 
 
-def test_files() -> list[Path]:
+def collect_test_files() -> list[Path]:
     out = []
     for base in (ROOT / "kernel" / "tests", ROOT / "plugins", ROOT / "tests"):
         for p in base.rglob("*.py"):
@@ -57,7 +57,7 @@ def test_files() -> list[Path]:
     return sorted(out)
 
 
-FILES = test_files()
+FILES = collect_test_files()
 
 
 def _is_reason(node: ast.AST | None) -> bool:
