@@ -239,7 +239,10 @@ class ClawkitVariant(Variant):
             """A clawkit Provider: a function of the request, so it repeats forever."""
 
             async def complete(self, request, on_text=None):
-                last = request.messages[-1]
+                # the tool result this turn produced, if any: plugins may put a note after it (the
+                # healing plugin's focus booster goes into the request's final user message)
+                last = next((m for m in reversed(request.messages) if m.role == "tool"
+                             or (m.role == "user" and PROMPT in str(m.content))), request.messages[-1])
                 if last.role == "tool":
                     text = answer_for(last.content)
                     if on_text is not None:
