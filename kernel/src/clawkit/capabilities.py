@@ -36,7 +36,11 @@ class Capabilities:
 
 
 @functools.cache
-def _table_text() -> str | None:
+def table_text() -> str | None:
+    """litellm's bundled model table as text, read once per process (None without litellm).
+
+    Shared by every reader of the table (capability flags here, prices in clawkit-http): it is a
+    ~3 MB file, and only the entries asked about are ever decoded."""
     from .tokens import litellm_package_dir
 
     base = litellm_package_dir()
@@ -49,21 +53,27 @@ def _table_text() -> str | None:
 
 
 @functools.cache
-def table_entry(model: str) -> dict[str, Any] | None:
-    """litellm's table entry for ``model`` (tried as given, then without its ``provider/`` prefix)."""
-    text = _table_text()
+def lookup(key: str) -> dict[str, Any] | None:
+    """The table's entry under exactly ``key``, decoded alone (found by its quoted key)."""
+    text = table_text()
     if text is None:
         return None
+    at = text.find(json.dumps(key) + ":")
+    if at < 0:
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text, text.find("{", at))
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def table_entry(model: str) -> dict[str, Any] | None:
+    """litellm's table entry for ``model`` (tried as given, then without its ``provider/`` prefix)."""
     bare = model.split("/", 1)[1] if "/" in model else model
     for key in dict.fromkeys((model, bare)):
-        at = text.find(json.dumps(key) + ":")
-        if at < 0:
-            continue
-        try:
-            value, _ = json.JSONDecoder().raw_decode(text, text.find("{", at))
-        except ValueError:
-            continue
-        if isinstance(value, dict):
+        value = lookup(key)
+        if value is not None:
             return value
     return None
 

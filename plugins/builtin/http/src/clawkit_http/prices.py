@@ -8,45 +8,17 @@ key), and the answer is cached per model.
 from __future__ import annotations
 
 import functools
-import json
 
-TABLE = "model_prices_and_context_window_backup.json"
-
-
-@functools.cache
-def _table_text() -> str | None:
-    from clawkit.tokens import litellm_package_dir
-
-    base = litellm_package_dir()
-    if base is None:
-        return None
-    try:
-        return (base / TABLE).read_text(encoding="utf-8")
-    except OSError:
-        return None
-
-
-def _entry(text: str, key: str) -> dict | None:
-    at = text.find(json.dumps(key) + ":")
-    if at < 0:
-        return None
-    start = text.find("{", at)
-    try:
-        value, _ = json.JSONDecoder().raw_decode(text, start)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+from clawkit.capabilities import lookup
+from clawkit.capabilities import table_text as _table_text  # noqa: F401  (one cached read per process)
 
 
 @functools.cache
 def price_per_token(model: str, wire_format: str) -> tuple[float, float] | None:
     """``(input, output)`` USD per token for ``model`` (``gpt-4o-mini``, ``openai/gpt-4o-mini``…)."""
-    text = _table_text()
-    if text is None:
-        return None
     bare = model.split("/", 1)[1] if "/" in model else model
     for key in dict.fromkeys((model, bare, f"{wire_format}/{bare}")):
-        entry = _entry(text, key)
+        entry = lookup(key)
         if entry and ("input_cost_per_token" in entry or "output_cost_per_token" in entry):
             return float(entry.get("input_cost_per_token") or 0), float(entry.get("output_cost_per_token") or 0)
     return None
