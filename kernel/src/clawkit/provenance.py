@@ -32,6 +32,11 @@ def _meta(session: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _entry(source: str, detail: str, kind: str) -> dict[str, str]:
+    """One source as it is recorded (bounded, so the metadata stays small)."""
+    return {"source": str(source)[:200], "detail": str(detail)[:300], "kind": str(kind)[:40]}
+
+
 def mark_untrusted(session: Any, source: str, detail: str = "", *, kind: str = "tool") -> bool:
     """Record that content from ``source`` (a tool name, ``mcp:<server>``, ``agent_<name>``…)
     entered the session's context; ``detail`` names what (a file path, a URL, a server).
@@ -44,7 +49,7 @@ def mark_untrusted(session: Any, source: str, detail: str = "", *, kind: str = "
     record = dict(current) if current else {"count": 0, "sources": []}
     record["count"] = int(record.get("count") or 0) + 1
     sources = list(record.get("sources") or [])
-    entry = {"source": str(source)[:200], "detail": str(detail)[:300], "kind": str(kind)[:40]}
+    entry = _entry(source, detail, kind)
     if entry not in sources and len(sources) < MAX_SOURCES:
         sources.append(entry)
     record["sources"] = sources
@@ -177,7 +182,7 @@ def mark_once(session: Any, source: str, detail: str = "", *, kind: str = "tool"
     """:func:`mark_untrusted` unless this exact source is already recorded (no metadata write then:
     for content that reaches every turn, such as MCP tool descriptions). Returns None when it was
     already recorded, else what :func:`mark_untrusted` returns."""
-    entry = {"source": str(source)[:200], "detail": str(detail)[:300], "kind": str(kind)[:40]}
+    entry = _entry(source, detail, kind)
     if entry in untrusted_sources(session):
         return None
     return mark_untrusted(session, source, detail, kind=kind)

@@ -48,20 +48,22 @@ def _within(a: list | None, b: Any) -> list:
     return [x for x in b if x in (a or [])]
 
 
-def _min(a: Any, b: Any) -> Any:
+def _bound(pick: Any, a: Any, b: Any) -> Any:
+    """``pick`` (min or max) of the parent's ``a`` and the child's ``b``; a child value that is not a
+    number is ignored."""
     if a is None:
         return b
     if b is None or not isinstance(b, (int, float)) or isinstance(b, bool):
         return a
-    return min(a, b)
+    return pick(a, b)
+
+
+def _min(a: Any, b: Any) -> Any:
+    return _bound(min, a, b)
 
 
 def _max(a: Any, b: Any) -> Any:
-    if a is None:
-        return b
-    if b is None or not isinstance(b, (int, float)) or isinstance(b, bool):
-        return a
-    return max(a, b)
+    return _bound(max, a, b)
 
 
 def _either(a: Any, b: Any) -> bool:
