@@ -377,9 +377,10 @@ class Agent(ModelSide):
             result.stop_reason = ctx.state.get("stop_reason") or "handled"  # e.g. a spent budget refused the turn
             result.stop_detail = ctx.state.get("stop_detail", "")
             _add_usage(result.usage, ctx.state.get("reply_usage") or Usage())
-            return
-        tools_on = await self._run_planned(ctx, result, deliver)
-        await self._loop(ctx, result, deliver, tools_on=tools_on)
+        else:
+            tools_on = await self._run_planned(ctx, result, deliver)
+            await self._loop(ctx, result, deliver, tools_on=tools_on)
+        # every turn that ends (a plugin's answer too) ends with turn.end; a raised one with turn.failed
         ctx.emit("turn.end", rounds=ctx.state.get("rounds", 0), stop_reason=result.stop_reason, usage=result.usage.model_dump(),
                  duration=time.time() - ctx.state.get("_started", time.time()), agent=self.config.name)
 

@@ -47,8 +47,10 @@ def test_a_collector_that_is_down_costs_a_run_almost_nothing_and_one_warning(mod
         stderr[on] = r.stderr
     off, on = min(times["0"]), min(times["1"])
     print(f"clawkit run, OTel off: {off:.3f}s, OTel on with the collector down: {on:.3f}s, extra {on - off:+.3f}s")
-    # generous, so that a loaded machine does not flake it; before the fix the extra was ~20 s
-    assert on - off < max(1.0, 0.5 * off), (times, stderr["1"])
+    # not a performance bound (that is tests/benchmarks/, whose figure the docs quote) but the
+    # behaviour: the run does not wait out the exporter's retries with backoff (~20 s before the fix);
+    # a loaded machine stretches both runs alike by a few seconds at most
+    assert on - off < 10, (times, stderr["1"])
     lines = [line for line in stderr["1"].splitlines() if not line.startswith("[session")]
     assert len(lines) == 1, stderr["1"]  # one warning, naming the collector
     assert "no OTLP collector" in lines[0] and endpoint in lines[0]
