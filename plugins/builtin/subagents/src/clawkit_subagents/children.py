@@ -67,7 +67,20 @@ def _matches(name: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-def attenuate(parent_tools: list[str], own: list[str], narrowing: list[str] | None) -> list[str]:
+def expand_groups(entries: list[str], groups: dict[str, tuple[str, ...]]) -> list[str]:
+    """``tools:`` entries with allowlist group names (``skills`` — declared by a plugin through
+    ``register.group``) replaced by the group's patterns, so a child listing a group keeps what
+    the group admits in its parent."""
+    out: list[str] = []
+    for entry in entries:
+        out.extend(groups.get(entry, (entry,)))
+    return out
+
+
+def attenuate(parent_tools: list[str], own: list[str], narrowing: list[str] | None,
+              groups: dict[str, tuple[str, ...]] | None = None) -> list[str]:
+    own = expand_groups(own, groups or {})
+    narrowing = None if narrowing is None else expand_groups(narrowing, groups or {})
     return [n for n in parent_tools if _matches(n, own) and (narrowing is None or _matches(n, narrowing))]
 
 
@@ -162,7 +175,7 @@ def build_child(parent: Any, name: str, spec: SubagentSpec) -> Any:
     data["workspace"] = child_workspace(parent, data, where)
     hold_mcp(parent.config, data)
     own_tools = list(data.get("tools") or [])
-    tools = attenuate(up.tools, own_tools, spec.tools)
+    tools = attenuate(up.tools, own_tools, spec.tools, getattr(parent.tools, "groups", None))
     data["tools"] = tools
     parent_off = set(parent.config.disabled_plugins())
     keep_on = kept_on(parent.pm, parent_off)
