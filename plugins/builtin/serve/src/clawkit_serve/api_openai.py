@@ -114,6 +114,8 @@ def _completion(agent: str, attempt: replays.Attempt, result: Any, headers: dict
 async def _replay(server: Server, agent: str, attempt: replays.Attempt, stream: bool, body: dict[str, Any]):
     """Answer a retry from the turn it repeats: wait for it if it still runs, else its outcome again."""
     headers = {"X-Clawkit-Replayed": "true"}
+    if attempt.interrupted:  # started by another server process (before a restart, or beside this one)
+        await _settle_elsewhere(server, agent, attempt, headers)
     if stream:
         async def whole():
             result = await asyncio.shield(attempt.task)
@@ -126,6 +128,44 @@ async def _replay(server: Server, agent: str, attempt: replays.Attempt, stream: 
     except HttpError as exc:  # the same error again, marked as a replay
         raise HttpError(exc.status, exc.message, code=exc.code, headers={**exc.headers, **headers}) from None
     return _completion(agent, attempt, result, headers)
+
+
+#: how long a retry of a turn another server process started waits for that turn's outcome
+ELSEWHERE_WAIT = 10.0
+
+
+async def _settle_elsewhere(server: Server, agent: str, attempt: replays.Attempt, headers: dict[str, str]) -> None:
+    """A retry of a turn this process did not start: wait a little for its outcome (another server on
+    the same database finishing it) or its answer in the session (resumed after its approval was
+    answered); otherwise refuse it — never run it again."""
+    deadline = time.monotonic() + ELSEWHERE_WAIT
+    while True:
+        outcome = server.replays.log.outcome(attempt.cid)
+        if outcome is not None:
+            server.replays.settle(attempt, outcome)
+            return
+        reply = _answer_in_session(server, agent, attempt)
+        if reply is not None:
+            server.replays.settle(attempt, {"reply": reply})
+            return
+        if time.monotonic() >= deadline:
+            raise HttpError(409, f"this request's turn (session {attempt.session_id}) was started by a server process "
+                            "that stopped before it ended, or by another one still running it; it is not run again "
+                            "(a turn waiting for approval resumes when the approval is answered) — read the session, "
+                            f"or send a new request with {SESSION_HEADER}: {attempt.session_id}", code="turn_interrupted",
+                            headers={**NO_RETRY, **headers, SESSION_HEADER: attempt.session_id})
+        await asyncio.sleep(0.2)
+
+
+def _answer_in_session(server: Server, agent: str, attempt: replays.Attempt) -> str | None:
+    """The answer the request's turn left in its session (it finished in a later process: resumed after
+    its approval was answered), or None while it has none."""
+    store = server.runner.agents[agent].store
+    rows = store.conn.execute("SELECT role, content, data FROM messages WHERE session_id = ? AND created >= ? ORDER BY id",
+                              (attempt.session_id, attempt.started)).fetchall()
+    if not any(r[0] == "user" for r in rows) or not rows or rows[-1][0] != "assistant" or '"tool_calls"' in (rows[-1][2] or ""):
+        return None
+    return rows[-1][1]
 
 
 async def _queued(queue: asyncio.Queue):

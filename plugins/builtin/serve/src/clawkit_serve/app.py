@@ -64,8 +64,10 @@ class Server:
         self.runner, self.keys, self.broker, self.options = runner, keys, broker, options
         self.limiter = RateLimiter(options.rate_per_minute)
         from .replays import Replays
+        from .request_log import RequestLog
 
-        self.replays = Replays()  # retries of a chat completion attach to its turn (replays.py)
+        # retries of a chat completion attach to its turn (replays.py), also after a restart (request_log.py)
+        self.replays = Replays(log=RequestLog(keys.conn, lock=getattr(keys, "_lock", None)))
 
     def authorize(self, request: Request, action: str = "read", agent: str | None = None) -> ApiKey:
         """The caller's key, or an HttpError: 401 (no/unknown key), 403 (role or agent), 429 (rate)."""

@@ -15,7 +15,10 @@ A retry attaches to that request's turn: it waits for the turn if it still runs 
 approval pending) and answers with its result, or replays the result (or the error) when it
 has finished. A first attempt (no retry count, no key) always runs: sending the same
 message twice on purpose still makes two turns. Entries live in this process's memory for
-``ttl`` seconds after their turn ends (default one hour), at most ``size`` of them.
+``ttl`` seconds after their turn ends (default one hour), at most ``size`` of them — and in the
+server's state database (:mod:`.request_log`), so a retry that reaches a restarted server is
+recognised too: its outcome is replayed, or (the turn was cut by the restart) it is answered
+from the session or refused, never run again.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -31,6 +35,32 @@ from typing import Any
 from starlette.requests import Request
 
 from .app import HttpError
+
+log = logging.getLogger("clawkit.serve")
+
+
+@dataclass
+class Outcome:
+    """A finished turn's answer as a retry after a restart replays it (what a TurnResult gives)."""
+
+    reply: str
+    usage_data: dict[str, Any]
+
+    @property
+    def usage(self) -> Any:
+        from clawkit.types import Usage
+
+        return Usage.model_validate(self.usage_data)
+
+
+def _outcome(task: asyncio.Future, exc: BaseException | None) -> dict[str, Any]:
+    if exc is None:
+        result = task.result()
+        return {"reply": result.reply, "usage": result.usage.model_dump(exclude_defaults=True)}
+    if isinstance(exc, HttpError):
+        return {"error": {"status": exc.status, "message": exc.message, "code": exc.code, "headers": exc.headers}}
+    return {"error": {"status": 500, "message": f"the turn failed ({type(exc).__name__}); the server log has the details",
+                      "code": "turn_failed", "headers": {"x-should-retry": "false"}}}
 
 
 @dataclass
@@ -44,6 +74,8 @@ class Attempt:
     task: asyncio.Future | None = None
     ended: float | None = None
     replays: int = field(default=0)
+    interrupted: bool = False  # found in the log with no outcome: the process that ran it stopped
+    started: float = 0.0  # wall-clock start (the log's), to find the turn's messages in its session
 
 
 def retry_count(request: Request) -> int:
@@ -61,8 +93,8 @@ def fingerprint(key_id: str, body: dict[str, Any], request: Request) -> str:
 
 
 class Replays:
-    def __init__(self, ttl: float = 3600.0, size: int = 10_000):
-        self.ttl, self.size = ttl, size
+    def __init__(self, ttl: float = 3600.0, size: int = 10_000, log: Any = None):
+        self.ttl, self.size, self.log = ttl, size, log  # log: a RequestLog (request_log.py), or None
         self._by_key: OrderedDict[tuple[str, str], Attempt] = OrderedDict()  # (key id, Idempotency-Key)
         self._by_print: OrderedDict[str, Attempt] = OrderedDict()  # fingerprint -> the latest attempt
 
@@ -76,11 +108,40 @@ class Replays:
                                 "request", code="idempotency_key_reused", headers={"x-should-retry": "false"})
             if found is not None:
                 found.replays += 1
-            return found
+                return found
+            return self._logged(key_id, idempotency_key, fp, retry)
         found = self._by_print.get(fp) if retry else None
         if found is not None:
             found.replays += 1
-        return found
+            return found
+        return self._logged(key_id, idempotency_key, fp, retry)
+
+    def _logged(self, key_id: str, idempotency_key: str | None, fp: str, retry: bool) -> Attempt | None:
+        """An attempt a server process before this one started (the log outlives the process)."""
+        row = self.log.find(key_id, idempotency_key, fp, retry) if self.log is not None else None
+        if row is None:
+            return None
+        if idempotency_key and row["fingerprint"] != fp:
+            raise HttpError(400, "this Idempotency-Key was used with a different request; use a new key for a new "
+                            "request", code="idempotency_key_reused", headers={"x-should-retry": "false"})
+        attempt = Attempt(row["fingerprint"], row["session_id"], row["cid"], int(row["created"]), replays=1,
+                          ended=time.monotonic(), started=float(row["created"]))
+        outcome = row["outcome"]
+        if outcome is None:
+            attempt.interrupted = True
+            return attempt
+        self.settle(attempt, outcome)
+        return attempt
+
+    def settle(self, attempt: Attempt, outcome: dict[str, Any]) -> None:
+        """Give ``attempt`` a finished task holding a recorded ``outcome`` (reply and usage, or error)."""
+        attempt.task = asyncio.get_running_loop().create_future()
+        if "error" in outcome:
+            err = outcome["error"]
+            attempt.task.set_exception(HttpError(int(err["status"]), err["message"], code=err.get("code"),
+                                                 headers=dict(err.get("headers") or {})))
+        else:
+            attempt.task.set_result(Outcome(outcome.get("reply", ""), outcome.get("usage") or {}))
 
     def begin(self, key_id: str, idempotency_key: str | None, attempt: Attempt, task: asyncio.Future) -> None:
         attempt.task = task
@@ -89,11 +150,22 @@ class Replays:
         self._by_print[attempt.fingerprint] = attempt
         self._by_print.move_to_end(attempt.fingerprint)
 
+        if self.log is not None:
+            self.log.start(attempt.cid, key_id, idempotency_key, attempt.fingerprint, attempt.session_id)
+
         def ended(t: asyncio.Future) -> None:
             attempt.ended = time.monotonic()
             exc = None if t.cancelled() else t.exception()
             if isinstance(exc, HttpError) and exc.status in (409, 429):  # nothing ran: a retry may run it
                 self._forget(attempt)
+                if self.log is not None:
+                    self.log.forget(attempt.cid)
+            elif self.log is not None and not t.cancelled() and not (isinstance(exc, HttpError) and exc.code == "checkpointed"):
+                # (cancelled or checkpointed: the server stops; the turn resumes later, so it has no outcome yet)
+                try:
+                    self.log.finish(attempt.cid, _outcome(t, exc))
+                except Exception:  # the log is a convenience for retries: never fail the request over it
+                    log.warning("recording the outcome of %s failed", attempt.cid, exc_info=True)
 
         task.add_done_callback(ended)
         while len(self._by_print) > self.size:
