@@ -148,3 +148,21 @@ def test_bad_keywords_name_the_keyword(tmp_path):
         assert agent.config.model.name == "openai/gpt-4o-mini" and agent.config.name == "agent"
     finally:
         agent.close()
+
+
+def test_the_docs_example_runs(server, tmp_path, monkeypatch, capsys):
+    """docs/python-agents.md's first example, as printed, against the loopback server (OpenAI wire)."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "python-agents.md").read_text()
+    code = re.search(r"```python\n(.*?)```", doc, re.S).group(1)
+    assert '"openai/gpt-4o-mini"' in code
+    code = code.replace('"openai/gpt-4o-mini"', repr(model(server, "openai")))
+    server.reset()
+    server.script(Reply.tool_calls([("word_count", {"text": "to be or not to be"})]), "6 words.",
+                  Reply.tool_calls([("today", {})]), "Today is the day.")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/python-agents.md", "exec"), {"__name__": "docs_example"})
+    assert capsys.readouterr().out == "6 words.\nToday is the day.\n"
+    assert "6" in str(server.requests[1].messages)
