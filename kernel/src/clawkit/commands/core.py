@@ -230,7 +230,8 @@ def _run_with_cassette(args) -> int:
     return code
 
 
-CHAT_HELP = "commands: /quit, /session, /new, /help — directives like /think high are passed to plugins"
+CHAT_HELP = ("commands: /quit, /session, /new, /verbose (tool calls in full, or one line each), /help — "
+             "directives like /think high are passed to plugins")
 
 
 def cmd_chat(args) -> int:
