@@ -72,7 +72,7 @@ def test_sync_and_async_tools_policy_keyword_and_streaming(server, wire, tmp_pat
         Reply.tool_calls([("wipe", {"folder": "/"})]),
         "I could not wipe it.",
         # streaming, with a tool call on the way
-        Reply.tool_calls([("word_count", {"text": "x y", "unique": True})]),
+        Reply.tool_calls([("word_count", {"text": "x y", "unique": True}), ("wipe", {"folder": "/tmp"})]),
         "Two words, streamed.",
     )
     agent = clawkit.Agent(model(server, wire), instructions="Use the tools.", tools=[word_count, shout, wipe, "list_dir"],
@@ -95,8 +95,9 @@ def test_sync_and_async_tools_policy_keyword_and_streaming(server, wire, tmp_pat
 
         second = asyncio.run(agent.run_async("wipe the disk", session_id=first.session_id))
         assert second.reply == "I could not wipe it."
-        assert second.tool_calls[0]["name"] == "wipe" and second.tool_calls[0]["is_error"]
+        assert second.tool_calls[0]["name"] == "wipe" and second.tool_calls[0]["blocked"]
         assert WIPED == []  # gated like a builtin: the function never ran
+        assert agent.tools.tools["wipe"].definition.plugin == "python-tools"
 
         async def streamed():
             events = [e async for e in agent.stream_events("count again", session_id=first.session_id)]
@@ -104,7 +105,10 @@ def test_sync_and_async_tools_policy_keyword_and_streaming(server, wire, tmp_pat
 
         events = asyncio.run(streamed())
         kinds = [e.kind for e in events]
-        assert kinds.index("tool_call") < kinds.index("tool_result") < kinds.index("done")
+        assert kinds.index("tool_call") < kinds.index("done") and kinds[-1] == "done"
+        results = {e.data["name"]: e.data for e in events if e.kind == "tool_result"}
+        assert results["word_count"]["content"].strip().endswith("2") or "2" in results["word_count"]["content"]
+        assert results["wipe"]["blocked"] and WIPED == []  # refused before it ran: a blocked tool_result
         assert "".join(e.text for e in events if e.kind == "text") == "Two words, streamed."
         assert events[-1].result.reply == "Two words, streamed."
         assert [e.data["name"] for e in events if e.kind == "tool_call"] == ["word_count"]

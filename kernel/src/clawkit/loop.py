@@ -104,7 +104,7 @@ class Agent(ModelSide):
             config, code = build_config(config, settings, pm)
             extra_plugins = (*extra_plugins, PythonTools(code)) if code else extra_plugins
             if code and pm is not None:
-                pm.register(extra_plugins[-1])
+                pm.register(extra_plugins[-1], name=PythonTools.name)
         elif settings:
             raise TypeError(f"Agent(config, …): unexpected keywords {sorted(settings)} (an AgentConfig holds the settings)")
         self.config = config

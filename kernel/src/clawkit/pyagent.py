@@ -23,13 +23,15 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from .errors import ConfigError
-from .hookspecs import hookimpl
+from .hookspecs import hookimpl, on_events
 
 WHERE = "clawkit.Agent"
 
 
 class PythonTools:
     """The plugin that registers an agent's Python functions (``tools=[fn, …]``) as allowed tools."""
+
+    name = "python-tools"  # the plugin name the tools carry (ToolDef.plugin, the audit ledger)
 
     def __init__(self, tools: list[Any]):
         self.tools = tools
@@ -164,6 +166,18 @@ class ToolWatch:
         else:
             queue.put_nowait(StreamEvent("tool_call", data["name"], data))
         return None
+
+
+    @hookimpl
+    @on_events("tool.blocked", "tool.approval")
+    def on_event(self, event) -> None:
+        """A call refused before it ran (blocked, or its approval denied) is a ``tool_result`` too."""
+        queue = _STREAM.get()
+        if queue is None or event.type not in ("tool.blocked", "tool.approval") or event.data.get("approved"):
+            return
+        data = {"name": event.data.get("tool", ""), "call_id": event.data.get("call_id", ""), "is_error": True,
+                "blocked": True, "reason": event.data.get("reason", "")}
+        queue.put_nowait(StreamEvent("tool_result", str(data["reason"]), data))
 
 
 def _watch(agent: Any) -> None:
