@@ -114,3 +114,24 @@ def test_chat_shows_each_tool_call_and_verbose_shows_it_all(tmp_path, wire):
             assert b"Could not." in screen
         finally:
             term.close()
+
+
+def test_piped_chat_keeps_stdout_for_replies(tmp_path):
+    import subprocess
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = dict(os.environ)
+    env.pop("CLAWKIT_LOAD_PLUGINS", None)
+    env["CLAWKIT_AUDIT_HOME"] = str(tmp_path / "audit")
+    with ModelServer() as server:
+        (ws / "agent.yaml").write_text(
+            f'name: t\nmodel: {{name: openai/test, api_base: "{server.url}", api_key: sk-test, max_retries: 0}}\n'
+            "tools: [list_dir]\n")
+        server.script(Reply.tool_calls([("list_dir", {"path": "."})]), "One file.")
+        out = subprocess.run([sys.executable, "-m", "clawkit", "chat", "agent.yaml"], input="what is here\n", cwd=ws,
+                             env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "One file."
+    assert re.search(r'^· list_dir\(path="\."\) → ok, \d+ lines?, \d+ B$', out.stderr, re.M), out.stderr
+    assert "\x1b" not in out.stderr
