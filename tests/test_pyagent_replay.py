@@ -70,6 +70,17 @@ def test_record_then_replay_same_folder_twice_and_elsewhere(tmp_path, wire):
     assert "no recorded request matches" in out.stderr
     assert re.search(r'^-\s+"(content|text)": "list it",$', out.stderr, re.M), out.stderr
     assert re.search(r'^\+\s+"(content|text)": "list that",$', out.stderr, re.M), out.stderr
+    # a tool call the recording never made fails the same way, with a diff against the nearest recorded call
+    tampered = tmp_path / "tampered"
+    tampered.mkdir()
+    shutil.copy(ws / "agent.yaml", tampered)
+    head, tape = text.split("\ntool_results:", 1)
+    assert "path: .\n" in tape
+    (tampered / "cas.yaml").write_text(head + "\ntool_results:" + tape.replace("path: .\n", "path: sub\n", 1))
+    out = _run(tampered, env, "--replay", "cas.yaml")
+    assert out.returncode == 1
+    assert "the recording made no tool call like this one" in out.stderr
+    assert '-  "path": "sub"' in out.stderr and '+  "path": "."' in out.stderr
     # the recorded state stays out of the user's folder, and a --session resume is refused clearly
     assert not (ws / ".clawkit" / "state.db").exists()
     out = _run(ws, env, "--replay", "cas.yaml", "--session", "ses_x")

@@ -41,8 +41,8 @@ def place_pins(workspace: str | Path, state_dir: str | Path) -> dict[str, str]:
             os.path.realpath(state_dir): "<state>",
             f"{platform.system()} {platform.release()} ({platform.machine()})".strip(): "<os>"}
     home = os.path.expanduser("~")
-    if len(home) > 1 and not ws.startswith(home + os.sep) and ws != home:
-        pins[home] = "<home>"  # a workspace under home is pinned whole (the longer value wins)
+    if len(home) > 1:
+        pins.setdefault(home, "<home>")  # longest first: a workspace under home is pinned whole
     return pins
 
 
