@@ -170,3 +170,31 @@ def test_the_docs_example_runs(server, tmp_path, monkeypatch, capsys):
     exec(compile(code, "docs/python-agents.md", "exec"), {"__name__": "docs_example"})
     assert capsys.readouterr().out == "6 words.\nToday is the day.\n"
     assert "6" in str(server.requests[1].messages)
+
+
+@clawkit.tool(risk="unsafe")
+def send_mail(to: str, body: str) -> str:
+    """Send an e-mail."""
+    WIPED.append(f"mail:{to}")
+    return "sent"
+
+
+def test_an_unsafe_python_tool_asks_the_approver(server, tmp_path):
+    """``@clawkit.tool(risk="unsafe")`` on a plain function: the policy asks the approver, as for a builtin."""
+    server.reset()
+    WIPED.clear()
+    asked: list[tuple[str, str]] = []
+
+    def approver(call, reason, ctx):
+        asked.append((call.name, reason))
+        return call.arguments.get("to") == "me@example.org"
+
+    server.script(Reply.tool_calls([("send_mail", {"to": "me@example.org", "body": "hi"})]), "Sent.",
+                  Reply.tool_calls([("send_mail", {"to": "all@example.org", "body": "hi"})]), "Refused.")
+    with clawkit.Agent(model(server, "openai"), tools=[send_mail], workspace=str(tmp_path), approver=approver) as agent:
+        assert agent.tools.tools["send_mail"].definition.risk.value == "unsafe"
+        ok = agent.run("mail me")
+        refused = agent.run("mail everyone", session_id=ok.session_id)
+    assert [name for name, _ in asked] == ["send_mail", "send_mail"]
+    assert ok.reply == "Sent." and not ok.tool_calls[0]["is_error"]
+    assert refused.tool_calls[0]["blocked"] and WIPED == ["mail:me@example.org"]
