@@ -118,7 +118,7 @@ class Cassette:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.entries: list[dict[str, Any]] = []
-        self.tools: list[dict[str, Any]] = []  # tool results a CLI recording kept (clawkit.testing.replay)
+        self.tools: list[dict[str, Any]] | None = []  # tool results a CLI recording kept (clawkit.testing.replay)
         self.base_path = "/v1"  # the upstream URL's path, which the provider's requests start with
 
     @property
@@ -138,7 +138,8 @@ class Cassette:
         if not isinstance(data, dict) or not isinstance(data.get("interactions"), list):
             raise CassetteError(f"{self.path}: not a clawkit cassette (expected a mapping with 'interactions')")
         self.entries = data["interactions"]
-        self.tools = list(data.get("tool_results") or [])
+        # None: a cassette from before tool results were kept (or the fixture's): its tools run for real
+        self.tools = list(data["tool_results"] or []) if "tool_results" in data else None
         self.base_path = str(data.get("base_path", "/v1"))
         return self
 

@@ -100,6 +100,8 @@ class ToolTape:
             res = await run()
             self.cassette.tools.append({**form, "content": pin(res.content, self.pins), "is_error": res.is_error})
             return res
+        if self.cassette.tools is None:  # recorded without tool results: the tools run, as they always did
+            return await run()
         async with self._lock:
             tape = self.cassette.tools
             index = next((i for i, t in enumerate(tape) if i not in self._used
