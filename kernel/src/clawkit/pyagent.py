@@ -20,7 +20,7 @@ import os
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator
 
 from .errors import ConfigError
 from .hookspecs import hookimpl, on_events
@@ -117,7 +117,7 @@ def build_config(model: Any, settings: dict[str, Any], pm: Any = None) -> tuple[
     if plugins:
         data["plugins"] = plugins
     for key in ("workspace", "state_db"):
-        if isinstance(data.get(key), Path) or isinstance(data.get(key), str) and key == "workspace":
+        if isinstance(data.get(key), Path):  # a Path is accepted as the YAML's string
             data[key] = str(data[key])
     cfg = validate_agent(data, WHERE, lines, sections, base_dir=Path(os.getcwd()))
     return cfg, code
@@ -237,9 +237,3 @@ async def stream_text(agent: Any, text: str, **kwargs: Any) -> AsyncIterator[str
     async for event in stream_events(agent, text, **kwargs):
         if event.kind == "text":
             yield event.text
-
-
-def check_no_settings(settings: dict[str, Any], where: Callable[[], str] = lambda: WHERE) -> None:
-    if settings:
-        raise TypeError(f"{where()}(config, …): keywords {sorted(settings)} are for the keyword form; "
-                        "an AgentConfig already holds the settings")
