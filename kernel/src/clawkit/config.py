@@ -109,7 +109,10 @@ class AgentConfig(BaseModel):
         """``file:line`` of a key of the YAML this config came from (``where("tools", 2)``)."""
         if self._where_file is None:
             return "<agent config>"
-        return f"{self._where_file}:{_line_for(tuple(path), self._lines) or '?'}"
+        line = _line_for(tuple(path), self._lines)
+        if isinstance(line, str):  # set by a flag, a variable or a keyword (clawkit.Agent(tools=…))
+            return line
+        return f"{self._where_file}:{line or '?'}"
 
     @field_validator("state_db", mode="after")
     @classmethod

@@ -78,11 +78,15 @@ class Agent(ModelSide):
     through ``register_approvers`` (``"terminal"``); None denies (non-interactive runs).
     ``db`` is the session database when no ``store`` is given: a SQLite path or a
     ``postgresql://`` URL (default: the config's ``state_db``, else the workspace's file).
+
+    Without YAML (docs/python-agents.md): ``Agent("openai/gpt-4o-mini", instructions=…,
+    tools=[fn, "read_file"], limits={…}, policy={…})`` — every other keyword is a key of an
+    agent file or an installed plugin's section, validated like the file (:mod:`clawkit.pyagent`).
     """
 
     def __init__(
         self,
-        config: AgentConfig,
+        config: AgentConfig | str | dict | None = None,
         *,
         pm=None,
         provider: Provider | None = None,
@@ -92,7 +96,17 @@ class Agent(ModelSide):
         channel: str = "cli",
         extra_plugins: tuple = (),
         db: str | Path | None = None,
+        **settings: Any,
     ):
+        if not isinstance(config, AgentConfig):  # the keyword form: an agent in plain Python
+            from .pyagent import PythonTools, build_config
+
+            config, code = build_config(config, settings, pm)
+            extra_plugins = (*extra_plugins, PythonTools(code)) if code else extra_plugins
+            if code and pm is not None:
+                pm.register(extra_plugins[-1], name=PythonTools.name)
+        elif settings:
+            raise TypeError(f"Agent(config, …): unexpected keywords {sorted(settings)} (an AgentConfig holds the settings)")
         self.config = config
         from .secrets import register_secret
 
@@ -271,6 +285,24 @@ class Agent(ModelSide):
             return result
 
         return asyncio.run(one())
+
+    async def run_async(self, text: str, session_id: str | None = None, **kwargs: Any) -> TurnResult:
+        """:meth:`turn` under the name the Python front uses; keywords go to :meth:`turn` unchanged."""
+        return await self.turn(text, session_id=session_id, **kwargs)
+
+    def stream(self, text: str, session_id: str | None = None, **kwargs: Any):
+        """One turn as an async iterator of the reply's text chunks (``async for chunk in …``);
+        keywords go to :meth:`turn` unchanged. :meth:`stream_events` also yields tool calls."""
+        from .pyagent import stream_text
+
+        return stream_text(self, text, session_id=session_id, **kwargs)
+
+    def stream_events(self, text: str, session_id: str | None = None, **kwargs: Any):
+        """One turn as an async iterator of :class:`clawkit.pyagent.StreamEvent` (text chunks,
+        tool calls and results, notices), ending with ``done`` carrying the :class:`TurnResult`."""
+        from .pyagent import stream_events
+
+        return stream_events(self, text, session_id=session_id, **kwargs)
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Wait (bounded) for background tasks the turns started."""

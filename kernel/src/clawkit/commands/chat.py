@@ -21,6 +21,7 @@ import sys
 
 from ..cli import EXIT_OK, terminated
 from ..hookspecs import hook_order, hookimpl
+from .chatlines import ChatLines
 from .core import CHAT_HELP, _open, _stdout_deliver, _write, session_arg
 
 PASTE_ON, PASTE_OFF = "\x1b[?2004h", "\x1b[?2004l"
@@ -174,13 +175,14 @@ def cmd_chat(args) -> int:
     interactive = sys.stdin.isatty()
     # by name: the kernel's plain prompt, or whichever plugin registered a better "terminal"
     pasted = PastedInput()
-    agent = _open(args, approver="terminal" if interactive else None, extra=(pasted,))
+    lines = ChatLines(_stdout_deliver, interactive=interactive)  # one dim line per tool call; /verbose: all of it
+    agent = _open(args, approver="terminal" if interactive else None, extra=(pasted, lines))
     agent.channel = "chat" if interactive else "pipe"  # plugins accept some things (/elevated) only from a person
     session_id = None
     paste_mode = _PasteMode(interactive)
     try:
         paste_mode.__enter__()
-        session_id = agent.session(session_arg(args)).id
+        session_id = lines.session_id = agent.session(session_arg(args)).id
         if interactive:
             print(f"clawkit chat — agent {agent.config.name}, session {session_id}. {CHAT_HELP}")
         note = _interrupted_note(agent, session_id) if args.session else None
@@ -202,16 +204,20 @@ def cmd_chat(args) -> int:
                     _write(session_id + "\n")
                     continue
                 if command == "/new":
-                    session_id = agent.session(None).id
+                    session_id = lines.session_id = agent.session(None).id
                     _write(f"new session {session_id}\n")
+                    continue
+                if command == "/verbose":  # typed alone; /verbose on|full|off still go to clawkit-directives
+                    _write(lines.toggle() + "\n")
                     continue
                 if command == "/help":
                     _write(CHAT_HELP + "\n")
                     continue
                 if interactive:
                     _write("agent> ")
+                lines.started(prompt_written=interactive)
                 try:
-                    runner.run(agent.turn(text, session_id=session_id, deliver=_stdout_deliver))
+                    runner.run(agent.turn(text, session_id=session_id, deliver=lines.deliver))
                 except KeyboardInterrupt:
                     if terminated():
                         raise

@@ -81,12 +81,12 @@ def add_session_options(p) -> None:
     g.add_argument("--new-session", metavar="ID", help="start a new session with this id")
 
 
-def _open(args, approver: Any = None, extra: tuple = ()):
+def _open(args, approver: Any = None, extra: tuple = (), more: dict[str, Any] | None = None):
     from ..runtime import load_config, open_agent
 
     if not Path(args.agent).is_file():
         raise UsageError(f"{args.agent}: no such agent file")
-    overrides = overrides_from(args)
+    overrides = {**overrides_from(args), **(more or {})}
     cfg, _ = load_config(args.agent, overrides, pm=args.pm)
     workspace = Path(cfg.workspace)
     if not workspace.is_dir():
@@ -189,39 +189,49 @@ def _run_with_cassette(args) -> int:
     from contextlib import nullcontext
 
     from ..testing.cassette import CassetteError, CassetteServer, default_upstream, loopback_only
+    from ..testing.replay import TemporaryState, ToolTape, hermetic_overrides, place_pins
 
     if args.record and args.replay:
         raise UsageError("--record and --replay exclude each other")
-    agent = _open(args)
-    model = agent.config.model
-    upstream = model.api_base or default_upstream(model.name)
-    if args.record and not upstream:
-        agent.close()
-        raise UsageError(f"--record: set model.api_base for {model.name!r} (the endpoint to record from)")
-    try:
-        server = CassetteServer(args.record or args.replay, record=bool(args.record), upstream=upstream).start()
-    except CassetteError as exc:
-        agent.close()
-        raise UsageError(str(exc).splitlines()[0]) from None
-    model.api_base = server.url
-    try:
-        with loopback_only() if args.replay else nullcontext():
-            code = run_and_report(agent, args.message, as_json=args.json, session_id=session_arg(args))
-    except Exception:
-        if not server.mismatches:
-            raise
-        code = 1  # the mismatch's diff, below, says more than the provider's 400
-    finally:
-        server.stop()
-    if server.mismatches:
-        print(f"clawkit: {server.mismatches[0]}", file=sys.stderr)
+    if getattr(args, "session", None):
+        raise UsageError("--session cannot be combined with --record/--replay: a cassette run starts from a fresh "
+                         "state so that its replay is the same run (see docs/testing.md)")
+    with TemporaryState() as state:  # hermetic: no earlier session or memory enters the recording or its replay
+        tape = ToolTape(None, record=bool(args.record), pins={})  # type: ignore[arg-type]
+        agent = _open(args, extra=(tape,), more=hermetic_overrides(args.pm, state))
+        model = agent.config.model
+        upstream = model.api_base or default_upstream(model.name)
+        if args.record and not upstream:
+            agent.close()
+            raise UsageError(f"--record: set model.api_base for {model.name!r} (the endpoint to record from)")
+        tape.pins = place_pins(agent.config.workspace, state)
+        try:
+            server = CassetteServer(args.record or args.replay, record=bool(args.record), upstream=upstream,
+                                    pins=tape.pins).start()
+        except CassetteError as exc:
+            agent.close()
+            raise UsageError(str(exc).splitlines()[0]) from None
+        tape.cassette = server.cassette
+        model.api_base = server.url
+        try:
+            with loopback_only() if args.replay else nullcontext():
+                code = run_and_report(agent, args.message, as_json=args.json, session_id=session_arg(args))
+        except Exception:
+            if not (server.mismatches or tape.mismatches):
+                raise
+            code = 1  # the mismatch's diff, below, says more than the provider's 400
+        finally:
+            server.stop()
+    if server.mismatches or tape.mismatches:
+        print(f"clawkit: {(server.mismatches or tape.mismatches)[0]}", file=sys.stderr)
         return 1
     if args.record:
         print(f"[recorded {len(server.cassette.entries)} model call(s) to {args.record}]", file=sys.stderr)
     return code
 
 
-CHAT_HELP = "commands: /quit, /session, /new, /help — directives like /think high are passed to plugins"
+CHAT_HELP = ("commands: /quit, /session, /new, /verbose (tool calls in full, or one line each), /help — "
+             "directives like /think high are passed to plugins")
 
 
 def cmd_chat(args) -> int:

@@ -53,8 +53,26 @@ def _scrub_text(text: str) -> str:
     return text
 
 
-def canonical(body: Any) -> dict[str, Any]:
-    """The parts of a request body that decide the answer, with volatile values normalised."""
+def pin(text: str, pins: dict[str, str] | None) -> str:
+    """``text`` with each pinned value (the workspace's path, the host's OS line…) replaced by its
+    placeholder, longest first: what varies with where a run happens, not with what it asks."""
+    for value in sorted(pins or {}, key=len, reverse=True):
+        if value:
+            text = text.replace(value, pins[value])  # type: ignore[index]
+    return text
+
+
+def unpin(text: str, pins: dict[str, str] | None) -> str:
+    """The inverse of :func:`pin` for this run's values (a recorded tool result replayed elsewhere)."""
+    for value, placeholder in (pins or {}).items():
+        if value:
+            text = text.replace(placeholder, value)
+    return text
+
+
+def canonical(body: Any, pins: dict[str, str] | None = None) -> dict[str, Any]:
+    """The parts of a request body that decide the answer, with volatile values normalised
+    (and ``pins``: this run's place-dependent values, see :func:`pin`)."""
     if not isinstance(body, dict):
         return {"body": body}
     ids: dict[str, str] = {}
@@ -67,26 +85,26 @@ def canonical(body: Any) -> dict[str, Any]:
         if isinstance(value, str):
             if key in _ID_KEYS:
                 return ids.setdefault(value, f"call_{len(ids) + 1}")
-            return _scrub_text(value)
+            return _scrub_text(pin(value, pins))
         return value
 
     return {k: walk(body[k], k if k != "messages" else None) for k in MATCH_FIELDS if k in body}
 
 
-def request_key(body: Any) -> str:
-    text = json.dumps(canonical(body), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+def request_key(body: Any, pins: dict[str, str] | None = None) -> str:
+    text = json.dumps(canonical(body, pins), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _pretty(body: Any) -> list[str]:
-    return json.dumps(canonical(body), sort_keys=True, ensure_ascii=False, indent=1).splitlines()
+def _pretty(body: Any, pins: dict[str, str] | None = None) -> list[str]:
+    return json.dumps(canonical(body, pins), sort_keys=True, ensure_ascii=False, indent=1).splitlines()
 
 
-def diff_against_nearest(body: Any, entries: list[dict[str, Any]], limit: int = 60) -> str:
+def diff_against_nearest(body: Any, entries: list[dict[str, Any]], limit: int = 60, pins: dict[str, str] | None = None) -> str:
     """A unified diff between ``body`` and the most similar recorded request (canonical forms)."""
     if not entries:
         return "the cassette holds no requests"
-    mine = _pretty(body)
+    mine = _pretty(body, pins)
     best = max(range(len(entries)), key=lambda i: difflib.SequenceMatcher(None, _pretty(entries[i]["request"]), mine).ratio())
     lines = list(difflib.unified_diff(_pretty(entries[best]["request"]), mine, f"recorded request #{best + 1}", "this request", lineterm="", n=2))
     if len(lines) > limit:
@@ -100,6 +118,7 @@ class Cassette:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.entries: list[dict[str, Any]] = []
+        self.tools: list[dict[str, Any]] | None = []  # tool results a CLI recording kept (clawkit.testing.replay)
         self.base_path = "/v1"  # the upstream URL's path, which the provider's requests start with
 
     @property
@@ -119,11 +138,15 @@ class Cassette:
         if not isinstance(data, dict) or not isinstance(data.get("interactions"), list):
             raise CassetteError(f"{self.path}: not a clawkit cassette (expected a mapping with 'interactions')")
         self.entries = data["interactions"]
+        # None: a cassette from before tool results were kept (or the fixture's): its tools run for real
+        self.tools = list(data["tool_results"] or []) if "tool_results" in data else None
         self.base_path = str(data.get("base_path", "/v1"))
         return self
 
     def save(self, secrets: set[str] = frozenset()) -> None:
         data = {"clawkit_cassette": VERSION, "base_path": self.base_path, "interactions": self.entries}
+        if self.tools:
+            data["tool_results"] = self.tools
         if self.yaml:
             import yaml
 
@@ -145,8 +168,10 @@ class CassetteServer:
     uses ``http://127.0.0.1:PORT/v1``. Use as a context manager; recording saves on exit.
     """
 
-    def __init__(self, path: str | Path, *, record: bool = False, upstream: str | None = None):
+    def __init__(self, path: str | Path, *, record: bool = False, upstream: str | None = None,
+                 pins: dict[str, str] | None = None):
         self.cassette = Cassette(path)
+        self.pins = dict(pins or {})  # place-dependent values normalised in both directions (see pin)
         self.record = record
         if record and not upstream:
             raise CassetteError("recording needs the real endpoint (upstream=…, or the model's api_base)")
@@ -201,22 +226,26 @@ class CassetteServer:
     # --- called by the handler ----------------------------------------------------------
 
     def replay(self, body: Any) -> dict[str, Any] | None:
-        key = request_key(body)
+        key = request_key(body, self.pins)
         with self._lock:
             candidates = [i for i, e in enumerate(self.cassette.entries) if e.get("key") == key]
             fresh = [i for i in candidates if i not in self._used]
             if not candidates:
                 message = (f"cassette {self.cassette.path}: no recorded request matches this one (key {key}); "
-                           f"diff against the nearest:\n{diff_against_nearest(body, self.cassette.entries)}")
+                           f"diff against the nearest:\n{diff_against_nearest(body, self.cassette.entries, pins=self.pins)}")
                 self.mismatches.append(message)
                 return None
             index = fresh[0] if fresh else candidates[-1]
             self._used.add(index)
-            return self.cassette.entries[index]["response"]
+            response = self.cassette.entries[index]["response"]
+            return json.loads(unpin(json.dumps(response), self.pins)) if self.pins else response
 
     def add(self, body: Any, response: dict[str, Any]) -> None:
         with self._lock:
-            self.cassette.entries.append({"key": request_key(body), "request": canonical(body), "response": response})
+            if self.pins:  # a path the model wrote back (a tool call's argument) is this place's: pinned too
+                response = json.loads(pin(json.dumps(response), self.pins))
+            self.cassette.entries.append({"key": request_key(body, self.pins), "request": canonical(body, self.pins),
+                                          "response": response})
 
 
 class _Handler(BaseHTTPRequestHandler):
