@@ -158,9 +158,7 @@ def prepare(items: Iterable[Any], config: Any) -> list[Any]:
     for item in items:
         if isinstance(item, ContentBlock):
             out.append(item)
-        elif is_url(item):
-            if not item.lower().startswith("https://"):
-                raise AttachmentError(f"attachment {item}: only https:// URLs are attached (or a local path)")
+        elif is_url(item):  # http too, as web_fetch takes it: the content is marked untrusted either way
             out.append(item)
         else:
             out.append(to_block(read_local(item, limit), limit))
