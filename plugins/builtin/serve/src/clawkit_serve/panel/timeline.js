@@ -47,7 +47,7 @@ function size(n) {
 function attachmentsNode(list) {
   if (!list.length) return "";
   return el("ul", { class: "attachments" }, list.map((a) => el("li", { class: "attachment", title: "sha256 " + (a.sha256 || "") + (a.source ? " · from " + a.source : "") },
-    "📎 ", el("strong", {}, a.name || "attachment"), " · " + (a.media_type || "?") + " · " + size(a.size))));
+    el("span", { class: "muted" }, "attached "), el("strong", {}, a.name || "attachment"), " · " + (a.media_type || "?") + " · " + size(a.size))));
 }
 
 function turnNode(turn, now, open) {
