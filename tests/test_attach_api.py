@@ -98,3 +98,24 @@ def test_a_url_is_refused_when_the_gates_refuse_web_fetch_or_the_fetcher_fails(m
     with pytest.raises(AttachmentError, match="the mirror is down"):
         failing.run("look", attachments=["https://93.184.216.34/a.png"])
     assert failing.provider.requests == []
+
+
+def test_the_python_example_in_the_docs_runs(tmp_path, monkeypatch, capsys):
+    import re
+    from pathlib import Path
+
+    from clawkit.testing.server import ModelServer
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "attachments.md").read_text()
+    example = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "open_agent" in b)
+    (tmp_path / "chart.png").write_bytes(PNG)
+    (tmp_path / "b.png").write_bytes(PNG)
+    monkeypatch.chdir(tmp_path)
+    with ModelServer() as server:
+        (tmp_path / "agent.yaml").write_text(f'name: docs\nmodel: {{name: openai/test, api_base: "{server.url}", '
+                                             "api_key: sk-test, max_retries: 0}\ntools: []\n")
+        server.script("a chart", "two of them")
+        exec(compile(example, "docs/attachments.md", "exec"), {})
+        kinds = [[p["type"] for p in r.body["messages"][-1]["content"]] for r in server.requests]
+    assert capsys.readouterr().out.startswith("a chart")
+    assert kinds[0] == ["text", "image_url"] and kinds[1] == ["text", "file", "image_url"]
