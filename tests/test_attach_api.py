@@ -119,3 +119,18 @@ def test_the_python_example_in_the_docs_runs(tmp_path, monkeypatch, capsys):
         kinds = [[p["type"] for p in r.body["messages"][-1]["content"]] for r in server.requests]
     assert capsys.readouterr().out.startswith("a chart")
     assert kinds[0] == ["text", "image_url"] and kinds[1] == ["text", "file", "image_url"]
+
+
+def test_compaction_counts_attachments_by_estimate_and_summarises_their_names(make_agent, workspace):
+    from clawkit_compaction.compactor import message_tokens, render
+
+    from clawkit.tokens import get_counter
+
+    (workspace / "chart.png").write_bytes(PNG)
+    agent = make_agent(["a chart"])
+    result = agent.run("what is this?", attachments=[workspace / "chart.png"])
+    message = agent.session(result.session_id).history[0]
+    counter = get_counter(None)
+    assert message_tokens(message, counter) == 4 + counter.count("what is this?") + 1600
+    text = "\n".join(render([message], 10_000))
+    assert "[attached: chart.png (image/png" in text and base64.b64encode(PNG).decode()[:20] not in text
