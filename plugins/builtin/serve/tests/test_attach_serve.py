@@ -122,3 +122,23 @@ def test_the_panel_shows_a_turns_attachments(site, model):
             page.screenshot(path=str(SHOTS / "attach-01-session-attachment.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_an_earlier_image_for_a_model_without_vision_is_a_400(model, tmp_path):
+    blind = write_agent(tmp_path, model, "blind", tools=[])
+    blind.write_text(blind.read_text().replace('"max_retries": 0', '"max_retries": 0, "supports_vision": false'))
+    db = tmp_path / "server.db"
+    served = serve([blind], db)
+    try:
+        c = openai.OpenAI(base_url=served.url + "/v1", api_key=make_key(db, "b"), max_retries=0, timeout=60)
+        image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png()).decode()}}
+        calls = len(model.requests)
+        for messages in ([{"role": "user", "content": [{"type": "text", "text": "say: hi"}, image]}],
+                         [{"role": "user", "content": [image]}, {"role": "assistant", "content": "ok"},
+                          {"role": "user", "content": "say: hi"}]):
+            with pytest.raises(openai.BadRequestError) as caught:
+                c.chat.completions.create(model="blind", messages=messages)
+            assert caught.value.body["code"] == "bad_attachment" and "does not accept images" in caught.value.body["message"]
+        assert len(model.requests) == calls
+    finally:
+        served.stop()

@@ -27,6 +27,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
+from clawkit.attachments import AttachmentError
+
 from . import openai_request, replays
 from .app import HttpError, Server
 from .runner import Checkpointed, SessionBusy, UnknownSession
@@ -79,6 +81,8 @@ def routes(server: Server) -> list[Route]:
             sid = server.runner.open_session(agent, requested or None, None if requested else req.earlier)
         except UnknownSession:
             raise HttpError(404, f"no session {requested} for agent {agent!r}", code="session_not_found") from None
+        except AttachmentError as exc:  # an earlier message's image for a model without vision
+            raise HttpError(400, str(exc), code="bad_attachment") from None
         wait = str(request.headers.get("x-clawkit-wait", body.get("wait", ""))).lower() in ("1", "true", "yes")
         if not wait and server.runner.busy(sid):
             raise HttpError(409, f"session {sid} is running a turn; retry later or send 'X-Clawkit-Wait: true'",
@@ -153,7 +157,6 @@ def _deliver(server: Server, sid: str, queue: asyncio.Queue):
 
 async def _run(server: Server, agent: str, sid: str, text: str, deliver: Any, wait: bool,
                attachments: list[Any] | None = None) -> Any:
-    from clawkit.attachments import AttachmentError
     from clawkit.errors import ProviderError
 
     try:

@@ -168,6 +168,11 @@ class InProcessRunner:
             if self.agent_of(session_id) != agent:
                 raise UnknownSession(session_id)
             return session_id
+        for m in history or ():
+            if m.blocks:
+                from clawkit.attachments import check_vision
+
+                check_vision(a.config.model, m.blocks)  # AttachmentError (a 400) before the session exists
         session = a.session(None)
         self._owner[session.id] = agent
         blobs = None
