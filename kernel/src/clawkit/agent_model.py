@@ -205,6 +205,11 @@ class ModelSide:
             assembled = ctx.state["_assembled"] = await self.system_prompt(ctx)
             system = ctx.state["_system"] = assembled.text if assembled is not None else self.config.instructions
             ctx.state["_dropped_tools"] = assembled.dropped_tools if assembled is not None else set()
+        if ctx.state.get("_has_attachments") or any(m.blocks for m in ctx.session.history):
+            from .attachments import blob_store, hydrate
+
+            ctx.state["_has_attachments"] = True
+            hydrate(ctx.session.history, blob_store(self))  # a resumed session's attachments: their bytes, once
         request = LlmRequest(
             model=self.config.model.name,
             messages=[_as_the_model_sees_it(m) for m in ctx.session.history],

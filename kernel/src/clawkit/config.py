@@ -61,6 +61,8 @@ class Limits(BaseModel):
     max_depth: int = Field(2, ge=0, description="sub-agent nesting allowed below this agent (an agent at the limit gets no agent tools)")
     max_parallel_subagents: int = Field(4, gt=0, description="sub-agents one model response may run at once")
     tool_timeout: float = Field(900.0, gt=0, description="seconds any one tool call may take before it is abandoned with an error")
+    attachment_max_bytes: int = Field(20 * 1024 * 1024, gt=0, description="the largest attachment (image, PDF, text "
+                                      "file) a message may carry, in bytes (docs/attachments.md)")
 
 
 class SessionsConfig(BaseModel):

@@ -374,6 +374,22 @@ def process_confinement(ctx, tool):
     """
 
 
+@hookspec(firstresult=True)
+def fetch_attachment(ctx, url, max_bytes):
+    """Fetch the bytes of an ``https://`` URL the user attached to a message
+    (``clawkit run -a URL``, ``/attach URL``, ``attachments=[URL]``; docs/attachments.md).
+
+    Called only after the kernel ran the URL through the ``before_tool_call`` gates (and the
+    approval path) as a ``web_fetch`` call with ``{"url": url}``, so the egress policy that governs
+    ``web_fetch`` governs attachments too. Return ``(data: bytes, content_type: str)`` with at most
+    ``max_bytes`` bytes (read one more to tell it is too large; the kernel then refuses it), or
+    None for no opinion. The kernel types the bytes itself and marks the session untrusted
+    (:func:`clawkit.provenance.mark_untrusted`, kind ``web``): the content comes from outside.
+    The first non-None answer wins; with no implementation a URL attachment is refused.
+    Failure: **fails closed** — raising refuses the attachment (the message names the URL and why).
+    """
+
+
 @hookspec
 def after_tool_call(ctx, call, result):
     """After a tool ran, before its result enters the context.

@@ -271,7 +271,8 @@ class Agent(ModelSide):
 
     # one turn -----------------------------------------------------------------------------
 
-    def run(self, text: str, session_id: str | None = None, deliver: Deliver | None = None) -> TurnResult:
+    def run(self, text: str, session_id: str | None = None, deliver: Deliver | None = None, *,
+            attachments: Any = None) -> TurnResult:
         """Synchronous wrapper around :meth:`turn`: one turn in its own event loop.
 
         Background work the turn started (a classification still running) is given
@@ -280,7 +281,7 @@ class Agent(ModelSide):
         """
 
         async def one() -> TurnResult:
-            result = await self.turn(text, session_id=session_id, deliver=deliver)
+            result = await self.turn(text, session_id=session_id, deliver=deliver, attachments=attachments)
             await self.drain()
             return result
 
@@ -319,12 +320,22 @@ class Agent(ModelSide):
         trace_id: str | None = None,
         parent_run_id: str | None = None,
         parent_step_id: str | None = None,
+        attachments: Any = None,
     ) -> TurnResult:
         """One turn: a run of this agent. ``trace_id``/``parent_run_id``/``parent_step_id``
-        tie a sub-agent's run to the tool-call step of the run that spawned it."""
+        tie a sub-agent's run to the tool-call step of the run that spawned it.
+
+        ``attachments``: paths, ``https://`` URLs, ``bytes`` or :class:`clawkit.attachments.Attachment`
+        objects sent with the message (docs/attachments.md); local ones are checked (type, size, a
+        model that takes images) before the session is touched, raising ``AttachmentError``."""
+        pending = None
+        if attachments:
+            from .attachments import prepare
+
+            pending = prepare(attachments, self.config)
         session = await self._locked_session(session_id)
         try:
-            return await self._locked_turn(session, text, deliver, trace_id, parent_run_id, parent_step_id)
+            return await self._locked_turn(session, text, deliver, trace_id, parent_run_id, parent_step_id, pending)
         finally:
             self.store.unlock(session.id)
 
@@ -352,12 +363,14 @@ class Agent(ModelSide):
             raise
 
     async def _locked_turn(self, session: Session, text: str, deliver: Deliver | None, trace_id: str | None,
-                           parent_run_id: str | None, parent_step_id: str | None) -> TurnResult:
+                           parent_run_id: str | None, parent_step_id: str | None, attachments: Any = None) -> TurnResult:
         started = time.time()
         self._session = session
         ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id,
                           parent_run_id=parent_run_id, parent_step_id=parent_step_id)
         ctx.state["_started"] = started
+        if attachments:
+            ctx.state["_attachments"] = attachments
         ctx.deliver = deliver
         await self._durable(ctx)
         result = TurnResult(session_id=session.id, reply="", run_id=ctx.run_id)
@@ -458,6 +471,10 @@ class Agent(ModelSide):
         """``message_received`` (each may rewrite the text), then the message joins the session."""
         session = ctx.session
         message = Message(role="user", content=text)
+        if ctx.state.get("_attachments"):
+            from .attachments import attach
+
+            message.blocks = await attach(self, ctx, ctx.state.pop("_attachments"))
         if self.hooks.has("message_received"):
             for plugin, fn, argnames in self.hooks.impls("message_received"):
                 try:

@@ -236,6 +236,10 @@ def max_request_tokens(request: Any) -> int:
     for m in request.messages:
         chars += len(m.content)
         overhead += 4
+        if m.blocks:  # attachments: their estimate, never their base64
+            from .attachments import block_tokens
+
+            overhead += block_tokens(m)
         for c in m.tool_calls:
             chars += 2 * len(str(c.arguments)) + 4
             overhead += 8
@@ -271,6 +275,10 @@ def estimate_usage(request: Any, response: Any, model: str | None = None) -> Any
     prompt = 3 + (n(request.system) + 4 if request.system else 0)
     for m in request.messages:
         prompt += 4 + n(m.content) + calls(m.tool_calls)
+        if m.blocks:
+            from .attachments import block_tokens
+
+            prompt += block_tokens(m)
     for t in request.tools:
         prompt += 8 + n(t.name) + n(t.description) + n(json.dumps(t.parameters, ensure_ascii=False, default=str))
     completion = n(response.content) + calls(response.tool_calls)

@@ -93,11 +93,20 @@ class ToolResult(Model):
 class ContentBlock(Model):
     """A typed piece of a message: text, a tool call, a tool result, or an image reference."""
 
-    type: Literal["text", "tool_call", "tool_result", "image"]
+    type: Literal["text", "tool_call", "tool_result", "image", "file"]
     text: str | None = None
     tool_call: ToolCall | None = None
     tool_result: ToolResult | None = None
     url: str | None = None
+    # an attachment (``image`` or ``file``; :mod:`clawkit.attachments`): a reference to bytes stored once
+    # per content hash; ``data`` (base64) is filled in memory only, never stored, exported or logged
+    media_type: str | None = None
+    name: str | None = None
+    size: int | None = None
+    sha256: str | None = None
+    tokens: int | None = None  # the estimated prompt tokens it costs
+    source: str | None = None  # the path or URL it came from
+    data: str | None = Field(None, exclude=True, repr=False)
 
 
 class Message(Model):
@@ -119,6 +128,12 @@ class Message(Model):
         if self.role == "tool" and self.tool_result is not None:
             return {"role": "tool", "tool_call_id": self.tool_result.call_id, "content": self.content}
         out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.blocks and self.role == "user":
+            from .attachments import attached, openai_part
+
+            parts = [openai_part(b) for b in attached(self)]
+            if parts:
+                out["content"] = ([{"type": "text", "text": self.content}] if self.content else []) + parts
         if self.tool_calls:
             out["content"] = self.content or None
             out["tool_calls"] = [

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from ..attachments import AttachmentError
 from ..cli import EXIT_OK, terminated
 from ..hookspecs import hook_order, hookimpl
 from .chatlines import ChatLines
@@ -171,6 +172,23 @@ def _interrupted_note(agent, session_id: str) -> str | None:
     return None
 
 
+def _attach(agent, item: str, queued: list) -> None:
+    """``/attach PATH_OR_URL``: a local file is read and checked now (type, size, a model that takes
+    images) and sent with the next message; a URL is fetched, through the gates, with it."""
+    from ..attachments import describe, prepare
+
+    if not item:
+        _write("usage: /attach PATH_OR_URL — " + (f"{len(queued)} attachment(s) queued" if queued else "nothing queued") + "\n")
+        return
+    try:
+        got = prepare([item], agent.config)[0]
+    except AttachmentError as exc:
+        print(f"clawkit: {exc}", file=sys.stderr)
+        return
+    queued.append(got)
+    _write(f"[attached {describe(got) if not isinstance(got, str) else got}; sent with your next message]\n")
+
+
 def cmd_chat(args) -> int:
     interactive = sys.stdin.isatty()
     # by name: the kernel's plain prompt, or whichever plugin registered a better "terminal"
@@ -179,6 +197,7 @@ def cmd_chat(args) -> int:
     agent = _open(args, approver="terminal" if interactive else None, extra=(pasted, lines))
     agent.channel = "chat" if interactive else "pipe"  # plugins accept some things (/elevated) only from a person
     session_id = None
+    queued: list = []  # /attach: checked at once, sent with the next message
     paste_mode = _PasteMode(interactive)
     try:
         paste_mode.__enter__()
@@ -213,11 +232,18 @@ def cmd_chat(args) -> int:
                 if command == "/help":
                     _write(CHAT_HELP + "\n")
                     continue
+                if command is not None and (command == "/attach" or command.startswith("/attach ")):
+                    _attach(agent, command[len("/attach"):].strip(), queued)
+                    continue
                 if interactive:
                     _write("agent> ")
                 lines.started(prompt_written=interactive)
                 try:
-                    runner.run(agent.turn(text, session_id=session_id, deliver=lines.deliver))
+                    extra = {"attachments": list(queued)} if queued else {}
+                    queued.clear()
+                    runner.run(agent.turn(text, session_id=session_id, deliver=lines.deliver, **extra))
+                except AttachmentError as exc:
+                    print(f"clawkit: {exc}", file=sys.stderr)
                 except KeyboardInterrupt:
                     if terminated():
                         raise

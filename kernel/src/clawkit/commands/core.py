@@ -39,6 +39,9 @@ def register(cli) -> None:
                    help='print {"session_id", "reply", "tool_calls", "usage", "interrupted", "stop_reason"}')
     p.add_argument("--record", metavar="FILE", help="record the model traffic to a cassette (JSON, or YAML by extension)")
     p.add_argument("--replay", metavar="FILE", help="answer model calls from a cassette, offline (see docs/testing.md)")
+    p.add_argument("-a", "--attachment", action="append", default=[], metavar="PATH_OR_URL",
+                   help="attach an image (PNG, JPEG, GIF, WebP), a PDF or a text file, or an https:// URL of one; "
+                        "repeatable (docs/attachments.md)")
     add_agent_options(p)
     p.set_defaults(handler=cmd_run)
 
@@ -153,13 +156,15 @@ def redacted(agent, data: Any) -> Any:
     return scrub(data)
 
 
-def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None = None, trailer=None) -> int:
+def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None = None, trailer=None,
+                   attachments: list | None = None) -> int:
     """One turn: stream the reply (or print the JSON result), then close the agent.
 
     Exit 0, or 4 (``EXIT_INTERRUPTED``) when the reply was cut off: the partial text is
     stored, marked interrupted, and ``--json`` has ``"interrupted": true``."""
     try:
-        result = agent.run(message, session_id=session_id, deliver=None if as_json else _stdout_deliver)
+        result = agent.run(message, session_id=session_id, deliver=None if as_json else _stdout_deliver,
+                           **({"attachments": attachments} if attachments else {}))
     finally:
         agent.close()
     if as_json:
@@ -180,7 +185,8 @@ def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None
 def cmd_run(args) -> int:
     if getattr(args, "record", None) or getattr(args, "replay", None):
         return _run_with_cassette(args)
-    return run_and_report(_open(args), args.message, as_json=args.json, session_id=session_arg(args))
+    return run_and_report(_open(args), args.message, as_json=args.json, session_id=session_arg(args),
+                          attachments=getattr(args, "attachment", None))
 
 
 def _run_with_cassette(args) -> int:
@@ -215,7 +221,8 @@ def _run_with_cassette(args) -> int:
         model.api_base = server.url
         try:
             with loopback_only() if args.replay else nullcontext():
-                code = run_and_report(agent, args.message, as_json=args.json, session_id=session_arg(args))
+                code = run_and_report(agent, args.message, as_json=args.json, session_id=session_arg(args),
+                                      attachments=getattr(args, "attachment", None))
         except Exception:
             if not (server.mismatches or tape.mismatches):
                 raise
@@ -230,7 +237,7 @@ def _run_with_cassette(args) -> int:
     return code
 
 
-CHAT_HELP = ("commands: /quit, /session, /new, /verbose (tool calls in full, or one line each), /help — "
+CHAT_HELP = ("commands: /quit, /session, /new, /attach PATH_OR_URL (sent with your next message), /verbose (tool calls in full, or one line each), /help — "
              "directives like /think high are passed to plugins")
 
 

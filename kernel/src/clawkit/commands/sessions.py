@@ -85,6 +85,11 @@ def cmd_show(args) -> int:
             print(f"[{label}] {m.content}")
         for call in m.tool_calls:
             print(f"[{label} → tool] {call.name}({json.dumps(call.arguments)})")
+        for block in m.blocks:
+            if block.type in ("image", "file") and block.sha256:
+                from ..attachments import describe
+
+                print(f"[{label} attachment] {describe(block)}")
     return EXIT_OK
 
 

@@ -99,8 +99,10 @@ def test_sampling_fields_reach_the_model_within_the_agents_limits(site, model):
     ({"temperature": 7}, "invalid_parameter", "temperature"),
     ({"response_format": {"type": "xml"}}, "invalid_parameter", "response_format"),
     ({"extra_body": {"frobnicate": 1}}, "unknown_parameter", "frobnicate"),
+    ({"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]}]},
+     "unsupported_content", "input_audio"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]},
-     "unsupported_content", "image_url"),
+     "bad_attachment", "data: or https://"),
     ({"messages": [{"role": "tool", "tool_call_id": "nope", "content": "x"}, {"role": "user", "content": "hi"}]},
      "bad_messages", "tool_call_id"),
 ])

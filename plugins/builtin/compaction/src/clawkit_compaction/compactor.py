@@ -49,6 +49,10 @@ def message_tokens(m: Message, counter: TokenCounter) -> int:
     n = 4 + counter.count(m.content)
     if m.tool_calls:
         n += counter.count(json.dumps([c.arguments for c in m.tool_calls], default=str)) + 8 * len(m.tool_calls)
+    if m.blocks:  # attachments: their estimate (clawkit.attachments), never their base64
+        from clawkit.attachments import block_tokens
+
+        n += block_tokens(m)
     return n
 
 
@@ -91,6 +95,10 @@ def render(messages: list[Message], max_chars: int) -> list[str]:
             calls = ", ".join(f"{c.name}({json.dumps(c.arguments, default=str)})" for c in m.tool_calls)
             out.append(f"[assistant]\n{text}\n[called: {calls}]".replace("\n\n[called", "\n[called"))
         else:
+            if m.blocks:  # the summary knows what was attached (name, type), not the bytes
+                from clawkit.attachments import attached, describe
+
+                text += "".join(f"\n[attached: {describe(blk)}]" for blk in attached(m))
             out.append(f"[{m.role}]\n{text}")
     return out
 

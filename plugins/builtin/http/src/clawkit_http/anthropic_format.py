@@ -50,7 +50,12 @@ def messages(history: list[Message]) -> tuple[str, list[dict[str, Any]]]:
                 blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments})
             _append(out, "assistant", blocks)
         else:
-            _append(out, "user", _blocks(m.content) or [{"type": "text", "text": "(empty)"}])
+            blocks = _blocks(m.content)
+            if m.blocks:  # attachments: image / document blocks (clawkit.attachments)
+                from clawkit.attachments import anthropic_part, attached
+
+                blocks = blocks + [anthropic_part(b) for b in attached(m)]
+            _append(out, "user", blocks or [{"type": "text", "text": "(empty)"}])
     return "\n\n".join(system), out
 
 

@@ -80,8 +80,11 @@ def _environment_proxies() -> bool:
 
 
 def _json_bytes(body: dict[str, Any]) -> bytes:
-    """The request body as httpx's ``json=`` encodes it."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    """The request body as httpx's ``json=`` encodes it (attachments' payloads spliced in unescaped:
+    :func:`clawkit.attachments.json_bytes`)."""
+    from clawkit.attachments import json_bytes
+
+    return json_bytes(body, lambda b: json.dumps(b, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
 
 
 class _Pool:

@@ -27,6 +27,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
+from clawkit.attachments import AttachmentError
+
 from . import openai_request, replays
 from .app import HttpError, Server
 from .runner import Checkpointed, SessionBusy, UnknownSession
@@ -63,6 +65,9 @@ def routes(server: Server) -> list[Route]:
         if agent not in server.runner.agent_names():
             raise HttpError(404, f"no agent named {agent!r} is served (GET /v1/models lists them)", code="model_not_found")
         server.authorize(request, "run", agent)
+        if req.attachments and not getattr(server.runner, "attachments", False):
+            raise HttpError(400, "image and file parts are not supported by this server's turn runner (queued "
+                            "workers take text)", code="unsupported_content")
         if req.settings and not getattr(server.runner, "request_settings", False):
             raise HttpError(400, f"{', '.join(sorted(req.settings))}: per-request model settings are not supported by "
                             "this server's turn runner (queued workers use the agent's own settings)", code="unsupported_parameter")
@@ -76,6 +81,8 @@ def routes(server: Server) -> list[Route]:
             sid = server.runner.open_session(agent, requested or None, None if requested else req.earlier)
         except UnknownSession:
             raise HttpError(404, f"no session {requested} for agent {agent!r}", code="session_not_found") from None
+        except AttachmentError as exc:  # an earlier message's image for a model without vision
+            raise HttpError(400, str(exc), code="bad_attachment") from None
         wait = str(request.headers.get("x-clawkit-wait", body.get("wait", ""))).lower() in ("1", "true", "yes")
         if not wait and server.runner.busy(sid):
             raise HttpError(409, f"session {sid} is running a turn; retry later or send 'X-Clawkit-Wait: true'",
@@ -84,7 +91,8 @@ def routes(server: Server) -> list[Route]:
         queue: asyncio.Queue | None = asyncio.Queue() if req.stream else None
         token = CURRENT.set((sid, req.settings) if req.settings else None)
         try:  # the turn's task copies this context: its model calls see the settings
-            task = asyncio.ensure_future(_run(server, agent, sid, req.text, _deliver(server, sid, queue) if queue else None, wait))
+            task = asyncio.ensure_future(_run(server, agent, sid, req.text, _deliver(server, sid, queue) if queue else None, wait,
+                                              req.attachments))
         finally:
             CURRENT.reset(token)
         server.replays.begin(key.id, idem, attempt, task)
@@ -187,11 +195,15 @@ def _deliver(server: Server, sid: str, queue: asyncio.Queue):
     return deliver
 
 
-async def _run(server: Server, agent: str, sid: str, text: str, deliver: Any, wait: bool) -> Any:
+async def _run(server: Server, agent: str, sid: str, text: str, deliver: Any, wait: bool,
+               attachments: list[Any] | None = None) -> Any:
     from clawkit.errors import ProviderError
 
     try:
-        return await server.runner.turn(agent, sid, text, deliver, wait=wait)
+        extra = {"attachments": attachments} if attachments else {}
+        return await server.runner.turn(agent, sid, text, deliver, wait=wait, **extra)
+    except AttachmentError as exc:  # refused before the turn touched the session (a URL: before any model call)
+        raise HttpError(400, str(exc), code="bad_attachment") from None
     except SessionBusy:
         raise HttpError(409, f"session {sid} is running a turn; retry later or send 'X-Clawkit-Wait: true'",
                         code="session_busy") from None

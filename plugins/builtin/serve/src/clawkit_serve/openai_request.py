@@ -7,7 +7,10 @@ that says why (docs/serve.md lists them). OpenAI itself refuses unknown fields; 
 * metadata fields the agent has no use for (``user``, ``metadata``, ``store``…) are accepted
   and have no effect;
 * what the agent cannot honour — client-side ``tools`` (tools run inside the agent), ``n`` > 1,
-  ``logprobs``, ``logit_bias``, audio, images — is refused.
+  ``logprobs``, ``logit_bias``, audio — is refused;
+* ``image_url`` parts (a ``data:`` URL or an ``https://`` URL) and ``file`` parts (``file_data``) are
+  attachments (docs/attachments.md): typed from their bytes, bounded, an https URL fetched through the
+  agent's ``web_fetch`` gates.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class ChatRequest:
     earlier: list[Message] = field(default_factory=list)  # seeds a new session
     settings: dict[str, Any] = field(default_factory=dict)  # model settings for this turn
     stream: bool = False
+    attachments: list[Any] = field(default_factory=list)  # the new message's image/file parts
 
 
 def bad(message: str, code: str = "invalid_request") -> HttpError:
@@ -66,10 +70,12 @@ def parse(body: dict[str, Any]) -> ChatRequest:
     if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
         raise bad("'messages' must be a non-empty list of message objects", "bad_messages")
     last = messages[-1]
-    if last.get("role") != "user" or not text_of(last.get("content"), len(messages) - 1).strip():
-        raise bad("the last message must be a user message with text content", "bad_messages")
-    return ChatRequest(model, text_of(last["content"], len(messages) - 1), history(messages[:-1]), settings,
-                       bool(body.get("stream")))
+    at = len(messages) - 1
+    text = text_of(last.get("content"), at) if last.get("role") == "user" else ""
+    parts = attachments_of(last.get("content"), at) if last.get("role") == "user" else []
+    if not text.strip() and not parts:
+        raise bad("the last message must be a user message with text content (or image/file parts)", "bad_messages")
+    return ChatRequest(model, text, history(messages[:-1]), settings, bool(body.get("stream")), parts)
 
 
 def _settings(body: dict[str, Any]) -> dict[str, Any]:
@@ -125,8 +131,9 @@ def _settings(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def text_of(content: Any, index: int) -> str:
-    """The text of a message's content: a string, or text parts joined by newlines. A part the
-    agent cannot take (an image, audio, a file) is refused, not dropped."""
+    """The text of a message's content: a string, or text parts joined by newlines. Image and file
+    parts are attachments (:func:`attachments_of`); a part the agent cannot take (audio) is refused,
+    not dropped."""
     if content is None or isinstance(content, str):
         return content or ""
     if not isinstance(content, list):
@@ -136,10 +143,9 @@ def text_of(content: Any, index: int) -> str:
         kind = part.get("type") if isinstance(part, dict) else None
         if kind in ("text", "refusal") and isinstance(part.get(kind), str):
             texts.append(part[kind])
-        else:
+        elif kind not in ("image_url", "file"):
             raise bad(f"messages[{index}].content: {kind or 'a malformed'} parts are not supported: "
-                      "the agent takes text (send images as a link in the text, or give the agent a tool that fetches them)",
-                      "unsupported_content")
+                      "the agent takes text, images (image_url) and files (file)", "unsupported_content")
     return "\n".join(texts)
 
 
@@ -160,8 +166,9 @@ def history(messages: list[dict[str, Any]]) -> list[Message]:
             continue
         if role == "user":
             text = text_of(m.get("content"), i)
-            if text:
-                out.append(Message(role="user", content=text))
+            parts = attachments_of(m.get("content"), i)
+            if text or parts:
+                out.append(Message(role="user", content=text, blocks=_blocks(parts, i)))
         elif role == "assistant":
             calls = [_call(c, i) for c in (m.get("tool_calls") or [])]
             text = text_of(m.get("content"), i)
@@ -197,3 +204,64 @@ def _call(raw: Any, index: int) -> ToolCall:
     if isinstance(parsed, dict):
         return ToolCall(id=raw["id"], name=fn["name"], arguments=parsed)
     return ToolCall(id=raw["id"], name=fn["name"], raw_arguments=str(args), argument_error="arguments are not a JSON object")
+
+
+def attachments_of(content: Any, index: int) -> list[Any]:
+    """The ``image_url`` and ``file`` parts of a message's content, as attachments: a ``data:`` URL
+    decoded to :class:`clawkit.attachments.Attachment`, an ``https://`` URL kept (fetched in the turn)."""
+    from clawkit.attachments import Attachment
+
+    out: list[Any] = []
+    for j, part in enumerate(content if isinstance(content, list) else ()):
+        kind = part.get("type") if isinstance(part, dict) else None
+        where = f"messages[{index}].content[{j}]"
+        if kind == "image_url":
+            inner = part.get("image_url")
+            url = inner.get("url") if isinstance(inner, dict) else inner
+            name = f"image-{index}-{j}"
+        elif kind == "file":
+            inner = part.get("file") if isinstance(part.get("file"), dict) else {}
+            if inner.get("file_id") and not inner.get("file_data"):
+                raise bad(f"{where}: file parts need 'file_data' (a data: URL); uploaded file ids are not supported",
+                          "unsupported_content")
+            url, name = inner.get("file_data"), str(inner.get("filename") or f"file-{index}-{j}")
+        else:
+            continue
+        if not isinstance(url, str) or not url:
+            raise bad(f"{where}: a {kind} part needs a URL (data: or https://)", "bad_attachment")
+        if url.startswith("data:"):
+            head, sep, payload = url.partition(",")
+            if not sep or not head.endswith(";base64"):
+                raise bad(f"{where}: a data: URL must be base64 (data:<type>;base64,<data>)", "bad_attachment")
+            import binascii
+            from base64 import b64decode
+
+            try:
+                out.append(Attachment(b64decode(payload, validate=True), name, "upload"))
+            except (binascii.Error, ValueError):
+                raise bad(f"{where}: the data: URL's base64 does not decode", "bad_attachment") from None
+        elif url.lower().startswith("https://"):
+            out.append(url)
+        else:
+            raise bad(f"{where}: {kind} URLs must be data: or https:// URLs", "bad_attachment")
+    return out
+
+
+def _blocks(parts: list[Any], index: int) -> list[Any]:
+    """Earlier messages' attachments as blocks (typed and bounded like the new message's); their
+    bytes are stored when the session is seeded. An https URL in an earlier message is refused:
+    only the new message's URLs are fetched (through the gates)."""
+    if not parts:
+        return []
+    from clawkit.attachments import DEFAULT_MAX_BYTES, AttachmentError, to_block
+
+    blocks = []
+    for part in parts:
+        if isinstance(part, str):
+            raise bad(f"messages[{index}]: an https:// attachment is fetched only in the last message; send earlier "
+                      "ones as data: URLs, or continue the session (session_id)", "bad_attachment")
+        try:
+            blocks.append(to_block(part, DEFAULT_MAX_BYTES))
+        except AttachmentError as exc:
+            raise bad(f"messages[{index}]: {exc}", "bad_attachment") from None
+    return blocks

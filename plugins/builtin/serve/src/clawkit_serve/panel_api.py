@@ -119,12 +119,17 @@ def timeline(server: Any, agent: str, sid: str) -> dict[str, Any]:
     store.flush()
     rows = store.conn.execute("SELECT role, content, data, run_id FROM messages WHERE session_id = ? ORDER BY id", (sid,)).fetchall()
     asked: dict[str, str] = {}
+    attached: dict[str, list[dict[str, Any]]] = {}  # run id -> its user messages' attachments (name, type, size)
     calls: dict[str, dict[str, Any]] = {}
     outputs: dict[str, dict[str, Any]] = {}
     for role, content, data, run_id in rows:
         d = json.loads(data) if data else {}
         if role == "user" and run_id and run_id not in asked:
             asked[run_id] = content or ""
+        if role == "user" and run_id and d.get("blocks"):
+            attached.setdefault(run_id, []).extend(
+                {k: b.get(k) for k in ("name", "media_type", "size", "sha256", "source")}
+                for b in d["blocks"] if b.get("type") in ("image", "file") and b.get("sha256"))
         for c in d.get("tool_calls") or ():
             calls[c.get("id")] = {"arguments": c.get("arguments")}
         if role == "tool":
@@ -138,6 +143,7 @@ def timeline(server: Any, agent: str, sid: str) -> dict[str, Any]:
     turns = []
     for run in store.runs(sid):
         turns.append(_turn(store, run, asked.get(run["id"], ""), calls, outputs, by_run.pop(run["id"], []), now))
+        turns[-1]["attachments"] = attached.get(run["id"], [])
     orphans = [ap for aps in by_run.values() for ap in aps]
     if orphans:  # a worker's turn whose run is not committed yet: its approvals still show
         start = min(ap["created"] for ap in orphans)

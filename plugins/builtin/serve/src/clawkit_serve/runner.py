@@ -99,6 +99,8 @@ class InProcessRunner:
 
     #: a request's model settings (``turn_settings.CURRENT``) reach its turn's model calls
     request_settings = True
+    #: a request's image and file parts reach its turn (``Agent.turn(attachments=…)``)
+    attachments = True
 
     def __init__(self, paths: list[str | Path], approver_for: Callable[[str], Any], *, overrides: dict | None = None):
         from clawkit.runtime import load_config
@@ -166,14 +168,27 @@ class InProcessRunner:
             if self.agent_of(session_id) != agent:
                 raise UnknownSession(session_id)
             return session_id
+        for m in history or ():
+            if m.blocks:
+                from clawkit.attachments import check_vision
+
+                check_vision(a.config.model, m.blocks)  # AttachmentError (a 400) before the session exists
         session = a.session(None)
         self._owner[session.id] = agent
+        blobs = None
         for m in history or ():
+            if m.blocks:  # an earlier message's attachments: their bytes stored once per hash
+                from clawkit.attachments import blob_store
+
+                blobs = blobs or blob_store(a)
+                for block in m.blocks:
+                    blobs.put(block)
             a.store.append(session.id, m)
             session.history.append(m)
         return session.id
 
-    async def turn(self, agent: str, session_id: str, text: str, deliver: Deliver | None, *, wait: bool = False) -> Any:
+    async def turn(self, agent: str, session_id: str, text: str, deliver: Deliver | None, *, wait: bool = False,
+                   attachments: list[Any] | None = None) -> Any:
         """Run one turn; raises :class:`SessionBusy` when the session has one running (unless ``wait``).
 
         The turn is a task of the runner, not of the request: a client that disconnects
@@ -183,7 +198,7 @@ class InProcessRunner:
 
         def start() -> Awaitable[Any]:
             self.before_turn(session_id)
-            return a.turn(text, session_id=session_id, deliver=deliver)
+            return a.turn(text, session_id=session_id, deliver=deliver, **({"attachments": attachments} if attachments else {}))
 
         return await self._locked(session_id, wait, start)
 

@@ -21,7 +21,10 @@ def respond(request) -> Any:
         content = last.get("content")
         text = content if isinstance(content, str) else json.dumps(content)
         return Reply.text(f"done: {text.strip()[:200]}")
-    text = last.get("content") if isinstance(last.get("content"), str) else ""
+    content = last.get("content")
+    if isinstance(content, list):  # content parts (attachments): the first text part is the command
+        content = next((p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"), "")
+    text = content if isinstance(content, str) else ""
     if text.startswith("run: "):
         return Reply.tool_calls([("shell_exec", {"command": text[5:]})])
     if text.startswith("call: "):  # call: TOOL {json arguments}

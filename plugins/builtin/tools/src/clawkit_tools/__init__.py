@@ -73,6 +73,15 @@ def before_tool_call(ctx, call):
 
 
 @hookimpl
+async def fetch_attachment(ctx, url, max_bytes):
+    """A URL attachment's bytes, fetched as ``web_fetch`` fetches (public hosts or granted ones,
+    each redirect checked, the same timeout); the kernel has already gated it as a web_fetch call."""
+    from .web import fetch_attachment_bytes
+
+    return await fetch_attachment_bytes(ctx, url, max_bytes)
+
+
+@hookimpl
 def register_tools(register, agent):
     tools = globals().get("TOOLS") or __getattr__("TOOLS")
     for name, (fn, risk) in tools.items():

@@ -175,7 +175,10 @@ def _pinned(parts: Any, host: str, port: int, ip: str) -> tuple[str, dict[str, s
     return url, headers, extensions
 
 
-async def _fetch(ctx: Any, url: str, cap: int) -> str:
+async def fetch_body(ctx: Any, url: str, cap: int) -> tuple[str, int, str, bytes, str | None]:
+    """GET ``url`` hop by hop (each hop checked and pinned, see the module's docstring), reading at
+    most ``cap + 1`` bytes: (final URL, status, content type, body, charset). Shared by ``web_fetch``
+    and URL attachments (``fetch_attachment``)."""
     import httpx  # imported on use: keeps agent start-up light
 
     cfg = settings(ctx)
@@ -200,19 +203,35 @@ async def _fetch(ctx: Any, url: str, cap: int) -> str:
                     body += chunk
                     if len(body) > cap:
                         break
-                cut = len(body) > cap
-                text = bytes(body[:cap]).decode(response.encoding or "utf-8", errors="replace")
-                ctype = response.headers.get("content-type", "")
-                if "html" in ctype.lower():
-                    text = html_to_text(text)
-                head = f"URL: {current}\nStatus: {response.status_code}\nContent-Type: {ctype or 'unknown'}\n\n"
-                tail = f"\n[truncated at {cap} bytes]" if cut else ""
-                if response.status_code >= 400:
-                    raise ToolError(f"HTTP {response.status_code} from {current}\n\n{text[:2000]}")
-                return head + text + tail
+                return current, response.status_code, response.headers.get("content-type", ""), bytes(body), response.encoding
             finally:
                 await response.aclose()
     raise ToolError(f"too many redirects (more than {cfg.fetch_max_redirects}) starting at {url}")
+
+
+async def _fetch(ctx: Any, url: str, cap: int) -> str:
+    current, status, ctype, body, encoding = await fetch_body(ctx, url, cap)
+    cut = len(body) > cap
+    text = body[:cap].decode(encoding or "utf-8", errors="replace")
+    if "html" in ctype.lower():
+        text = html_to_text(text)
+    head = f"URL: {current}\nStatus: {status}\nContent-Type: {ctype or 'unknown'}\n\n"
+    tail = f"\n[truncated at {cap} bytes]" if cut else ""
+    if status >= 400:
+        raise ToolError(f"HTTP {status} from {current}\n\n{text[:2000]}")
+    return head + text + tail
+
+
+async def fetch_attachment_bytes(ctx: Any, url: str, max_bytes: int) -> tuple[bytes, str]:
+    """An attachment's bytes (at most ``max_bytes + 1``), with web_fetch's checks and timeout."""
+    cfg = settings(ctx)
+    try:
+        current, status, ctype, body, _ = await asyncio.wait_for(fetch_body(ctx, url, max_bytes), cfg.fetch_timeout)
+    except asyncio.TimeoutError:
+        raise ToolError(f"fetching {url} took longer than {cfg.fetch_timeout:g} s; gave up") from None
+    if status >= 400:
+        raise ToolError(f"HTTP {status} from {current}")
+    return body, ctype
 
 
 async def web_fetch(ctx: Any, url: str, max_bytes: int | None = None) -> str:

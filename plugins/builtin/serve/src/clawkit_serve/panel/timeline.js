@@ -37,6 +37,19 @@ function barDetails(b) {
   return fields([...common, ["arguments", el("pre", {}, json(d.arguments))], ["output", out]]);
 }
 
+function size(n) {
+  if (n == null) return "";
+  if (n >= 1048576) return (n / 1048576).toFixed(1) + " MB";
+  return n >= 1024 ? (n / 1024).toFixed(1) + " KB" : n + " B";
+}
+
+// the files the user attached to the turn's message: name, type, size (the bytes stay on the server)
+function attachmentsNode(list) {
+  if (!list.length) return "";
+  return el("ul", { class: "attachments" }, list.map((a) => el("li", { class: "attachment", title: "sha256 " + (a.sha256 || "") + (a.source ? " · from " + a.source : "") },
+    el("span", { class: "muted" }, "attached "), el("strong", {}, a.name || "attachment"), " · " + (a.media_type || "?") + " · " + size(a.size))));
+}
+
 function turnNode(turn, now, open) {
   const t0 = turn.started;
   const t1 = Math.max(turn.ended || now, ...turn.bars.map((b) => b.end || now));
@@ -57,7 +70,7 @@ function turnNode(turn, now, open) {
   const head = el("summary", { class: "turn-head" }, el("span", { class: "turn-title" }, turn.title || "(turn)"),
     el("span", { class: "turn-facts" }, [secs(turn.ended ? turn.ended - turn.started : null), tokens(turn.tokens), dollars(turn.cost)].filter(Boolean).join(" · ")),
     el("span", { class: "badge " + ({ done: "ok", running: "warn", error: "bad" }[turn.status] || "") }, turn.status));
-  return el("details", { class: "turn", ...(open ? { open: "" } : {}) }, head,
+  return el("details", { class: "turn", ...(open ? { open: "" } : {}) }, head, attachmentsNode(turn.attachments || []),
     el("div", { class: "tl-axis" }, el("span", {}, "0"), el("span", {}, secs(span))), rows.length ? rows : el("p", {}, "nothing recorded yet"));
 }
 
