@@ -109,7 +109,7 @@ def test_recall_gives_up_at_the_budget(make_agent, notes, spy):
     class Slow(LocalStatic):
         def embed(self, texts):
             if len(texts) == 1 and "slow" in texts[0]:
-                time.sleep(0.5)
+                time.sleep(3)  # far past the budget: the bounds below tell giving up from waiting, whatever the load
             return super().embed(texts)
 
     @clawkit_memory.hookimpl
@@ -127,9 +127,9 @@ def test_recall_gives_up_at_the_budget(make_agent, notes, spy):
     agent.run("a slow question about the cat")
     seen = spy.states[0]
     assert seen["timed_out"] is True and seen["hits"] == []
-    assert 90 <= seen["waited_ms"] < 300
+    assert 90 <= seen["waited_ms"] < 1500
     assert "Relevant memory" not in (agent.provider.requests[0].system or "")
-    assert time.perf_counter() - t0 < 2
+    assert time.perf_counter() - t0 < 3
 
 
 @pytest.mark.parametrize("load_s, load_wait_ms, budget_ms, served", [(0.6, 3000, 400, True), (1.5, 400, 100, False)])
