@@ -343,7 +343,8 @@ def choose_mode(spec: OutputSpec, agent: Any, request: Any) -> Mode:
     takes = getattr(_provider(agent), "takes_response_format", None)
     if takes is None:  # a provider that does not say: Anthropic models take a forced tool best
         takes = not str(request.model or agent.config.model.name).startswith(("anthropic/", "claude"))
-    wants_native = spec.strategy == "native" or (spec.strategy == "auto" and caps.supports_json_schema)
+    # JSON mode (json_object) is near universal among OpenAI-compatible servers; JSON schemas are not
+    wants_native = spec.strategy == "native" or (spec.strategy == "auto" and (caps.supports_json_schema or spec.json_object))
     if takes and wants_native:
         return "native"
     if caps.supports_tools:
