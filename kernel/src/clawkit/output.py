@@ -14,6 +14,7 @@ A schema whose root is not an object (``list[int]``, ``int``) travels wrapped as
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -201,11 +202,11 @@ class OutputSpec:
             check_schema(thing)
             spec = cls(thing)
         else:
-            from pydantic import TypeAdapter
-
-            adapter = TypeAdapter(thing)
-            name = getattr(thing, "__name__", "answer")
-            spec = cls(adapter.json_schema(), name=re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "answer", adapter=adapter)
+            try:
+                adapter, schema, name = _adapter(thing)
+            except TypeError:  # an unhashable type form: built for this run only
+                adapter, schema, name = _adapter.__wrapped__(thing)
+            spec = cls(schema, name=name, adapter=adapter)
         if retries is not None:
             spec.retries = retries
         return spec
@@ -287,13 +288,25 @@ class OutputSpec:
                 raise InvalidAnswer([f"{'.'.join(map(str, e['loc'])) or 'the value'}: {e['msg']}"
                                      for e in exc.errors()[:8]]) from None
             return out, self.adapter.dump_json(out).decode()
-        import jsonschema
+        validator = self.__dict__.get("_validator")
+        if validator is None:
+            import jsonschema
 
-        validator = jsonschema.validators.validator_for(self.schema)(self.schema)
+            validator = self.__dict__["_validator"] = jsonschema.validators.validator_for(self.schema)(self.schema)
         errors = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))[:8]
         if errors:
             raise InvalidAnswer([f"{'.'.join(map(str, e.absolute_path)) or 'the value'}: {e.message[:200]}" for e in errors])
         return value, json.dumps(value, ensure_ascii=False)
+
+
+@functools.lru_cache(maxsize=64)
+def _adapter(thing: Any) -> tuple[Any, dict[str, Any], str]:
+    """A type's pydantic TypeAdapter, JSON Schema and name, built once per type (building costs ~ms)."""
+    from pydantic import TypeAdapter
+
+    adapter = TypeAdapter(thing)
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", getattr(thing, "__name__", "answer"))[:64] or "answer"
+    return adapter, adapter.json_schema(), name
 
 
 def _unfence(text: str) -> str:
@@ -434,12 +447,15 @@ def resolve(agent: Any, ctx: Any, output_type: Any) -> OutputRun | None:
                   getattr(agent.config, "output", None)):
         if thing is None:
             continue
+        built = agent.__dict__.setdefault("_output_specs", {})  # the agent's file's spec: read once
         if isinstance(thing, OutputConfig):
-            from .errors import ConfigError
+            if id(thing) not in built:
+                from .errors import ConfigError
 
-            try:
-                return OutputRun(OutputSpec.of(thing, config=agent.config))
-            except ValueError as exc:
-                raise ConfigError(f"{agent.config.where('output')}: output: {exc}") from None
+                try:
+                    built[id(thing)] = (thing, OutputSpec.of(thing, config=agent.config))
+                except ValueError as exc:
+                    raise ConfigError(f"{agent.config.where('output')}: output: {exc}") from None
+            return OutputRun(built[id(thing)][1])
         return OutputRun(OutputSpec.of(thing, config=agent.config))
     return None
