@@ -120,3 +120,16 @@ def test_the_docs_example_runs(tmp_path, monkeypatch):
     block = doc.split("### Try it offline", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)
     exec(compile(block, "docs/typed-output.md", "exec"), {"__name__": "typed_doc"})
+
+
+def test_with_extended_thinking_the_final_tool_is_offered_not_forced(server, tmp_path):
+    # Anthropic refuses tool_choice any/tool while thinking is on: the tool is offered, the model told
+    server.reset()
+    server.script('{"name": "Ada", "age": 36}')
+    with _agent(server, tmp_path, "anthropic/claude-3-5-haiku-20241022",
+                thinking={"type": "enabled", "budget_tokens": 1024}) as agent:
+        result = agent.run("who?", output_type=Person)
+    assert result.output == Person(name="Ada", age=36)
+    body = server.requests[0].body
+    assert "tool_choice" not in body and body["tools"][-1]["name"] == "final_answer"
+    assert "calling the final_answer tool" in json.dumps(body["system"])

@@ -398,8 +398,15 @@ class OutputRun:
             request.response_format = self.spec.response_format()
         elif self.mode == "tool":
             request.tools = [t for t in request.tools if t.name != FINAL_TOOL] + [self.spec.final_tool()]
-            # a tool call is required: one of the agent's tools, or the answer; only the answer when alone
-            request.tool_choice = "required" if len(request.tools) > 1 else {"name": FINAL_TOOL}
+            if _thinking(request, agent):
+                # Anthropic refuses a forced tool while extended thinking is on: the model is told instead
+                # (an answer in plain text is validated all the same)
+                request.tool_choice = None
+                request.system = (request.system + "\n\n" if request.system else "") + \
+                    f"When you are done, give your final answer by calling the {FINAL_TOOL} tool."
+            else:
+                # a tool call is required: one of the agent's tools, or the answer; only the answer when alone
+                request.tool_choice = "required" if len(request.tools) > 1 else {"name": FINAL_TOOL}
         else:
             request.system = (request.system + "\n\n" if request.system else "") + self.spec.instruction()
 
@@ -437,6 +444,18 @@ class OutputRun:
                              metadata={"output_invalid": True})
             return Message(role="tool", content=note, tool_result=res, metadata={"kernel_note": True})
         return Message(role="user", content=note, metadata={"kernel_note": True, "output_invalid": True})
+
+
+def _thinking(request: Any, agent: Any = None) -> bool:
+    """Whether extended thinking is on for this request (Anthropic's ``thinking`` setting: in the
+    request's settings or metadata, or in the model mapping's provider settings)."""
+    model = getattr(getattr(agent, "config", None), "model", None)
+    extras = model.settings() if hasattr(model, "settings") else {}
+    for where in (request.settings, request.metadata, extras):
+        value = where.get("thinking") if isinstance(where, dict) else None
+        if value is True or (isinstance(value, dict) and value.get("type") not in (None, "disabled")):
+            return True
+    return False
 
 
 def resolve(agent: Any, ctx: Any, output_type: Any) -> OutputRun | None:
