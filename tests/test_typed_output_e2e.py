@@ -113,6 +113,8 @@ def batch(tmp_path_factory):
             job("retry", ["run", "agent.yaml", f"{m} who is in people.txt?", "--schema", SCHEMA])
             m = cases.add(f"{wire}-fail", final(wire, {"n": 1}), final(wire, {"n": "two"}))
             job("fail", ["run", "strict.yaml", f"{m} pick a number"])
+            m = cases.add(f"{wire}-failjson", final(wire, {"n": 1}), final(wire, {"n": 2}))
+            job("failjson", ["run", "strict.yaml", f"{m} pick a number", "--json"])
             m = cases.add(f"{wire}-tool", Reply.tool_calls([("read_file", {"path": "people.txt"})]),
                           final(wire, {"name": "Ada", "age": 36, "tags": ["maths"]}))
             job("tool", ["run", "agent.yaml", f"{m} read people.txt", "--schema", SCHEMA, "--json"])
@@ -178,6 +180,16 @@ def test_when_every_retry_fails_the_run_exits_6_with_the_errors(batch, wire):
     assert "n: 'two' is not of type 'integer'" in run["stderr"]
     assert len(requests[f"{wire}-fail"]) == 2  # output.retries: 1
     assert "1 is less than the minimum of 10" in json.dumps(requests[f"{wire}-fail"][1].body["messages"][-1])
+
+
+@pytest.mark.parametrize("wire", list(WIRES))
+def test_with_json_a_failed_typed_run_is_data_too(batch, wire):
+    out, _ = batch
+    run = out[f"{wire}:failjson"]
+    assert run["rc"] == 6
+    result = json.loads(run["stdout"])
+    assert result["stop_reason"] == "output_invalid" and result["output"] is None and result["attempts"] == 2
+    assert result["output_errors"] == ["n: 2 is less than the minimum of 10"]
 
 
 @pytest.mark.parametrize("wire", list(WIRES))

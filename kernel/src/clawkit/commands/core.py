@@ -171,6 +171,10 @@ def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None
         deliver = None if as_json or typed else _stdout_deliver
         result = agent.run(message, session_id=session_id, deliver=deliver, output_type=output_type)
     except OutputValidationError as exc:
+        if as_json:  # a script reading --json gets the failure as data too
+            _write(json.dumps(redacted(agent, {"session_id": exc.session_id, "reply": exc.reply, "output": None,
+                                               "stop_reason": "output_invalid", "output_errors": exc.errors,
+                                               "attempts": exc.attempts})) + "\n")
         print(f"clawkit: the answer does not match the output schema after {exc.attempts} attempt(s):", file=sys.stderr)
         for error in exc.errors:
             print(f"  - {error}", file=sys.stderr)
