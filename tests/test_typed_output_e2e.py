@@ -104,6 +104,12 @@ def batch(tmp_path_factory):
                     description: counts things
                     output_schema: {{type: object, properties: {{count: {{type: integer}}}}, required: [count]}}
                 """, name="lead.yaml")
+            agent_yaml(ws, server, wire, f"""\
+                subagents:
+                  counter:
+                    agent: {{name: counter, model: {{{WIRES[wire][0]}, api_base: "{server.url}", api_key: sk-test, max_retries: 0}}, output: {{schema: {{type: object, properties: {{count: {{type: integer}}}}, required: [count]}}}}}}
+                    description: counts things
+                """, name="lead2.yaml")
 
             def job(case: str, argv: list[str]) -> None:
                 jobs.append({"name": f"{wire}:{case}", "cwd": str(ws), "argv": argv})
@@ -124,6 +130,10 @@ def batch(tmp_path_factory):
                           "There are 3.")
             cases.add(f"{wire}-child", final(wire, {"count": "three"}), final(wire, {"count": 3}))
             job("sub", ["run", "lead.yaml", f"{m} how many?", "--json"])
+            m = cases.add(f"{wire}-sub2", Reply.tool_calls([("agent_counter", {"task": f"[case {wire}-child2] count"})]),
+                          "There are 4.")
+            cases.add(f"{wire}-child2", final(wire, {"count": 4}))
+            job("sub2", ["run", "lead2.yaml", f"{m} how many?", "--json"])
         (tmp / "jobs.json").write_text(json.dumps(jobs))
         env = dict(os.environ)
         env.pop("CLAWKIT_LOAD_PLUGINS", None)  # the full install: every builtin plugin
@@ -226,3 +236,13 @@ def test_a_sub_agent_with_an_output_schema_hands_the_parent_validated_json(batch
     lead_second = requests[f"{wire}-sub"][1]
     delivered = json.dumps(lead_second.body["messages"][-1])
     assert '{\\"count\\": 3}' in delivered and "subagent_result" in delivered
+
+
+@pytest.mark.parametrize("wire", list(WIRES))
+def test_a_child_whose_own_file_declares_output_is_typed(batch, wire):
+    out, requests = batch
+    run = out[f"{wire}:sub2"]
+    assert run["rc"] == 0, run["stderr"][-2000:]
+    (child,) = requests[f"{wire}-child2"]
+    assert _sent(wire, child) == WIRES[wire][1]
+    assert '{\\"count\\": 4}' in json.dumps(requests[f"{wire}-sub2"][1].body["messages"][-1])

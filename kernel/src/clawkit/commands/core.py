@@ -36,7 +36,8 @@ def register(cli) -> None:
     p.add_argument("message", help="the user message")
     add_session_options(p)
     p.add_argument("--json", action="store_true",
-                   help='print {"session_id", "reply", "tool_calls", "usage", "interrupted", "stop_reason"}')
+                   help='print {"session_id", "reply", "tool_calls", "usage", "interrupted", "stop_reason"} '
+                        '(and "output" for a typed run: --schema, output:)')
     p.add_argument("--record", metavar="FILE", help="record the model traffic to a cassette (JSON, or YAML by extension)")
     p.add_argument("--replay", metavar="FILE", help="answer model calls from a cassette, offline (see docs/testing.md)")
     p.add_argument("--schema", metavar="SCHEMA", help="typed output: the answer must match SCHEMA — inline JSON Schema, a "
