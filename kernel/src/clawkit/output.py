@@ -14,6 +14,7 @@ A schema whose root is not an object (``list[int]``, ``int``) travels wrapped as
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -185,7 +186,7 @@ class OutputSpec:
         a JSON Schema mapping, an OpenAI ``response_format`` mapping, ``--schema`` text, or an
         :class:`OutputConfig` (``config``: the agent, to resolve ``schema_file``)."""
         if isinstance(thing, OutputSpec):
-            spec = thing
+            spec = dataclasses.replace(thing) if retries is not None else thing
         elif isinstance(thing, OutputConfig):
             schema = thing.json_schema
             if schema is None:
@@ -228,7 +229,9 @@ class OutputSpec:
         """The schema as sent: an object (a non-object root wrapped under ``response``), each object
         that requires all its properties closed (``additionalProperties: false``) so that it can
         go strict; answers are validated against the schema as given."""
-        return _closed(self._wrapped_schema())
+        if "_wire" not in self.__dict__:
+            self.__dict__["_wire"] = _closed(self._wrapped_schema())
+        return self.__dict__["_wire"]
 
     def _wrapped_schema(self) -> dict[str, Any]:
         if not self.wrapped:
