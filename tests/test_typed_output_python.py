@@ -133,3 +133,19 @@ def test_with_extended_thinking_the_final_tool_is_offered_not_forced(server, tmp
     body = server.requests[0].body
     assert "tool_choice" not in body and body["tools"][-1]["name"] == "final_answer"
     assert "calling the final_answer tool" in json.dumps(body["system"])
+
+
+def test_a_failed_final_tool_call_is_stored_as_text_so_a_later_untyped_turn_is_valid(server, tmp_path):
+    # Anthropic refuses tool_use blocks in a request without tools: the failed attempt is kept as text
+    server.reset()
+    server.script(Reply.tool_calls([("final_answer", {"name": "Bo"})]),
+                  Reply.tool_calls([("final_answer", {"name": "Bo", "age": 5})]), "plain text now")
+    with _agent(server, tmp_path, "anthropic/claude-3-5-haiku-20241022") as agent:
+        first = agent.run("who?", output_type=Person)
+        assert first.output == Person(name="Bo", age=5)
+        later = agent.run("and now in words?", session_id=first.session_id)
+    assert later.reply == "plain text now" and not later.typed and later.output is None
+    retry, untyped = server.requests[1].body, server.requests[2].body
+    assert "calling final_answer" in json.dumps(retry["messages"][-1])
+    assert "tools" not in untyped and "tool_use" not in json.dumps(untyped["messages"])
+    assert '{\\"name\\": \\"Bo\\"}' in json.dumps(untyped["messages"])  # the failed attempt, as its text

@@ -574,15 +574,13 @@ class Agent(ModelSide):
             result.output = answer.value
             ctx.emit("output.valid", attempts=typed.failures + 1, mode=typed.mode)
             return False
-        calls = [answer.call] if answer.call is not None else []
-        self._append(ctx.session, Message(role="assistant", content=response.content, tool_calls=calls), ctx)
+        # stored as the text it is (a final-tool call too: no tool call for a tool other turns may not offer)
+        self._append(ctx.session, Message(role="assistant", content=typed.answer_text(response, answer)), ctx)
         ctx.emit("output.invalid", attempt=typed.failures, errors=answer.errors[:8], mode=typed.mode)
         if typed.exhausted():
             from .output import OutputValidationError
 
-            if answer.call is not None:  # every call gets its result, so the session can go on
-                self._append(ctx.session, typed.feedback(answer), ctx)
-            raise OutputValidationError(answer.errors, reply=response.content, attempts=typed.failures,
+            raise OutputValidationError(answer.errors, reply=typed.answer_text(response, answer), attempts=typed.failures,
                                         session_id=ctx.session.id, run_id=ctx.run_id)
         self._append(ctx.session, typed.feedback(answer), ctx)
         return True

@@ -435,17 +435,27 @@ class OutputRun:
     def exhausted(self) -> bool:
         return self.failures > self.spec.retries
 
+    @staticmethod
+    def answer_text(response: Any, answer: Answer) -> str:
+        """A failed answer as text: the reply, or the final-tool call's arguments as sent."""
+        call = answer.call
+        if call is None:
+            return response.content
+        if call.argument_error and call.raw_arguments is not None:
+            return call.raw_arguments
+        return json.dumps(call.arguments, ensure_ascii=False)
+
     def feedback(self, answer: Answer) -> Any:
-        """The message that sends a failed answer's errors back to the model."""
-        from .types import Message, ToolResult
+        """The message that sends a failed answer's errors back to the model. A failed final-tool
+        call is stored as its text (:meth:`answer_text`) and answered by this user message, not by a
+        tool result: a later untyped turn may offer no tools, and Anthropic refuses a history with
+        ``tool_use`` blocks then."""
+        from .types import Message
 
         left = self.spec.retries - self.failures + 1
+        how = f" by calling {FINAL_TOOL}" if answer.call is not None else ""
         note = ("Your answer does not match the required schema:\n- " + "\n- ".join(answer.errors)
-                + f"\nAnswer again, corrected ({left} attempt(s) left).")
-        if answer.call is not None:
-            res = ToolResult(call_id=answer.call.id, name=FINAL_TOOL, content=note, is_error=True,
-                             metadata={"output_invalid": True})
-            return Message(role="tool", content=note, tool_result=res, metadata={"kernel_note": True})
+                + f"\nAnswer again, corrected{how} ({left} attempt(s) left).")
         return Message(role="user", content=note, metadata={"kernel_note": True, "output_invalid": True})
 
 
