@@ -342,9 +342,9 @@ class Agent(ModelSide):
         ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id,
                           parent_run_id=parent_run_id, parent_step_id=parent_step_id)
         ctx.state["_started"] = started
-        ctx.state["_output_type"] = output_type
         ctx.deliver = deliver
         await self._durable(ctx)
+        ctx.state["_output_type"] = output_type  # read (and dropped) when the model loop starts
         result = TurnResult(session_id=session.id, reply="", run_id=ctx.run_id)
         session.store.run_start({"id": ctx.run_id, "trace_id": ctx.trace_id, "task_id": ctx.task_id, "session_id": session.id,
                                  "agent": self.config.name, "parent_run_id": parent_run_id, "parent_step_id": parent_step_id,
@@ -541,7 +541,7 @@ class Agent(ModelSide):
             _add_usage(result.usage, response.usage)
             _add_usage(ctx.usage, response.usage)
             ctx.model_calls += 1
-            if typed is not None and await self._typed_answer(ctx, typed, response, result, tools_on):
+            if typed is not None and self._typed_answer(ctx, typed, response, result, tools_on):
                 continue  # the answer failed validation: it went back to the model with the errors
             if not tools_on:
                 response.tool_calls = []  # none were offered: calls now would have no results in history
@@ -562,7 +562,7 @@ class Agent(ModelSide):
             if stop_note is not None:
                 tools_on = self._stop(ctx, result, _note(stop_note))
 
-    async def _typed_answer(self, ctx: TurnContext, typed: Any, response: Any, result: TurnResult, tools_on: bool) -> bool:
+    def _typed_answer(self, ctx: TurnContext, typed: Any, response: Any, result: TurnResult, tools_on: bool) -> bool:
         """Judge a typed run's answer (:mod:`clawkit.output`). A valid one becomes the reply (its
         canonical JSON) and ``result.output``; an invalid one is stored, its errors go back to the
         model (True: ask again), or — retries spent — :class:`~clawkit.output.OutputValidationError`."""
