@@ -21,6 +21,7 @@ _LAZY = {name: "types" for name in _TYPES} | {
     "PromptContributor": "prompt", "PromptSection": "prompt", "StaticContributor": "prompt", "Tag": "prompt",
     "ContributorContext": "prompt", "tool": "tools", "ToolError": "tools", "Agent": "loop", "TurnContext": "context",
     "ProviderError": "providers", "ConfigError": "config", "PluginSection": "config",
+    "OutputValidationError": "output", "Attachment": "attachments", "AttachmentError": "attachments",
 }
 
 __all__ = ["hookimpl", "hook_order", "on_events", "__version__", *_LAZY]
@@ -28,7 +29,9 @@ __all__ = ["hookimpl", "hook_order", "on_events", "__version__", *_LAZY]
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ConfigError, PluginSection
     from .context import TurnContext
+    from .attachments import Attachment, AttachmentError
     from .loop import Agent
+    from .output import OutputValidationError
     from .prompt import ContributorContext, PromptContributor, PromptSection, StaticContributor, Tag
     from .providers import ProviderError
     from .tools import ToolError, tool

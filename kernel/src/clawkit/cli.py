@@ -2,7 +2,8 @@
 
 Exit codes (docs/cli.md lists them for users): 0 success; 1 runtime failure; 2 bad
 input or configuration; 3 a model call failed; 4 the reply was interrupted (stored,
-marked interrupted); 130 Ctrl-C; 143 SIGTERM.
+marked interrupted); 5 a budget stopped the run; 6 the answer did not match the output schema
+(typed output); 130 Ctrl-C; 143 SIGTERM.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .errors import UsageError
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
 EXIT_BUDGET = 5  # a hard budget (tokens, cost, calls, wall time) stopped the run; the session can continue
+EXIT_OUTPUT = 6  # typed output: the answer did not match the output schema after every retry
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
 

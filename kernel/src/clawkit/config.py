@@ -17,6 +17,7 @@ import yaml
 from . import safeyaml
 from .budget import ContextConfig
 from .errors import ConfigError
+from .output import OutputConfig
 from .storage import is_postgres_url
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
 
@@ -97,6 +98,7 @@ class AgentConfig(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     context: ContextConfig = Field(default_factory=ContextConfig, description="how the window is shared between prompt sources")
     sessions: SessionsConfig = Field(default_factory=SessionsConfig, description="session persistence: the JSONL transcript")
+    output: OutputConfig | None = Field(None, description="typed output: the answer must match a JSON Schema (docs/typed-output.md)")
     _source: Path | None = PrivateAttr(None)
     _where_file: str | None = PrivateAttr(None)
     _lines: dict = PrivateAttr(default_factory=dict)

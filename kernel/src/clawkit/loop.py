@@ -53,6 +53,10 @@ class TurnResult:
     stop_reason: str = "done"
     stop_detail: str = ""
     interrupted: bool = False  # the reply stopped mid-way (cut stream): ``reply`` is the partial text
+    #: the validated answer of a typed run (``output_type=``, YAML ``output:``; docs/typed-output.md):
+    #: an instance of the type asked for, or the JSON value for a JSON Schema; ``reply`` is its JSON text
+    output: Any = None
+    typed: bool = False  # the run had an output schema
 
     @property
     def stopped(self) -> bool:
@@ -67,6 +71,7 @@ class TurnResult:
             "interrupted": self.interrupted,
             "stop_reason": self.stop_reason,
             **({"stop_detail": self.stop_detail} if self.stop_detail else {}),
+            **({"output": _jsonable(self)} if self.typed else {}),
         }
 
 
@@ -271,8 +276,13 @@ class Agent(ModelSide):
 
     # one turn -----------------------------------------------------------------------------
 
+    #: the answer type every run of this agent must match (a pydantic model, any type pydantic can
+    #: validate, or a JSON Schema mapping) unless a call passes its own ``output_type``; see
+    #: docs/typed-output.md. None: YAML ``output:`` if any, else free text
+    output_type: Any = None
+
     def run(self, text: str, session_id: str | None = None, deliver: Deliver | None = None, *,
-            attachments: Any = None) -> TurnResult:
+            output_type: Any = None, attachments: Any = None) -> TurnResult:
         """Synchronous wrapper around :meth:`turn`: one turn in its own event loop.
 
         Background work the turn started (a classification still running) is given
@@ -281,7 +291,8 @@ class Agent(ModelSide):
         """
 
         async def one() -> TurnResult:
-            result = await self.turn(text, session_id=session_id, deliver=deliver, attachments=attachments)
+            result = await self.turn(text, session_id=session_id, deliver=deliver, output_type=output_type,
+                                     attachments=attachments)
             await self.drain()
             return result
 
@@ -320,10 +331,15 @@ class Agent(ModelSide):
         trace_id: str | None = None,
         parent_run_id: str | None = None,
         parent_step_id: str | None = None,
+        output_type: Any = None,
         attachments: Any = None,
     ) -> TurnResult:
         """One turn: a run of this agent. ``trace_id``/``parent_run_id``/``parent_step_id``
         tie a sub-agent's run to the tool-call step of the run that spawned it.
+
+        ``output_type`` makes the answer typed (docs/typed-output.md): a pydantic model, any type
+        pydantic can validate, a JSON Schema mapping or ``--schema`` text; the result's ``output``
+        is then the validated value, or :class:`clawkit.output.OutputValidationError` is raised.
 
         ``attachments``: paths, ``https://`` URLs, ``bytes`` or :class:`clawkit.attachments.Attachment`
         objects sent with the message (docs/attachments.md); local ones are checked (type, size, a
@@ -335,7 +351,8 @@ class Agent(ModelSide):
             pending = prepare(attachments, self.config)
         session = await self._locked_session(session_id)
         try:
-            return await self._locked_turn(session, text, deliver, trace_id, parent_run_id, parent_step_id, pending)
+            return await self._locked_turn(session, text, deliver, trace_id, parent_run_id, parent_step_id, output_type,
+                                           pending)
         finally:
             self.store.unlock(session.id)
 
@@ -363,7 +380,8 @@ class Agent(ModelSide):
             raise
 
     async def _locked_turn(self, session: Session, text: str, deliver: Deliver | None, trace_id: str | None,
-                           parent_run_id: str | None, parent_step_id: str | None, attachments: Any = None) -> TurnResult:
+                           parent_run_id: str | None, parent_step_id: str | None, output_type: Any = None,
+                           attachments: Any = None) -> TurnResult:
         started = time.time()
         self._session = session
         ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self, trace_id=trace_id,
@@ -373,6 +391,7 @@ class Agent(ModelSide):
             ctx.state["_attachments"] = attachments
         ctx.deliver = deliver
         await self._durable(ctx)
+        ctx.state["_output_type"] = output_type  # read (and dropped) when the model loop starts
         result = TurnResult(session_id=session.id, reply="", run_id=ctx.run_id)
         session.store.run_start({"id": ctx.run_id, "trace_id": ctx.trace_id, "task_id": ctx.task_id, "session_id": session.id,
                                  "agent": self.config.name, "parent_run_id": parent_run_id, "parent_step_id": parent_step_id,
@@ -537,6 +556,10 @@ class Agent(ModelSide):
     async def _loop(self, ctx: TurnContext, result: TurnResult, deliver: Deliver | None, *, tools_on: bool = True) -> None:
         session = ctx.session
         rounds = 0
+        from .output import resolve
+
+        typed = resolve(self, ctx, ctx.state.pop("_output_type", None))
+        result.typed = typed is not None
         while True:
             if tools_on and ctx.state.get("stop_turn"):
                 # a plugin stopped the turn before this model call (a budget, say)
@@ -548,6 +571,8 @@ class Agent(ModelSide):
                 result.stop_reason = ctx.state.get("stop_reason", "stopped_by_plugin")
                 tools_on = self._stop(ctx, result, _note(ctx.state["stop_turn"]))
                 request = await self._build_request(ctx, tools_on)
+            if typed is not None:
+                typed.prepare(self, request)
             heard: list[str] = []  # text already delivered: what the user saw if the reply breaks
             try:
                 response = await self._call_model(ctx, request, deliver, heard)
@@ -568,6 +593,8 @@ class Agent(ModelSide):
             _add_usage(result.usage, response.usage)
             _add_usage(ctx.usage, response.usage)
             ctx.model_calls += 1
+            if typed is not None and self._typed_answer(ctx, typed, response, result, tools_on):
+                continue  # the answer failed validation: it went back to the model with the errors
             if not tools_on:
                 response.tool_calls = []  # none were offered: calls now would have no results in history
                 if not response.content.strip():
@@ -586,6 +613,29 @@ class Agent(ModelSide):
                 result.stop_reason = "max_tool_rounds"
             if stop_note is not None:
                 tools_on = self._stop(ctx, result, _note(stop_note))
+
+    def _typed_answer(self, ctx: TurnContext, typed: Any, response: Any, result: TurnResult, tools_on: bool) -> bool:
+        """Judge a typed run's answer (:mod:`clawkit.output`). A valid one becomes the reply (its
+        canonical JSON) and ``result.output``; an invalid one is stored, its errors go back to the
+        model (True: ask again), or — retries spent — :class:`~clawkit.output.OutputValidationError`."""
+        answer = typed.take(response, tools_on)
+        if answer is None:
+            return False  # the agent's own tool calls: an ordinary round
+        if answer.ok:
+            response.content, response.tool_calls = answer.text, []
+            result.output = answer.value
+            ctx.emit("output.valid", attempts=typed.failures + 1, mode=typed.mode)
+            return False
+        # stored as the text it is (a final-tool call too: no tool call for a tool other turns may not offer)
+        self._append(ctx.session, Message(role="assistant", content=typed.answer_text(response, answer)), ctx)
+        ctx.emit("output.invalid", attempt=typed.failures, errors=answer.errors[:8], mode=typed.mode)
+        if typed.exhausted():
+            from .output import OutputValidationError
+
+            raise OutputValidationError(answer.errors, reply=typed.answer_text(response, answer), attempts=typed.failures,
+                                        session_id=ctx.session.id, run_id=ctx.run_id)
+        self._append(ctx.session, typed.feedback(answer), ctx)
+        return True
 
     def _stop(self, ctx: TurnContext, result: TurnResult, note: str) -> bool:
         """Record why the turn stops and ask for the wrap-up round; returns ``tools_on`` (False)."""
@@ -622,6 +672,16 @@ def _fallback_summary(result: TurnResult) -> str:
     calls = result.tool_calls
     done = ", ".join(f"{c['name']}{' (failed)' if c.get('is_error') else ''}" for c in calls[-10:]) or "no tool calls"
     return f"The turn stopped ({result.stop_reason}) before an answer was written. Tool calls made: {done}."
+
+
+def _jsonable(result: TurnResult) -> Any:
+    """A typed run's output for ``--json``: the JSON value of its reply."""
+    import json
+
+    try:
+        return json.loads(result.reply)
+    except ValueError:
+        return result.reply
 
 
 def _add_usage(total: Usage, u: Usage | dict) -> None:

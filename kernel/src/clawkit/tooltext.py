@@ -83,7 +83,7 @@ def encode(request: LlmRequest) -> LlmRequest:
         else:
             messages.append(m)
     system = (request.system + "\n\n" if request.system else "") + instructions(request)
-    return request.model_copy(update={"messages": messages, "system": system, "tools": [], "stream": False})
+    return request.model_copy(update={"messages": messages, "system": system, "tools": [], "tool_choice": None, "stream": False})
 
 
 def decode(response: LlmResponse) -> LlmResponse:

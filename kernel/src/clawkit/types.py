@@ -176,6 +176,11 @@ class LlmRequest(Model):
     reasoning_effort: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: an OpenAI-style ``response_format`` the answer must follow (typed output, :mod:`clawkit.output`)
+    response_format: dict[str, Any] | None = None
+    #: which tool the model must call: None (it chooses), ``"required"`` (one of ``tools``), or
+    #: ``{"name": tool}`` (that one); each provider writes it in its wire's form
+    tool_choice: str | dict[str, Any] | None = None
 
     def openai_messages(self) -> list[dict[str, Any]]:
         head = [{"role": "system", "content": self.system}] if self.system else []

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_agent_options, overrides_from
+from ..cli import EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, add_agent_options, overrides_from
 from ..errors import UsageError
 from ..hookspecs import hookimpl
 
@@ -36,12 +36,16 @@ def register(cli) -> None:
     p.add_argument("message", help="the user message")
     add_session_options(p)
     p.add_argument("--json", action="store_true",
-                   help='print {"session_id", "reply", "tool_calls", "usage", "interrupted", "stop_reason"}')
+                   help='print {"session_id", "reply", "tool_calls", "usage", "interrupted", "stop_reason"} '
+                        '(and "output" for a typed run: --schema, output:)')
     p.add_argument("--record", metavar="FILE", help="record the model traffic to a cassette (JSON, or YAML by extension)")
     p.add_argument("--replay", metavar="FILE", help="answer model calls from a cassette, offline (see docs/testing.md)")
     p.add_argument("-a", "--attachment", action="append", default=[], metavar="PATH_OR_URL",
                    help="attach an image (PNG, JPEG, GIF, WebP), a PDF or a text file, or an https:// URL of one; "
                         "repeatable (docs/attachments.md)")
+    p.add_argument("--schema", metavar="SCHEMA", help="typed output: the answer must match SCHEMA — inline JSON Schema, a "
+                   "file holding one, or the concise form 'name str, age int, tags list'; stdout is then exactly the "
+                   "JSON value (docs/typed-output.md)")
     add_agent_options(p)
     p.set_defaults(handler=cmd_run)
 
@@ -157,16 +161,35 @@ def redacted(agent, data: Any) -> Any:
 
 
 def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None = None, trailer=None,
-                   attachments: list | None = None) -> int:
+                   output_type: Any = None, attachments: list | None = None) -> int:
     """One turn: stream the reply (or print the JSON result), then close the agent.
 
     Exit 0, or 4 (``EXIT_INTERRUPTED``) when the reply was cut off: the partial text is
-    stored, marked interrupted, and ``--json`` has ``"interrupted": true``."""
+    stored, marked interrupted, and ``--json`` has ``"interrupted": true``. A typed run
+    (``output_type``, or the agent's ``output:``) prints exactly the validated JSON value,
+    or exits 6 (``EXIT_OUTPUT``) with the validation errors on stderr."""
+    from ..output import OutputValidationError
+
+    typed = output_type is not None or getattr(agent.config, "output", None) is not None
     try:
-        result = agent.run(message, session_id=session_id, deliver=None if as_json else _stdout_deliver,
+        deliver = None if as_json or typed else _stdout_deliver
+        result = agent.run(message, session_id=session_id, deliver=deliver, output_type=output_type,
                            **({"attachments": attachments} if attachments else {}))
+    except OutputValidationError as exc:
+        if as_json:  # a script reading --json gets the failure as data too
+            _write(json.dumps(redacted(agent, {"session_id": exc.session_id, "reply": exc.reply, "output": None,
+                                               "stop_reason": "output_invalid", "output_errors": exc.errors,
+                                               "attempts": exc.attempts})) + "\n")
+        print(f"clawkit: the answer does not match the output schema after {exc.attempts} attempt(s):", file=sys.stderr)
+        for error in exc.errors:
+            print(f"  - {error}", file=sys.stderr)
+        print(f"clawkit: the answers are stored in session {exc.session_id} (raise output.retries to allow more)",
+              file=sys.stderr)
+        return EXIT_OUTPUT
     finally:
         agent.close()
+    if typed and not as_json and not result.interrupted:
+        _write(result.reply + "\n")  # exactly the JSON value
     if as_json:
         _write(json.dumps(redacted(agent, result.as_json()), default=str) + "\n")
     else:
@@ -185,8 +208,37 @@ def run_and_report(agent, message: str, *, as_json: bool, session_id: str | None
 def cmd_run(args) -> int:
     if getattr(args, "record", None) or getattr(args, "replay", None):
         return _run_with_cassette(args)
-    return run_and_report(_open(args), args.message, as_json=args.json, session_id=session_arg(args),
+    agent = _open(args)
+    try:
+        output_type = output_spec(agent, args)
+    except BaseException:
+        agent.close()
+        raise
+    return run_and_report(agent, args.message, as_json=args.json, session_id=session_arg(args), output_type=output_type,
                           attachments=getattr(args, "attachment", None))
+
+
+def output_spec(agent, args) -> Any:
+    """``--schema`` (or the agent's ``output:``) as an OutputSpec, checked before any model call: a bad
+    schema is exit 2 naming what is wrong; ``output.retries`` and ``strategy`` apply to ``--schema`` too."""
+    from ..errors import ConfigError
+    from ..output import OutputSpec
+
+    configured = getattr(agent.config, "output", None)
+    try:
+        base = OutputSpec.of(configured, config=agent.config) if configured is not None else None
+    except ValueError as exc:
+        raise ConfigError(f"{agent.config.where('output')}: output: {exc}") from None
+    text = getattr(args, "schema", None)
+    if not text:
+        return base
+    try:
+        spec = OutputSpec.of(text)
+    except ValueError as exc:
+        raise UsageError(f"--schema: {exc}") from None
+    if configured is not None:
+        spec.retries, spec.strategy = configured.retries, configured.strategy
+    return spec
 
 
 def _run_with_cassette(args) -> int:
@@ -222,7 +274,8 @@ def _run_with_cassette(args) -> int:
         try:
             with loopback_only() if args.replay else nullcontext():
                 code = run_and_report(agent, args.message, as_json=args.json, session_id=session_arg(args),
-                                      attachments=getattr(args, "attachment", None))
+                                      attachments=getattr(args, "attachment", None),
+                                      output_type=output_spec(agent, args))
         except Exception:
             if not (server.mismatches or tape.mismatches):
                 raise

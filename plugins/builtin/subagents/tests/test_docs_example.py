@@ -59,6 +59,7 @@ def test_the_documented_two_agent_example_runs_as_written(tmp_path, kit, model_s
     child_tools = {t["function"]["name"] for t in child.tools}
     # the skills plugin adds its own inert tools (load_skill, the routed skills' skill_*) to any agent's request
     assert {n for n in child_tools if not n.startswith(("skill_", "load_skill"))} == {"list_dir", "read_file"}
-    assert '"required": ["answer", "sources"]' in child.messages[-1]["content"]
+    # the child's run is typed (clawkit.output): gpt-4o-mini takes the schema as a JSON-schema response_format
+    assert child.body["response_format"]["json_schema"]["schema"]["required"] == ["answer", "sources"]
     delivered = [m for m in model_server.requests[-1].messages if m["role"] == "tool"][-1]["content"]
     assert json.dumps(answer) in delivered and '<subagent_result agent="researcher">' in delivered

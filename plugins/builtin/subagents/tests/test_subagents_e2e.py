@@ -223,14 +223,17 @@ def test_output_schema_is_repaired_once_then_an_error(tmp_path, kit, model_serve
     ))
     result = kit.run_json(tmp_path, "parent.yaml", "Which CVEs?")
     fixer_first, fixer_repair = kit.requests_for(model_server, "fixer")
-    assert '"required": ["cves"]' in fixer_first.messages[-1]["content"]  # the child is asked for the structure
-    assert "does not satisfy the required JSON Schema" in fixer_repair.messages[-1]["content"]
+    # the child's model gets the structure as a typed run does (clawkit.output): here, a model without
+    # native JSON schemas, a forced final tool whose parameters are the schema
+    final = [t for t in fixer_first.body["tools"] if t["function"]["name"] == "final_answer"]
+    assert final and final[0]["function"]["parameters"]["required"] == ["cves"]
+    assert "does not match the required schema" in fixer_repair.messages[-1]["content"]
     assert len(kit.requests_for(model_server, "hopeless")) == 2  # one repair round, no more
     results = {m["tool_call_id"]: m["content"] for m in kit.requests_for(model_server, "lead")[1].messages if m["role"] == "tool"}
     calls = {c["name"]: c for c in result["tool_calls"]}
     assert not calls["agent_fixer"]["is_error"] and '{"cves": ["CVE-1", "CVE-2"]}' in results[calls["agent_fixer"]["id"]]
     assert calls["agent_hopeless"]["is_error"]
-    assert "without satisfying its output_schema" in results[calls["agent_hopeless"]["id"]]
+    assert "without satisfying its output schema" in results[calls["agent_hopeless"]["id"]]
 
 
 def _start_run(tmp_path, kit, *args):

@@ -68,6 +68,8 @@ def build_body(request: LlmRequest, model: str, config: Any, extras: dict[str, A
     if request.tools:
         body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
                          for t in request.tools]
+    if request.tool_choice:
+        body["tool_choice"] = tool_choice(request.tool_choice)
     if config.temperature is not None:
         body["temperature"] = config.temperature
     body.update(extras)
@@ -76,6 +78,13 @@ def build_body(request: LlmRequest, model: str, config: Any, extras: dict[str, A
     body.pop("stream_options", None)
     body["stream"] = bool(request.stream)
     return body
+
+
+def tool_choice(choice: Any) -> dict[str, Any]:
+    """clawkit's ``tool_choice`` (typed output's forced final tool) in Anthropic's form."""
+    if isinstance(choice, dict) and choice.get("name"):
+        return {"type": "tool", "name": choice["name"]}
+    return {"type": {"required": "any", "none": "none"}.get(str(choice), "auto")}
 
 
 def _usage(data: Any) -> Usage:

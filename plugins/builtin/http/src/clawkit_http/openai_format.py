@@ -14,6 +14,7 @@ def build_body(request: LlmRequest, model: str, config: Any, extras: dict[str, A
     body: dict[str, Any] = {"model": model, "messages": request.openai_messages()}
     if request.tools:
         body["tools"] = [t.openai_schema() for t in request.tools]
+    body.update(structured_output(request))
     if config.temperature is not None:
         body["temperature"] = config.temperature
     if config.max_tokens is not None:
@@ -28,6 +29,19 @@ def build_body(request: LlmRequest, model: str, config: Any, extras: dict[str, A
     if request.stream:
         body["stream_options"] = {"include_usage": True}
     return body
+
+
+def structured_output(request: LlmRequest) -> dict[str, Any]:
+    """``response_format`` and ``tool_choice`` in the OpenAI form (typed output, clawkit.output)."""
+    out: dict[str, Any] = {}
+    if request.response_format:
+        out["response_format"] = request.response_format
+    choice = request.tool_choice
+    if isinstance(choice, dict) and choice.get("name"):
+        out["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
+    elif choice:
+        out["tool_choice"] = choice
+    return out
 
 
 parse_response = response_from_completion  # a whole (non-streamed) chat completion

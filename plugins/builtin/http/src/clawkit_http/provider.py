@@ -162,6 +162,12 @@ class HttpProvider:
     # --- plumbing -----------------------------------------------------------------------
 
     @property
+    def takes_response_format(self) -> bool:
+        """Typed output (clawkit.output): the OpenAI wire sends a JSON-schema ``response_format``
+        (where the model takes one); the Anthropic wire gets a forced final tool instead."""
+        return self.format != "anthropic"
+
+    @property
     def endpoint(self) -> str:
         """The URL posted to: ``api_base`` plus the format's path, or ``api_base`` as given when it
         already ends in the endpoint path (``…/chat/completions``, ``…/messages``; a query kept)."""

@@ -73,6 +73,20 @@ def _server_reported_usage(stream: Any) -> bool:
     return any(getattr(c, "usage", None) for c in chunks)
 
 
+def _structured_output(request: LlmRequest) -> dict[str, Any]:
+    """``response_format`` and ``tool_choice`` (typed output, clawkit.output) in the OpenAI form
+    litellm takes and translates for each provider."""
+    out: dict[str, Any] = {}
+    if request.response_format:
+        out["response_format"] = request.response_format
+    choice = request.tool_choice
+    if isinstance(choice, dict) and choice.get("name"):
+        out["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
+    elif choice:
+        out["tool_choice"] = choice
+    return out
+
+
 class LitellmProvider:
     """A :class:`clawkit.providers.Provider` backed by ``litellm.acompletion``.
 
@@ -110,6 +124,7 @@ class LitellmProvider:
         }
         if request.tools:
             params["tools"] = [t.openai_schema() for t in request.tools]
+        params.update(_structured_output(request))
         if cfg.api_base:
             params["api_base"] = litellm_api_base(cfg.api_base, model)
         api_key = cfg.api_key or (LOCAL_API_KEY if cfg.api_base else None)

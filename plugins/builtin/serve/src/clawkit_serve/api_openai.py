@@ -198,6 +198,7 @@ def _deliver(server: Server, sid: str, queue: asyncio.Queue):
 async def _run(server: Server, agent: str, sid: str, text: str, deliver: Any, wait: bool,
                attachments: list[Any] | None = None) -> Any:
     from clawkit.errors import ProviderError
+    from clawkit.output import OutputValidationError
 
     try:
         extra = {"attachments": attachments} if attachments else {}
@@ -209,6 +210,8 @@ async def _run(server: Server, agent: str, sid: str, text: str, deliver: Any, wa
                         code="session_busy") from None
     except ProviderError as exc:  # the turn ran (tools may have): a retry would repeat it
         raise HttpError(502, f"the agent's model call failed: {exc}", code="model_error", headers=NO_RETRY) from None
+    except OutputValidationError as exc:  # the response_format was asked for and never met
+        raise HttpError(502, str(exc), code="output_invalid", headers=NO_RETRY) from None
     except (HttpError, sqlite3.DatabaseError):
         raise
     except Checkpointed as exc:

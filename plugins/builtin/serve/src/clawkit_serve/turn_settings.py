@@ -22,11 +22,23 @@ CURRENT: contextvars.ContextVar[tuple[str, dict[str, Any]] | None] = contextvars
 
 class TurnSettings:
     @hookimpl
+    def message_received(self, ctx, message):
+        """A client's ``response_format`` makes the turn typed (clawkit.output, docs/typed-output.md):
+        sent the way the agent's model takes it best, the answer validated and retried."""
+        current = CURRENT.get()
+        if current is None or ctx.session is None or ctx.session.id != current[0]:
+            return None
+        if current[1].get("response_format"):
+            ctx.state["output"] = current[1]["response_format"]
+        return None
+
+    @hookimpl
     def before_llm_call(self, ctx, request):
         current = CURRENT.get()
         if current is None or ctx.session is None or ctx.session.id != current[0]:
             return None
         settings = dict(current[1])
+        settings.pop("response_format", None)  # the turn's typed output (message_received) sends it
         effort = settings.pop("reasoning_effort", None)
         if effort is not None:
             request.reasoning_effort = effort

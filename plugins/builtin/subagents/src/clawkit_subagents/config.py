@@ -18,7 +18,10 @@ class SubagentSpec(BaseModel):
     agent: str | dict[str, Any] = Field(description="another agent file (relative to this one) or an inline agent mapping")
     description: str = Field("", description="what the sub-agent does: the tool description the parent's model sees")
     tools: list[str] | None = Field(None, description="optional narrowing of the child's tools (globs); never widens")
-    output_schema: dict[str, Any] | None = Field(None, description="JSON Schema the child's final answer must satisfy")
+    output_schema: dict[str, Any] | None = Field(None, description="JSON Schema the child's final answer must satisfy "
+                                                 "(a typed run: docs/typed-output.md); the parent gets the validated JSON")
+    output_retries: int = Field(1, ge=0, description="times a child's answer that fails output_schema goes back to it "
+                                "with the errors before the delegation is an error result")
     timeout: float = Field(300.0, gt=0, description="seconds the child's whole run may take")
     max_task_chars: int = Field(20_000, gt=0, description="longest task text accepted")
 

@@ -4,7 +4,7 @@ The task travels to the child as natural language (its dispatch record passes th
 parent's ``message_sending`` as a ``routed`` outbound, where the translation device
 compresses it to ClawDense and a plugin may cancel it: a veto). The child runs a
 complete turn in its own session, under one ``trace_id`` and linked to the spawning
-step. Its answer is checked against ``output_schema`` (one repair round), delivered
+step. With an ``output_schema`` its run is typed (clawkit.output: validated, retried), delivered
 back through ``message_sending``, wrapped in ``<subagent_result agent="…">`` and
 marked untrusted so the shield scans it. Provenance (source agent, time, SHA-256,
 capability scope) rides on the result's metadata — stored with the tool message and,
@@ -27,15 +27,6 @@ from clawkit.types import ToolResult, Usage, new_id
 from .children import child_for, confinement, lineage
 from .config import SubagentSpec
 
-SCHEMA_NOTE = (
-    "Answer with only a JSON value (no prose, no code fence) that satisfies this JSON Schema:\n{schema}"
-)
-REPAIR_NOTE = (
-    "Your answer does not satisfy the required JSON Schema: {problems}. "
-    "Reply again with only the corrected JSON value."
-)
-
-
 DEFAULT_MAX_CHILDREN = 16  # plugins.subagents.max_children_per_run
 
 
@@ -55,6 +46,7 @@ class Outcome:
     provenance: dict[str, Any] = field(default_factory=dict)
     session_id: str | None = None
     run_id: str | None = None
+    output: Any = None  # a typed child's validated answer (its JSON value)
 
 
 def _add(total: Usage, u: Usage) -> None:
@@ -136,28 +128,6 @@ def taint_parent(ctx: Any, name: str, child_session: Any) -> None:
     if alarm and not ctx.session.get("tainted"):
         ctx.session.set("tainted", True)
         ctx.emit("subagent.tainted", agent=name, child_session=getattr(child_session, "id", None))
-
-
-def _parse_json(text: str) -> Any:
-    body = text.strip()
-    if body.startswith("```"):  # models fence JSON even when asked not to
-        body = body.split("\n", 1)[1] if "\n" in body else ""
-        body = body.rsplit("```", 1)[0]
-    return json.loads(body)
-
-
-def schema_problems(schema: dict[str, Any], text: str) -> str | None:
-    import jsonschema
-
-    try:
-        value = _parse_json(text)
-    except ValueError as exc:
-        return f"it is not JSON ({exc})"
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))[:3]
-    if not errors:
-        return None
-    return "; ".join(f"{'.'.join(map(str, e.absolute_path)) or 'the value'}: {e.message[:160]}" for e in errors)
 
 
 def _dispatch_record(agent: str, step_id: str, task: str, skills: list[str] = ()) -> dict[str, Any]:
@@ -261,23 +231,27 @@ async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_i
 
 
 async def _run(ctx: Any, child: Any, session_id: str, spec: SubagentSpec, task: str, step_id: str, out: Outcome) -> None:
-    text = task
-    if spec.output_schema is not None:
-        text = f"{task}\n\n{SCHEMA_NOTE.format(schema=json.dumps(spec.output_schema))}"
+    """The child's turn. An ``output_schema`` (or the child's own YAML ``output:``) makes it a typed
+    run (clawkit.output): the schema goes to the child's model the way it takes it best, the answer
+    is validated and sent back with its errors ``output_retries`` times; the parent then gets the
+    validated JSON."""
+    from clawkit.output import OutputSpec, OutputValidationError
+
     links = {"trace_id": ctx.trace_id, "parent_run_id": ctx.run_id, "parent_step_id": step_id}
-    result = await child.turn(text, session_id=session_id, **links)
+    typed = None
+    if spec.output_schema is not None:
+        typed = OutputSpec.of(spec.output_schema, retries=spec.output_retries)
+    try:
+        result = await child.turn(task, session_id=session_id, output_type=typed, **links)
+    except OutputValidationError as exc:
+        out.run_id = exc.run_id or out.run_id
+        raise SpawnFailed(f"sub-agent {out.agent!r} answered {exc.attempts} time(s) without satisfying its output "
+                          f"schema: {'; '.join(exc.errors)}") from None
     out.run_id = result.run_id
     _add(out.usage, result.usage)
-    if spec.output_schema is not None:
-        problems = schema_problems(spec.output_schema, result.reply)
-        if problems:  # one repair round, in the same session, then an error result
-            result = await child.turn(REPAIR_NOTE.format(problems=problems), session_id=session_id, **links)
-            out.run_id = result.run_id
-            _add(out.usage, result.usage)
-            problems = schema_problems(spec.output_schema, result.reply)
-            if problems:
-                raise SpawnFailed(f"sub-agent {out.agent!r} answered twice without satisfying its output_schema: {problems}")
     out.answer = result.reply
+    if result.typed:
+        out.output = result.output
 
 
 def as_tool_result(ctx: Any, out: Outcome) -> ToolResult:
@@ -287,4 +261,6 @@ def as_tool_result(ctx: Any, out: Outcome) -> ToolResult:
     if out.error is not None:
         return ToolResult(call_id=call.id, name=call.name, content=f"Error: {out.error}", is_error=True, metadata=meta)
     meta.update(untrusted=True, provenance=out.provenance)
+    if out.output is not None:
+        meta["output"] = out.output if isinstance(out.output, (dict, list, str, int, float, bool)) else json.loads(out.answer)
     return ToolResult(call_id=call.id, name=call.name, content=wrap(out.agent, out.answer), metadata=meta)
