@@ -56,11 +56,15 @@ def register_config(register):
 @hookimpl
 def register_embedding_provider(register):
     """``local`` (the static table shipped with this package, no neural network at run time) and
-    ``minilm`` (opt-in: MiniLM on onnxruntime); ``litellm`` comes from clawkit-litellm."""
+    ``minilm`` (opt-in: MiniLM on onnxruntime), ``openai`` and ``gemini`` (their REST APIs, keys from the
+    environment); ``litellm`` comes from clawkit-litellm."""
     from .embeddings import LocalMiniLM, LocalStatic
+    from .remote import GeminiEmbeddings, OpenAIEmbeddings
 
     register("local", LocalStatic)
     register("minilm", LocalMiniLM)
+    register("openai", OpenAIEmbeddings)
+    register("gemini", GeminiEmbeddings)
 
 
 @hookimpl

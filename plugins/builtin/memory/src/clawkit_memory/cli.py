@@ -168,11 +168,16 @@ def _dispatch(args: Any, mem: AgentMemory, state_db: Path | None) -> int:
         return 0
     if cmd == "stats":
         stats = mem.index.stats()
+        describe = getattr(mem.index.provider, "describe", None)
+        if describe is not None:
+            stats["embedder"] = describe()
         if args.json:
             print(json.dumps(stats, indent=2))
         else:
             print(f"{stats['db']} ({stats['bytes']} bytes), model {stats['model']}, "
                   f"{stats['cached_embeddings']} cached embeddings")
+            if stats.get("embedder"):  # auto: which provider answers, and whether it fell back
+                print(f"embeddings: {stats['embedder']}")
             for part, kinds in stats["partitions"].items():
                 for kind, n in kinds.items():
                     print(f"  {part}: {n['chunks']} chunks from {n['sources']} {kind} sources")
