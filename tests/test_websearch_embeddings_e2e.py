@@ -93,6 +93,10 @@ def outcome(tmp_path_factory):
                               capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
         assert proc.returncode == 0, proc.stderr[-3000:]
         results = {r["name"]: r for r in json.loads((root / "out.json").read_text())}
+        # the fallback is logged once (a warning: shown with --verbose), in a process of its own
+        results["auto_down.verbose"] = vars(subprocess.run(
+            [sys.executable, "-m", "clawkit", "-v", "run", "agent.yaml", "who is the deploy bot? [ws verbose]"],
+            cwd=root / "auto_down", env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL))
         yield results, list(model.requests), list(emb.seen), root
 
 
@@ -133,6 +137,9 @@ def test_auto_falls_back_to_local_and_says_so(outcome):
     text = results["auto_down.stats"]["stdout"]
     assert "auto: openai" in text and "failed" in text and "using the local model" in text, text
     assert "HTTP 500" in json.loads(results["auto_down.stats_json"]["stdout"])["embedder"]
+    verbose = results["auto_down.verbose"]
+    assert verbose["returncode"] == 0, verbose["stderr"][-2000:]
+    assert verbose["stderr"].count("the openai provider failed") == 1, verbose["stderr"][-2000:]
     up = results["auto_up.stats"]["stdout"]
     assert "auto: gemini (gemini/hashed-64), local model as fallback" in up, up
 

@@ -280,7 +280,7 @@ def collect_providers(hooks: Any) -> dict[str, Factory]:
 
 def resolve_provider(config: EmbeddingConfig, factories: dict[str, Factory]) -> Any:
     """The provider ``config`` asks for. ``auto``: the configured remote provider (``remote:``, or
-    ``litellm`` — ``openai`` without clawkit-litellm — when ``model`` or ``api_base`` is set) with the
+    ``litellm`` when ``model`` or ``api_base`` is set) with the
     local model as its fallback (:class:`clawkit_memory.remote.FallbackEmbeddings`); else ``local``."""
     from .remote import FallbackEmbeddings, GeminiEmbeddings, OpenAIEmbeddings
 
@@ -291,7 +291,7 @@ def resolve_provider(config: EmbeddingConfig, factories: dict[str, Factory]) -> 
     if name == "auto":
         remote = config.settings().get("remote")
         if remote is None and (config.model or config.api_base):
-            remote = "litellm" if "litellm" in factories else "openai"
+            remote = "litellm"
         name = str(remote) if remote else "local"
     if name not in factories:
         hint = " — install clawkit-litellm, which registers it" if name == "litellm" else ""
