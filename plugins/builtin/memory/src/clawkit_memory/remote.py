@@ -186,14 +186,17 @@ class FallbackEmbeddings:
         self.local: Any = None
         self.fell_back: str | None = None  # why, once the local model took over
         self._chosen = False
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.batch_size = getattr(remote, "batch_size", 32)
 
     def _fall_back(self, why: str) -> None:
-        if self.local is None:
-            self.local = self._local_factory()
-            self.batch_size = getattr(self.local, "batch_size", self.batch_size)
+        with self._lock:  # once, whichever thread (recall, indexing) sees the failure first
+            if self.local is not None:
+                return
+            local = self._local_factory()
+            self.batch_size = getattr(local, "batch_size", self.batch_size)
             self.fell_back = why
+            self.local = local
             log.warning("memory embeddings: the %s provider failed (%s); using the local model %s from now on",
                         self.remote_name, why, self.local.model)
 
