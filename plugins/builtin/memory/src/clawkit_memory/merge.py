@@ -122,6 +122,17 @@ def provenance(state_db: Any, sessions: list[str]) -> list[dict[str, str]]:
     return out
 
 
+def recorded(mem: Any, paths: list[str]) -> list[dict[str, str]]:
+    """The untrusted sources the episodes' own provenance rows recorded when they were indexed
+    (:mod:`clawkit_memory.trust`; sticky, so a summary never launders a once-untrusted session)."""
+    from . import trust
+
+    with mem.index.lock:
+        found = trust.lookup(mem.index.conn, [(mem.partition, p) for p in paths])
+    return [{**s, "session": p[len(trust.SESSION):]} for (_, p), got in found.items() if got is not trust.UNRECORDED
+            for s in got]
+
+
 def render(group: Group) -> list[str]:
     """The group's episodes as text, one block per session (dated), in order."""
     blocks: list[str] = []
@@ -211,6 +222,7 @@ async def compact(mem: Any, state_db: Any, summarize: Summarize) -> list[str]:
         merged: list[str] = []
         for group in await asyncio.to_thread(plan, mem):
             sources = await asyncio.to_thread(provenance, state_db, group.sessions())
+            sources += await asyncio.to_thread(recorded, mem, group.paths)
             summary = await summarize_group(group, summarize, mem.cfg.compaction.max_chars)
             path = await asyncio.to_thread(write, mem, group, summary, sources)
             if path is not None:

@@ -150,6 +150,7 @@ class MemoryRecall(PromptContributor):
             flagged = [h for h in hits if untrusted_hit(mem, h)]
             mark_untrusted_hits(ctx, mem, flagged, "recalled")
             label = ("From your sub-agents' notes:\n" if all(mem.untrusted(h.partition) for h in flagged) else
-                     "From your sub-agents' notes and summaries of past conversations that held untrusted content:\n")
+                     "From your sub-agents' notes and past conversations (or summaries of them) that held untrusted "
+                     "content:\n")
             text = (text + "\n\n" if text else "") + label + untrusted_block(mem, "\n".join(theirs))
         return PromptSection("Relevant memory", text, st["max_chars"])
