@@ -68,7 +68,10 @@ def _agent(ws: Path, server: ModelServer, *, anthropic: bool) -> None:
     ws.mkdir(parents=True, exist_ok=True)
     (ws / "notes.txt").write_text("High tide at 06:12, low tide at 12:30.\n")
     model, base = ("anthropic/claude-test", server.base_url) if anthropic else ("openai/test", server.url)
-    for name, on in (("agent.yaml", "false"), ("agent-on.yaml", "true")):  # the same agent; merging after turns off/on
+    # the same agent; merging after turns off/on; "quiet": no recall while the history is written (a session
+    # recalling the episode of the one that read notes.txt is marked untrusted too, and so would be its episode)
+    for name, on, recall in (("agent.yaml", "false", "true"), ("agent-on.yaml", "true", "true"),
+                             ("agent-quiet.yaml", "false", "false")):
         (ws / name).write_text(textwrap.dedent(f"""\
             name: keeper
             model: {{name: {model}, api_base: "{base}", api_key: sk-test, max_retries: 0, timeout: 20}}
@@ -76,6 +79,7 @@ def _agent(ws: Path, server: ModelServer, *, anthropic: bool) -> None:
             plugins:
               memory:
                 compaction: {{enabled: {on}, keep_recent: 1, batch: 2}}
+                recall: {{enabled: {recall}}}
             """))
 
 
@@ -97,12 +101,14 @@ def outcome(tmp_path_factory):
         _agent(root / "auto", server, anthropic=False)
         _agent(root / "cmd", server, anthropic=True)
         for ws in ("auto", "cmd"):
-            run(f"{ws}.s1", ws, "Remember: my locker code is 4711.", "Noted: locker code 4711.")
+            quiet = {"agent": "agent-quiet.yaml"}
+            run(f"{ws}.s1", ws, "Remember: my locker code is 4711.", "Noted: locker code 4711.", **quiet)
             run(f"{ws}.s2", ws, "Read notes.txt, it has my tide tables.",
-                Reply.tool_calls([("read_file", {"path": "notes.txt"})]), "High tide is at 06:12.")
-            run(f"{ws}.s3", ws, "My favourite colour is teal; the office plant is a ficus named Herbert.", "Lovely.")
-            run(f"{ws}.s4", ws, "My sister lives in Oslo and my bicycle is green.", "Noted.")
-            run(f"{ws}.s5", ws, "The deploy bot is named Gertrude.", "Noted.")
+                Reply.tool_calls([("read_file", {"path": "notes.txt"})]), "High tide is at 06:12.", **quiet)
+            run(f"{ws}.s3", ws, "My favourite colour is teal; the office plant is a ficus named Herbert.", "Lovely.",
+                **quiet)
+            run(f"{ws}.s4", ws, "My sister lives in Oslo and my bicycle is green.", "Noted.", **quiet)
+            run(f"{ws}.s5", ws, "The deploy bot is named Gertrude.", "Noted.", **quiet)
             job(f"{ws}.index", ws, "memory", "index", "--sessions", "--agent", "agent.yaml")
             job(f"{ws}.before", ws, "memory", "stats", "--agent", "agent.yaml", "--json")
         # its turn.end merges the old episodes (a background task the kernel drains before the process exits)
@@ -111,8 +117,9 @@ def outcome(tmp_path_factory):
         for ws in ("auto", "cmd"):
             job(f"{ws}.after", ws, "memory", "stats", "--agent", "agent.yaml", "--json")
             job(f"{ws}.search", ws, "memory", "search", "locker code", "--agent", "agent.yaml", "--json")
-            run(f"{ws}.recall_locker", ws, "What is my locker code?", "4711")
+            # the clean recall first: a session that recalled untrusted memory leaves an untrusted episode itself
             run(f"{ws}.recall_colour", ws, "What is my favourite colour?", "Teal.")
+            run(f"{ws}.recall_locker", ws, "What is my locker code?", "4711")
         server.script(script)
         (root / "jobs.json").write_text(json.dumps(jobs))
         env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", CLAWKIT_AUDIT_HOME=str(root / "audit"))

@@ -222,7 +222,7 @@ async def compact(mem: Any, state_db: Any, summarize: Summarize) -> list[str]:
         merged: list[str] = []
         for group in await asyncio.to_thread(plan, mem):
             sources = await asyncio.to_thread(provenance, state_db, group.sessions())
-            sources += await asyncio.to_thread(recorded, mem, group.paths)
+            sources += [s for s in await asyncio.to_thread(recorded, mem, group.paths) if s not in sources]
             summary = await summarize_group(group, summarize, mem.cfg.compaction.max_chars)
             path = await asyncio.to_thread(write, mem, group, summary, sources)
             if path is not None:

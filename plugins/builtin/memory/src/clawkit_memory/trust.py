@@ -22,6 +22,7 @@ another table changes), so it needs no schema-version step.
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any, Iterable
 
@@ -109,5 +110,11 @@ def read_metadata(state_conn: Any, session_ids: list[str]) -> dict[str, Any]:
 
 def describe(sources: list[dict[str, str]], limit: int = 2) -> str:
     """A short phrase: "web http://…, file notes.txt"."""
-    parts = [f"{s.get('kind') or 'content'} {s.get('detail') or s.get('source') or '?'}" for s in sources[:limit]]
+    parts = []
+    for s in sources[:limit]:
+        what = str(s.get("detail") or s.get("source") or "?")
+        if s.get("kind") == "memory":  # recalled from memory in turn: name the episode, not the whole chain
+            found = re.search(r"(?:session|merged):[\w:.-]+", what)
+            what = found.group(0) if found else what[:80]
+        parts.append(f"{s.get('kind') or 'content'} {what}")
     return ", ".join(parts) + (f" and {len(sources) - limit} more" if len(sources) > limit else "")
