@@ -523,7 +523,11 @@ class MemoryIndex:
                     trust.record(self.conn, partition, path, trust.sources_of(metas[sid], sid))
 
     def episode_trust(self, hits: list) -> None:
-        """Set ``untrusted_sources`` on ``session:`` episode hits ([] clean; the caller holds no lock)."""
+        """Set ``untrusted_sources`` on ``session:`` episode hits ([] clean) and on notes saved from
+        untrusted sessions (the caller holds no lock)."""
+        for h in hits:  # notes memory_save wrote in untrusted sessions (their heading says so)
+            if h.kind != "episode":
+                h.untrusted_sources = trust.note_sources(h.path, h.heading) or None
         keys = [(h.partition, h.path) for h in hits if h.kind == "episode" and str(h.path).startswith(trust.SESSION)]
         if not keys:
             return

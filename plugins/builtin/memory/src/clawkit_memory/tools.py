@@ -72,8 +72,9 @@ def mark_untrusted_hits(ctx: Any, mem: "AgentMemory", hits: list, what: str) -> 
         if not mem.untrusted(h.partition) and getattr(h, "untrusted_sources", None):
             episodes.setdefault(str(h.path), h.untrusted_sources)
     for path, sources in sorted(episodes.items()):
-        mark_untrusted(ctx.session, "memory", f"{what}: episode {path} of a past session that held untrusted content "
-                       f"({describe(sources)})", kind="memory")
+        which = f"episode {path} of a past session" if path.startswith("session:") else f"{path}: a note from a session"
+        mark_untrusted(ctx.session, "memory", f"{what}: {which} that held untrusted content ({describe(sources)})",
+                       kind="memory")
 
 
 def format_split(mem: "AgentMemory", hits: list, ctx: Any, what: str) -> str:
@@ -177,6 +178,15 @@ def memory_get(path: str, from_line: int = 1, lines: int = 40, ctx: Any = None) 
     if not chunk:
         return f"{path} has {len(all_lines)} lines; nothing at line {start}."
     text = "\n".join(f"{n}: {ln}" for n, ln in enumerate(chunk, start))
+    from .trust import UNTRUSTED_NOTE
+
+    if not theirs and any(UNTRUSTED_NOTE in ln for ln in all_lines):  # holds notes saved from untrusted sessions
+        from types import SimpleNamespace
+
+        mark_untrusted_hits(ctx, mem, [SimpleNamespace(partition=mem.partition, path=path, untrusted_sources=[
+            {"source": "memory_save", "detail": f"{path}: notes saved by untrusted sessions", "kind": "memory"}])],
+            "memory_get")
+        return untrusted_block(mem, text)
     if theirs:
         mark_from_children(ctx, theirs, f"memory_get {path}")
         return untrusted_block(mem, text)
@@ -222,7 +232,15 @@ def memory_save(text: str, tags: list[str] | None = None, ctx: Any = None) -> st
     target.parent.mkdir(parents=True, exist_ok=True)
     existing = target.read_text(encoding="utf-8") if target.exists() else ""
     head = "" if existing else f"# Memory {time.strftime('%Y-%m-%d')}\n"
-    entry = f"\n## {time.strftime('%H:%M')} note\n\n{text.strip()}\n"
+    title = f"{time.strftime('%H:%M')} note"
+    session = getattr(ctx, "session", None) if ctx is not None else None
+    from clawkit.provenance import is_untrusted
+
+    if session is not None and is_untrusted(session):  # the note keeps where it came from (see .trust)
+        from .trust import note_heading, quote_note
+
+        title, text = note_heading(title, str(getattr(session, "id", "?"))), quote_note(text)
+    entry = f"\n## {title}\n\n{text.strip()}\n"
     clean_tags = [t.strip().lstrip("#").lower() for t in (tags or []) if t.strip()]
     if clean_tags:
         entry += f"\ntags: {', '.join(clean_tags)}\n"

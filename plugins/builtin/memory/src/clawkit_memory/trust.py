@@ -32,6 +32,9 @@ SCHEMA = (f"CREATE TABLE IF NOT EXISTS {TABLE} (partition TEXT NOT NULL, path TE
 SESSION = "session:"
 UNRECORDED = [{"source": "memory", "detail": "provenance not recorded (indexed before episodes kept it)", "kind": "unknown"}]
 MAX_SOURCES = 5
+#: in the heading of a note ``memory_save`` wrote in a session holding untrusted content (see :func:`note_sources`)
+UNTRUSTED_NOTE = "(untrusted: saved by session"
+_NOTE_SESSION = re.compile(re.escape(UNTRUSTED_NOTE) + r" ([\w.-]+)")
 
 
 def ensure(conn: Any) -> None:
@@ -106,6 +109,24 @@ def read_metadata(state_conn: Any, session_ids: list[str]) -> dict[str, Any]:
         out.update(state_conn.execute(f"SELECT id, metadata FROM sessions WHERE id IN ({','.join('?' * len(part))})",
                                       part).fetchall())
     return out
+
+
+def note_heading(title: str, session_id: str) -> str:
+    return f"{title} {UNTRUSTED_NOTE} {session_id}, which held untrusted content)"
+
+
+def quote_note(text: str) -> str:
+    """An untrusted note's text, with line-leading ``#`` and fences escaped: it cannot open a section
+    (or a code block) of its own that would escape the marked heading."""
+    return re.sub(r"^(\s*)(#|```|~~~)", r"\1\\\2", text, flags=re.M)
+
+
+def note_sources(path: str, heading: str | None) -> list[dict[str, str]]:
+    """A memory-file hit under a note saved from an untrusted session: its sources; else []."""
+    m = _NOTE_SESSION.search(heading or "")
+    if m is None:
+        return []
+    return [{"source": "memory_save", "detail": f"{path}: note saved by session {m.group(1)}", "kind": "memory"}]
 
 
 def describe(sources: list[dict[str, str]], limit: int = 2) -> str:
