@@ -27,8 +27,8 @@ def session_partitions(ctx: Any) -> list[str]:
 
 
 def untrusted_block(mem: "AgentMemory", text: str) -> str:
-    """Sub-agents' notes, untrusted merged summaries and episodes of untrusted sessions as delimited data (the end marker carries a nonce
-    the note cannot guess)."""
+    """Sub-agents' notes, untrusted merged summaries, episodes of untrusted sessions and notes saved in
+    them, as delimited data (the end marker carries a nonce the note cannot guess)."""
     import secrets
 
     nonce = secrets.token_hex(6)
@@ -48,8 +48,9 @@ def mark_from_children(ctx: Any, partitions: set[str], what: str) -> None:
 
 
 def untrusted_hit(mem: "AgentMemory", hit: Any) -> bool:
-    """A sub-agent's note, or a merged summary of past sessions that held untrusted content
-    (:mod:`clawkit_memory.merge`): data, never instructions."""
+    """A sub-agent's note, a merged summary of past sessions that held untrusted content
+    (:mod:`clawkit_memory.merge`), an episode of such a session or a note saved in one
+    (``Hit.untrusted_sources``, :mod:`clawkit_memory.trust`): data, never instructions."""
     return (mem.untrusted(hit.partition) or str(hit.path).startswith("merged:untrusted:")
             or bool(getattr(hit, "untrusted_sources", None)))
 
