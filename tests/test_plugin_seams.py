@@ -143,7 +143,8 @@ def test_memory_embeds_remotely_only_through_a_registered_provider(tmp_path):
 
     # narrow: which embedding provider litellm alone registers
     found = collect_providers(HookRunner(get_plugin_manager(extra=(clawkit_litellm,), load_entry_points=False)))
-    assert type(resolve_provider(remote, found)).__name__ == "LiteLLMEmbeddings"
+    # auto: the remote provider first, the local model as its fallback (issue 27 item 10)
+    assert type(resolve_provider(remote, found).remote).__name__ == "LiteLLMEmbeddings"
 
 
 # --- uninstall any builtin ------------------------------------------------------------------------------

@@ -182,6 +182,22 @@ def register_embedding_provider(register):
 
 
 @hookspec
+def register_search_backend(register):
+    """Register web search backends for the ``web_search`` tool: ``register(name, factory)``.
+
+    ``factory(config)`` gets the agent's ``plugins.tools.search`` section and returns a backend
+    with ``request(query, count, key) -> clawkit_tools.SearchRequest`` (method, path below the
+    configured ``base_url``, params, headers, JSON body) and ``parse(data) -> list`` of objects with
+    ``title``, ``url`` and ``snippet``; optional attributes ``default_base``, ``needs_key`` and
+    ``default_key_env``. The backend never makes the call itself: clawkit-tools does, so every
+    backend gets the same time and size limits, no redirects, and the key read from the
+    environment and registered as a secret. The YAML picks a backend by ``backend: <name>``; a
+    name registered here replaces a builtin of the same name. Results: ignored. Failure: isolated
+    (that plugin's backends are missing; choosing one is then an error naming the known ones).
+    """
+
+
+@hookspec
 def register_approvers(register):
     """Register approvers by name: ``register(name, approver)``.
 

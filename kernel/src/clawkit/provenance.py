@@ -136,7 +136,7 @@ def result_source(call: Any, result: Any) -> tuple[str, str] | None:
         kind, detail = "mcp", detail or f"MCP server {meta['mcp_server']}"
     elif name.startswith("agent_") or meta.get("provenance_agent"):
         kind = "subagent"
-    elif any(k in args for k in ("url", "uri")):
+    elif any(k in args for k in ("url", "uri")) or name == "web_search":  # search results are web content
         kind = "web"
     elif any(k in args for k in ("command", "cmd")):
         kind = "command output"

@@ -276,10 +276,11 @@ def test_provider_auto_is_local_and_remote_goes_through_litellm():
                               api_key="sk-test")
         litellm_plugin = pytest.importorskip("clawkit_litellm")
         provider = resolve_provider(cfg, {"litellm": litellm_plugin.LiteLLMEmbeddings})
-        assert isinstance(provider, litellm_plugin.LiteLLMEmbeddings)
+        # auto: the remote provider first, the local model as its fallback (issue 27 item 10)
+        assert isinstance(provider.remote, litellm_plugin.LiteLLMEmbeddings)
         vecs = np.asarray(provider.embed(["ab", "abcd"]))
-        assert np.allclose(vecs[:, 0], [2, 4]) and provider.dimensions == 3
-        assert seen[0]["model"] == "test-embed" and seen[0]["input"] == ["ab", "abcd"]
+        assert np.allclose(vecs[:, 0], [2, 4]) and provider.dimensions == 3 and provider.fell_back is None
+        assert seen[-1]["model"] == "test-embed" and seen[-1]["input"] == ["ab", "abcd"]
     finally:
         server.shutdown()
         server.server_close()

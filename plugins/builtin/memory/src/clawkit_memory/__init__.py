@@ -56,11 +56,15 @@ def register_config(register):
 @hookimpl
 def register_embedding_provider(register):
     """``local`` (the static table shipped with this package, no neural network at run time) and
-    ``minilm`` (opt-in: MiniLM on onnxruntime); ``litellm`` comes from clawkit-litellm."""
+    ``minilm`` (opt-in: MiniLM on onnxruntime), ``openai`` and ``gemini`` (their REST APIs, keys from the
+    environment); ``litellm`` comes from clawkit-litellm."""
     from .embeddings import LocalMiniLM, LocalStatic
+    from .remote import GeminiEmbeddings, OpenAIEmbeddings
 
     register("local", LocalStatic)
     register("minilm", LocalMiniLM)
+    register("openai", OpenAIEmbeddings)
+    register("gemini", GeminiEmbeddings)
 
 
 @hookimpl
@@ -81,6 +85,7 @@ def register_prompt_contributor(register, agent):
 
 _ENDING: dict[str, tuple[Any, Any]] = {}  # session id -> (memory, state db) of a turn in progress
 _IDLE_ENDING: dict[str, tuple[Any, Any, Any]] = {}  # the same for turns that found memory idle
+_MERGING: dict[str, tuple[Any, str]] = {}  # session id -> (the agent runtime, its model) for episode merging
 
 
 def service_loaded(agent: Any) -> bool:
@@ -163,6 +168,8 @@ def message_received(ctx, message):
         if len(_ENDING) >= 1024:
             _ENDING.clear()
         _ENDING[ctx.session.id] = (mem, state_db)
+        if mem.cfg.compaction.enabled and getattr(ctx, "runtime", None) is not None:
+            _MERGING[ctx.session.id] = (ctx.runtime, ctx.agent.model.name)  # old episodes merged after the turn
     if mem.cfg.recall.enabled and message.content.strip():
         recall.start_recall(ctx, mem, message.content)
 
@@ -174,18 +181,26 @@ def _turn_over(session_id: str) -> None:
         _LAST[0] = time.monotonic()
     _ENDING.pop(session_id, None)
     _IDLE_ENDING.pop(session_id, None)
+    _MERGING.pop(session_id, None)
 
 
 @hookimpl
 @on_events("turn.end")
 def on_event(event):
-    """When a turn ends, its session's new finished turns are indexed in the background."""
+    """When a turn ends, its session's new finished turns are indexed in the background, and old
+    episodes are merged when enough have piled up (an awaitable then: the kernel runs it as a
+    background task on the turn's loop, off the turn path; see :mod:`clawkit_memory.merge`)."""
     if event.type == "turn.end":
         if _ACTIVE.pop(event.session_id, None) is not None:
             _LAST[0] = time.monotonic()
         ending = _ENDING.pop(event.session_id, None)
+        merging = _MERGING.pop(event.session_id, None)
         if ending is not None:
             ending[0].index_sessions_later(ending[1])
+            if merging is not None:
+                from .merge import after_turn
+
+                return after_turn(ending[0], ending[1], *merging)
         idle = _IDLE_ENDING.pop(event.session_id, None)
         if idle is not None:
             _index_first_turn_later(*idle)

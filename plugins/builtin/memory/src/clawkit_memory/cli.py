@@ -57,6 +57,8 @@ def register(cli: Any) -> None:
     fg = sub.add_parser("forget", help="drop a source (path or glob) or everything older than a duration")
     fg.add_argument("path", nargs="?")
     fg.add_argument("--older-than", help="e.g. 30d, 12h, 2w")
+    cp = sub.add_parser("compact", help="merge old episodes into summaries now (the agent's model writes them; needs --agent)")
+    cp.add_argument("--json", action="store_true")
     add_workspace_options(p)  # --agent (workspace, partition, embedding settings) and --db, at every level
     p.set_defaults(handler=run)
 
@@ -168,15 +170,22 @@ def _dispatch(args: Any, mem: AgentMemory, state_db: Path | None) -> int:
         return 0
     if cmd == "stats":
         stats = mem.index.stats()
+        describe = getattr(mem.index.provider, "describe", None)
+        if describe is not None:
+            stats["embedder"] = describe()
         if args.json:
             print(json.dumps(stats, indent=2))
         else:
             print(f"{stats['db']} ({stats['bytes']} bytes), model {stats['model']}, "
                   f"{stats['cached_embeddings']} cached embeddings")
+            if stats.get("embedder"):  # auto: which provider answers, and whether it fell back
+                print(f"embeddings: {stats['embedder']}")
             for part, kinds in stats["partitions"].items():
                 for kind, n in kinds.items():
                     print(f"  {part}: {n['chunks']} chunks from {n['sources']} {kind} sources")
         return 0
+    if cmd == "compact":
+        return _compact(args, mem, state_db)
     if cmd == "forget":
         if not args.path and not args.older_than:
             print("clawkit memory forget: give a PATH (or glob) or --older-than DURATION", file=sys.stderr)
@@ -186,3 +195,29 @@ def _dispatch(args: Any, mem: AgentMemory, state_db: Path | None) -> int:
         print(f"partition {mem.partition}: forgot {n} chunks")
         return 0
     return 2
+
+
+def _compact(args: Any, mem: AgentMemory, state_db: Path | None) -> int:
+    """``clawkit memory compact``: index what is pending, then merge every group of old episodes due."""
+    import asyncio
+
+    from clawkit.runtime import open_agent
+
+    from .merge import compact, model_summarizer
+
+    if not getattr(args, "agent", None):
+        print("clawkit memory compact: give --agent AGENT.yaml (its model writes the summaries)", file=sys.stderr)
+        return 2
+    if state_db is not None and mem.cfg.sessions:
+        mem.sync_sessions(state_db)
+    agent = open_agent(args.agent, persist=False)
+    try:
+        summarize = model_summarizer(agent.provider, agent.config.model.name, mem.cfg.compaction.summary_max_tokens)
+        merged = asyncio.run(compact(mem, state_db, summarize))
+    finally:
+        agent.close()
+    if args.json:
+        print(json.dumps({"partition": mem.partition, "merged": merged}))
+    else:
+        print(f"partition {mem.partition}: " + (f"merged into {', '.join(merged)}" if merged else "nothing to merge"))
+    return 0

@@ -81,6 +81,19 @@ class SearchConfig(BaseModel):
     half_life_days: float = Field(30.0, gt=0)
 
 
+class EpisodeCompactionConfig(BaseModel):
+    """Old episodes (past sessions' turns) summarised by the agent's model and merged, in the
+    background after a turn (docs/memory-episode-compaction.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="compact old episodes after turns (and with `clawkit memory compact`)")
+    keep_recent: int = Field(50, ge=0, description="the most recent sessions' episodes are kept verbatim")
+    batch: int = Field(20, ge=2, description="old sessions merged into one summary (compaction waits until this many are old)")
+    max_chars: int = Field(24_000, ge=1000, description="episode text per summarisation request (more: a rolling summary)")
+    summary_max_tokens: int = Field(800, gt=0, description="longest summary the model may write")
+
+
 class MemoryConfig(BaseModel):
     """Memory for one agent: what to index, how to embed and how to search."""
 
@@ -100,6 +113,7 @@ class MemoryConfig(BaseModel):
     chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     recall: RecallConfig = Field(default_factory=RecallConfig)
+    compaction: EpisodeCompactionConfig = Field(default_factory=EpisodeCompactionConfig)
 
 
 def config_of(agent: Any) -> MemoryConfig:

@@ -279,13 +279,25 @@ def collect_providers(hooks: Any) -> dict[str, Factory]:
 
 
 def resolve_provider(config: EmbeddingConfig, factories: dict[str, Factory]) -> Any:
-    """The provider ``config`` asks for; ``auto`` means remote only when one is configured."""
+    """The provider ``config`` asks for. ``auto``: the configured remote provider (``remote:``, or
+    ``litellm`` when ``model`` or ``api_base`` is set) with the
+    local model as its fallback (:class:`clawkit_memory.remote.FallbackEmbeddings`); else ``local``."""
+    from .remote import FallbackEmbeddings, GeminiEmbeddings, OpenAIEmbeddings
+
     name = config.provider
+    factories = {"local": LocalStatic, "minilm": LocalMiniLM, "openai": OpenAIEmbeddings, "gemini": GeminiEmbeddings,
+                 **factories}
+    remote = None
     if name == "auto":
-        name = "litellm" if (config.model or config.api_base) else "local"
-    factories = {"local": LocalStatic, "minilm": LocalMiniLM, **factories}
+        remote = config.settings().get("remote")
+        if remote is None and (config.model or config.api_base):
+            remote = "litellm"
+        name = str(remote) if remote else "local"
     if name not in factories:
         hint = " — install clawkit-litellm, which registers it" if name == "litellm" else ""
-        raise EmbeddingError(f"plugins.memory.embedding.provider: unknown provider {name!r}{hint} "
+        field = "embedding.remote" if remote else "embedding.provider"
+        raise EmbeddingError(f"plugins.memory.{field}: unknown provider {name!r}{hint} "
                              f"(registered: {', '.join(sorted(factories))})")
+    if remote:
+        return FallbackEmbeddings(factories[name](config), lambda: factories["local"](config), name)
     return factories[name](config)

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from . import db as mdb
+from . import trust
 from .binary import BinaryPrefilter
 from .chunking import Chunk, chunk_markdown, chunk_turn, finished_turns
 from .config import ChunkingConfig
@@ -89,6 +90,7 @@ class MemoryIndex:
         self.chunking = chunking or ChunkingConfig()
         self.progress = progress
         self.conn = mdb.connect(self.path)
+        trust.ensure(self.conn)  # episodes' provenance (see .trust): an additive table
         self.lock = threading.RLock()
         self._provider = provider
         self.counters = {"embedded": 0, "cached": 0, "files_indexed": 0, "files_unchanged": 0}
@@ -97,6 +99,7 @@ class MemoryIndex:
         self._query_cache: dict[str, np.ndarray] = {}
         self._state_conns: dict[str, tuple[Any, tuple]] = {}  # session db -> (read-only connection, file id)
         self._episodes_lock = threading.Lock()
+        self._trust_filled: set[tuple[str, str]] = set()  # (partition, session db) whose old episodes got provenance
         self._vectors_model: str | None = None  # the model memory_vec was checked to hold, this process
 
     # --- embeddings --------------------------------------------------------------------
@@ -401,6 +404,9 @@ class MemoryIndex:
                 conn, ident = state_db, "conn"
             if conn is None:
                 return report
+            if (partition, ident) not in self._trust_filled:
+                self._fill_trust(conn, partition)
+                self._trust_filled.add((partition, ident))
             meta_key = f"episodes:{partition}:{agent}:{ident}"
             flag = 1 if subagent else 0
             size = min(EPISODE_BATCH, max_sessions) if max_sessions else EPISODE_BATCH
@@ -434,8 +440,11 @@ class MemoryIndex:
             if since >= top:
                 return None, ""
             touched = conn.execute(_TOUCHED, (since, agent, subagent, limit)).fetchall()
+            # with each session's provenance as of these messages (the same snapshot): see .trust
+            metas = trust.read_metadata(conn, [sid for sid, _ in touched]) if touched else {}
             batch = [(sid, last, conn.execute("SELECT id, role, content, data, created FROM messages"
-                                              " WHERE session_id = ? ORDER BY id", (sid,)).fetchall())
+                                              " WHERE session_id = ? ORDER BY id", (sid,)).fetchall(),
+                      trust.sources_of(metas[sid], sid) if sid in metas else trust.UNRECORDED)
                      for sid, last in touched]
         finally:
             if owns:
@@ -448,7 +457,8 @@ class MemoryIndex:
         """Index a batch of touched sessions: their finished turns chunked, the missing embeddings
         computed in one batch (outside the index lock: a search may run meanwhile), then every
         session's chunks and the new watermark written in one transaction."""
-        keys = [f"session:{sid}" for sid, _, _ in batch]
+        keys = [f"session:{sid}" for sid, *_ in batch]
+        sources = {sid: prov for sid, _, _, prov in batch}
         known: dict[str, tuple] = {}
         with self.lock:
             for s in range(0, len(keys), 500):
@@ -457,7 +467,7 @@ class MemoryIndex:
                     f"SELECT path, hash, forgotten_before FROM memory_sources WHERE partition = ? AND path IN"
                     f" ({','.join('?' * len(part))})", (partition, *part)))
         plans = []
-        for key, (sid, last_id, rows) in zip(keys, batch):
+        for key, (sid, last_id, rows, _prov) in zip(keys, batch):
             old = known.get(key)
             if old is not None and old[0] == str(last_id):
                 report.unchanged += 1
@@ -487,10 +497,46 @@ class MemoryIndex:
                     self.conn.execute(
                         "INSERT OR REPLACE INTO memory_sources (partition, path, kind, hash, indexed_at, forgotten_before)"
                         " VALUES (?, ?, 'episode', ?, ?, ?)", (partition, key, str(last_id), now, floor or None))
+                    trust.record(self.conn, partition, key, sources.get(sid, trust.UNRECORDED))
                     report.files += 1
                     report.chunks += len(chunks)
                     report.paths.append(key)
                 mdb.set_meta(self.conn, meta_key, done)
+
+    def _fill_trust(self, conn: Any, partition: str) -> None:
+        """Episodes indexed before provenance was kept get it from the session database, once
+        (a session no longer there keeps no row: it stays untrusted). Under the episodes lock."""
+        with self.lock:
+            missing = trust.unrecorded(self.conn, partition)
+        if not missing:
+            return
+        try:
+            if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'sessions'").fetchone():
+                return
+            metas = trust.read_metadata(conn, [p[len(trust.SESSION):] for p in missing])
+        except Exception:  # unreadable: the rows stay missing (untrusted)
+            return
+        with self.transaction():
+            for path in missing:
+                sid = path[len(trust.SESSION):]
+                if sid in metas:
+                    trust.record(self.conn, partition, path, trust.sources_of(metas[sid], sid))
+
+    def episode_trust(self, hits: list) -> None:
+        """Set ``untrusted_sources`` on ``session:`` episode hits ([] clean) and on notes saved from
+        untrusted sessions (the caller holds no lock)."""
+        for h in hits:  # notes memory_save wrote in untrusted sessions (their heading says so)
+            if h.kind != "episode":
+                h.untrusted_sources = trust.note_sources(h.path, h.heading) or None
+        keys = [(h.partition, h.path) for h in hits if h.kind == "episode" and str(h.path).startswith(trust.SESSION)]
+        if not keys:
+            return
+        with self.lock:
+            found = trust.lookup(self.conn, keys)
+        for h in hits:
+            got = found.get((h.partition, h.path))
+            if got is not None:
+                h.untrusted_sources = got
 
     # --- forgetting and stats ----------------------------------------------------------
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from clawkit.prompt import ContributorContext, PromptContributor, PromptSection
 
-from .tools import mark_from_children, session_partitions, untrusted_block
+from .tools import mark_untrusted_hits, session_partitions, untrusted_block, untrusted_hit
 
 if TYPE_CHECKING:
     from .service import AgentMemory
@@ -138,15 +138,19 @@ class MemoryRecall(PromptContributor):
             return None
         mem = st.get("memory")
         # with sub-agents' notes: room for the data block's markers, so a cut never drops the end marker
-        room = 300 if mem is not None and any(mem.untrusted(h.partition) for h in hits) else 0
+        room = 300 if mem is not None and any(untrusted_hit(mem, h) for h in hits) else 0
         per = max(200, (st["max_chars"] - room) // max(1, len(hits)) - 40)
         mine, theirs = [], []
         for h in hits:
             body = " ".join(h.text.split())
             body = body if len(body) <= per else body[: per - 1].rstrip() + "…"
-            (theirs if mem is not None and mem.untrusted(h.partition) else mine).append(f"- [{h.citation}] {body}")
+            (theirs if mem is not None and untrusted_hit(mem, h) else mine).append(f"- [{h.citation}] {body}")
         text = "From your memory (cite as [path#lines]; may be outdated):\n" + "\n".join(mine) if mine else ""
         if theirs:  # sub-agents' notes: data inside delimiters, and the session now carries untrusted content
-            mark_from_children(ctx, {h.partition for h in hits if mem.untrusted(h.partition)}, "recalled")
-            text = (text + "\n\n" if text else "") + "From your sub-agents' notes:\n" + untrusted_block(mem, "\n".join(theirs))
+            flagged = [h for h in hits if untrusted_hit(mem, h)]
+            mark_untrusted_hits(ctx, mem, flagged, "recalled")
+            label = ("From your sub-agents' notes:\n" if all(mem.untrusted(h.partition) for h in flagged) else
+                     "From your sub-agents' notes and past conversations (or summaries of them) that held untrusted "
+                     "content:\n")
+            text = (text + "\n\n" if text else "") + label + untrusted_block(mem, "\n".join(theirs))
         return PromptSection("Relevant memory", text, st["max_chars"])

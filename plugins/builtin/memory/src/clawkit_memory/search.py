@@ -69,6 +69,9 @@ class Hit:
     text_rank: int | None = None
     vector_rank: int | None = None
     id: int = 0
+    #: an episode's provenance (``session:`` hits, set by the service): [] clean, else where its session's
+    #: untrusted content came from — such a hit is shown only as data (see clawkit_memory.trust)
+    untrusted_sources: list | None = None
 
     @property
     def citation(self) -> str:

@@ -335,7 +335,9 @@ class AgentMemory:
                                     filters=filters, mode=mode)  # type: ignore[arg-type]
         if exclude_session:
             hits = [h for h in hits if h.session_id != exclude_session]
-        return hits[:k]
+        hits = hits[:k]
+        self.index.episode_trust(hits)  # recalled memory keeps its provenance (see .trust)
+        return hits
 
     def recall(self, query: str, *, session_id: str | None = None, extra_partitions: list[str] | None = None,
                timings: dict[str, float] | None = None, ready: Any = None) -> list[Hit]:

@@ -67,7 +67,7 @@ class PolicyConfig(BaseModel):
     audit: bool = Field(True, description="record decisions, approvals, executions and security events in the ledger")
     redact_results: bool = Field(True, description="replace secrets in tool results before the model (and the transcript) sees them")
     egress_tools: list[str] = Field(
-        default_factory=lambda: ["web_fetch", "shell_exec", "mcp__*", "agent_*", "*http*", "*fetch*", "*request*",
+        default_factory=lambda: ["web_fetch", "web_search", "shell_exec", "mcp__*", "agent_*", "*http*", "*fetch*", "*request*",
                                  "*mail*", "*send*", "*post*", "*upload*", "*webhook*", "*browser*", "*curl*"],
         description="tool-name globs that can move data off the machine or change what runs next: while the session "
                     "holds untrusted content each call needs approval (a confined tool whose sandbox has no network excepted)")

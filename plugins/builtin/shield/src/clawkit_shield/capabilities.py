@@ -46,6 +46,7 @@ TOOL_CAPABILITIES = {
     "edit_file": "fs.write",
     "shell_exec": "shell.exec",
     "web_fetch": "net.http",
+    "web_search": "net.http",
 }
 
 # the names manifests use for the same capability

@@ -10,7 +10,7 @@ from .risk import DEFAULT_SENSITIVE_PATHS
 
 # every tool whose result carries text the user did not write: pages, files, command output,
 # file names, other agents, MCP servers
-DEFAULT_UNTRUSTED = ["web_fetch", "read_file", "read_tool_output", "shell_exec", "list_dir", "glob", "mcp__*", "subagent*",
+DEFAULT_UNTRUSTED = ["web_fetch", "web_search", "read_file", "read_tool_output", "shell_exec", "list_dir", "glob", "mcp__*", "subagent*",
                      "sub_agent*", "delegate*", "spawn_agent*", "ask_agent*", "agent_*"]
 
 

@@ -29,7 +29,7 @@ from .normalise import decoded_payloads, normalise
 SEVERITY_WEIGHT = {"low": 0.2, "medium": 0.5, "high": 1.0}
 
 # The standard tool names; an agent's own tool names are added per scan.
-STANDARD_TOOLS = ("read_file", "write_file", "edit_file", "list_dir", "glob", "shell_exec", "web_fetch")
+STANDARD_TOOLS = ("read_file", "write_file", "edit_file", "list_dir", "glob", "shell_exec", "web_fetch", "web_search")
 
 _MODEL = r"(?:ai|a\.i\.|llms?|large language models?|language models?|ai (?:assistants?|agents?|models?|systems?)|assistants?|chatbots?|gpts?|chatgpt|claude|gemini)"
 _SENSITIVE = (

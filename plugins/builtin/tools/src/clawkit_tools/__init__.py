@@ -1,10 +1,11 @@
 """clawkit-tools: the standard tools every agent can list.
 
-``read_file``, ``list_dir``, ``glob`` and ``web_fetch`` are ``safe`` (read-only);
+``read_file``, ``list_dir``, ``glob``, ``web_fetch`` and ``web_search`` are ``safe`` (read-only);
 ``write_file`` and ``edit_file`` are ``guarded``; ``shell_exec`` is ``unsafe``.
 File tools and ``shell_exec``'s working directory are confined to the agent's
 workspace (see :mod:`clawkit_tools.paths`); ``web_fetch`` reaches public hosts only
-(see :mod:`clawkit_tools.web`). Anything beyond is a capability grant that a
+(see :mod:`clawkit_tools.web`); ``web_search`` asks the backend the YAML names (see
+:mod:`clawkit_tools.search`). Anything beyond is a capability grant that a
 policy plugin writes into ``ctx.state["granted"][tool]`` — ``paths``, ``hosts`` —
 for the turn; this plugin only enforces it.
 
@@ -22,19 +23,21 @@ from clawkit import hook_order, hookimpl
 _EXPORTS = {
     **dict.fromkeys(("edit_file", "glob", "list_dir", "read_file", "write_file"), "files"),
     **dict.fromkeys(("PathRefused", "resolve"), "paths"),
-    "ToolsConfig": "settings",
+    **dict.fromkeys(("ToolsConfig", "WebSearchConfig"), "settings"),
+    **dict.fromkeys(("web_search", "SearchRequest", "SearchResult"), "search"),
     **dict.fromkeys(("scrubbed_env", "shell_exec"), "shell"),
     **dict.fromkeys(("FetchRefused", "html_to_text", "is_public", "web_fetch"), "web"),
 }
 __all__ = [
     "ToolsConfig", "PathRefused", "FetchRefused", "resolve", "scrubbed_env", "is_public", "html_to_text",
-    "read_file", "write_file", "edit_file", "list_dir", "glob", "shell_exec", "web_fetch", "TOOLS",
+    "read_file", "write_file", "edit_file", "list_dir", "glob", "shell_exec", "web_fetch", "web_search",
+    "WebSearchConfig", "SearchRequest", "SearchResult", "TOOLS",
 ]
 
 #: name -> risk; ``TOOLS`` (name -> (function, risk)) is built on first use
 RISKS = {
     "read_file": "safe", "write_file": "guarded", "edit_file": "guarded", "list_dir": "safe", "glob": "safe",
-    "shell_exec": "unsafe", "web_fetch": "safe",
+    "shell_exec": "unsafe", "web_fetch": "safe", "web_search": "safe",
 }
 
 

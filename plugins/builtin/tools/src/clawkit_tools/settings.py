@@ -4,7 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class WebSearchConfig(BaseModel):
+    """``plugins.tools.search``: the backend ``web_search`` asks (docs/web-search.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str = Field("searxng", description="searxng | brave | tavily | a backend a plugin registers (register_search_backend)")
+    base_url: str | None = Field(None, description="the backend's address (brave and tavily have defaults; searxng has none)")
+    api_key_env: str | None = Field(None, description="environment variable holding the API key (default BRAVE_API_KEY / "
+                                    "TAVILY_API_KEY); the key itself is never written in YAML")
+    max_results: int = Field(5, gt=0, le=50, description="results returned at most (the model may ask for fewer)")
+    timeout: float = Field(15.0, gt=0, description="seconds a search may take")
+    max_bytes: int = Field(2_000_000, gt=0, description="largest backend answer read")
+    user_agent: str = Field("clawkit-web-search/0.1", description="User-Agent header of the backend request")
+    options: dict[str, Any] = Field(default_factory=dict, description="extra parameters sent to the backend as they are "
+                                    "(searxng: categories, language; brave: country; tavily: search_depth)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_key_in_yaml(cls, data: Any) -> Any:
+        if isinstance(data, dict) and any(k in data for k in ("api_key", "key", "token")):
+            raise ValueError("an API key is never read from YAML: put it in the environment and name the variable "
+                             "in api_key_env")
+        return data
 
 
 class ToolsConfig(BaseModel):
@@ -28,6 +53,7 @@ class ToolsConfig(BaseModel):
     fetch_max_bytes: int = Field(2_000_000, gt=0, description="web_fetch reads at most this many bytes of a body")
     fetch_max_redirects: int = Field(5, ge=0, description="redirects web_fetch follows (each one re-checked)")
     fetch_user_agent: str = Field("clawkit-web-fetch/0.1", description="User-Agent header of web_fetch")
+    search: WebSearchConfig = Field(default_factory=WebSearchConfig, description="web_search's backend")
 
 
 _DEFAULT = ToolsConfig()
