@@ -5,6 +5,8 @@ Switches:
 * ``CLAWKIT_LOAD_PLUGINS`` — comma list of distribution names to load (e.g.
   ``clawkit-litellm,clawkit-hello``); set but empty means no plugins at all.
 * ``CLAWKIT_TRACE_PLUGINS=1`` — print every hook call with its timing to stderr.
+* ``CLAWKIT_EAGER_PLUGINS=1`` — import every plugin module at start instead of registering it
+  lazily (see :mod:`clawkit.lazyplugin`; for debugging a plugin's import-time behaviour).
 * per agent: ``plugins: {name: {enabled: false}}`` (pass ``disabled=``).
 """
 
@@ -86,7 +88,7 @@ def get_plugin_manager(
             if ep.name in skip:
                 continue
             try:
-                plugin = ep.load()
+                plugin = _load(ep)
             except Exception as exc:  # a broken plugin must say which one it is
                 raise PluginError(f"plugin {ep.name!r} from {dist} failed to import: {exc!r}") from exc
             pm.register(plugin, name=ep.name)
@@ -96,6 +98,8 @@ def get_plugin_manager(
         name = getattr(obj, "name", None) if not isinstance(obj, type(sys)) else obj.__name__
         if name in skip or pm.is_registered(obj):
             continue  # disabled, or a module its entry point already loaded
+        if _replaces_lazy(pm, obj):
+            continue
         pm.register(obj, name=name if isinstance(name, str) else None)
     try:
         pm.check_pending()
@@ -104,6 +108,34 @@ def get_plugin_manager(
     if os.environ.get("CLAWKIT_TRACE_PLUGINS") == "1":
         _enable_tracing(pm)
     return pm
+
+
+def _load(ep: metadata.EntryPoint) -> Any:
+    """The plugin an entry point names: a module is registered lazily when its hooks can be read
+    from its source (:mod:`clawkit.lazyplugin`); ``module:attr`` and anything else is imported."""
+    value = getattr(ep, "value", None)
+    if isinstance(value, str) and ":" not in value and "[" not in value and os.environ.get("CLAWKIT_EAGER_PLUGINS") != "1":
+        from .lazyplugin import lazy_plugin
+
+        lazy = lazy_plugin(value.strip())
+        if lazy is not None:
+            return lazy
+    return ep.load()
+
+
+def _replaces_lazy(pm: pluggy.PluginManager, obj: Any) -> bool:
+    """``extra`` holds a module an entry point registered lazily: the module itself takes the
+    proxy's place under the same name (it is imported already; its hooks are registered once)."""
+    from .lazyplugin import LazyPlugin
+
+    if not isinstance(obj, type(sys)):
+        return False
+    for name, plugin in pm.list_name_plugin():
+        if isinstance(plugin, LazyPlugin) and plugin._clawkit_module == obj.__name__:
+            pm.unregister(plugin)
+            pm.register(obj, name=name)
+            return True
+    return False
 
 
 def plugin_infos(pm: pluggy.PluginManager) -> list[PluginInfo]:
