@@ -98,7 +98,7 @@ def get_plugin_manager(
         name = getattr(obj, "name", None) if not isinstance(obj, type(sys)) else obj.__name__
         if name in skip or pm.is_registered(obj):
             continue  # disabled, or a module its entry point already loaded
-        if _replaces_lazy(pm, obj):
+        if _replaces_lazy(pm, obj, skip):
             continue
         pm.register(obj, name=name if isinstance(name, str) else None)
     try:
@@ -123,17 +123,34 @@ def _load(ep: metadata.EntryPoint) -> Any:
     return ep.load()
 
 
-def _replaces_lazy(pm: pluggy.PluginManager, obj: Any) -> bool:
-    """``extra`` holds a module an entry point registered lazily: the module itself takes the
-    proxy's place under the same name (it is imported already; its hooks are registered once)."""
+def _replaces_lazy(pm: pluggy.PluginManager, obj: Any, skip: set[str]) -> bool:
+    """``extra`` holds an installed plugin's module: it is that plugin, registered once.
+
+    The module an entry point registered lazily takes the proxy's place under the same name (it
+    is imported already). A plugin's package whose entry point names a submodule
+    (``clawkit_x`` for ``x = "clawkit_x.hooks"``) stands for that plugin: nothing more is
+    registered when the entry point is loaded, else the entry point's plugin is (lazily).
+    """
     from .lazyplugin import LazyPlugin
 
     if not isinstance(obj, type(sys)):
         return False
+    module = obj.__name__
     for name, plugin in pm.list_name_plugin():
-        if isinstance(plugin, LazyPlugin) and plugin._clawkit_module == obj.__name__:
+        if isinstance(plugin, LazyPlugin) and plugin._clawkit_module == module:
             pm.unregister(plugin)
             pm.register(obj, name=name)
+            return True
+        target = plugin._clawkit_module if isinstance(plugin, LazyPlugin) else getattr(plugin, "__name__", "")
+        if isinstance(target, str) and target.startswith(module + "."):
+            return True
+    if not hasattr(obj, "__path__"):
+        return False
+    for ep in _entry_points():
+        value = getattr(ep, "value", "")
+        if isinstance(value, str) and value.startswith(module + "."):
+            if ep.name not in skip and pm.get_plugin(ep.name) is None:
+                pm.register(_load(ep), name=ep.name)
             return True
     return False
 
