@@ -1,7 +1,7 @@
 """Compaction's implementation: config, the window arithmetic, compact() and the hook bodies.
 
-:mod:`clawkit_compaction` (the entry point) holds only thin hookimpls that import this
-module on first call, so ``clawkit --help`` loads no pydantic.
+The entry point names this module: the kernel reads its ``@hookimpl`` functions from the source
+and imports it on the first hook call, so ``clawkit --help`` loads no pydantic.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from clawkit import Message
+from clawkit import Message, hook_order, hookimpl
 from clawkit.config import ModelConfig
 
 from .compactor import (
@@ -57,6 +57,7 @@ class CompactionConfig(BaseModel):
         return {"name": v} if isinstance(v, str) else v
 
 
+@hookimpl
 def register_config(register):
     register("compaction", CompactionConfig)
 
@@ -183,14 +184,16 @@ async def compact_over_limit(ctx, request, cfg: CompactionConfig, window: int):
     return request
 
 
-async def before_llm_call(ctx, request):
-    """Compact when the request would exceed the window minus the reserve."""
+@hookimpl
+@hook_order(60)
+def before_llm_call(ctx, request):
+    """Compact when the request would exceed the window minus the reserve (an awaitable then;
+    the usual call, far below the limit, returns None without a coroutine)."""
     over = over_limit(ctx, request)
-    if over is None:
-        return None
-    return await compact_over_limit(ctx, request, *over)
+    return None if over is None else compact_over_limit(ctx, request, *over)
 
 
+@hookimpl
 async def llm_call_failed(ctx, request, error):
     """Compact harder and retry once when the provider says the context overflowed."""
     cfg = _config(ctx)
