@@ -129,7 +129,8 @@ def _replaces_lazy(pm: pluggy.PluginManager, obj: Any, skip: set[str]) -> bool:
     The module an entry point registered lazily takes the proxy's place under the same name (it
     is imported already). A plugin's package whose entry point names a submodule
     (``clawkit_x`` for ``x = "clawkit_x.hooks"``) stands for that plugin: nothing more is
-    registered when the entry point is loaded, else the entry point's plugin is (lazily).
+    registered when the entry point is loaded, else the entry point's plugin is (lazily). Either
+    way it is named as its entry point names it, so messages read the same in tests and the CLI.
     """
     from .lazyplugin import LazyPlugin
 
@@ -144,13 +145,15 @@ def _replaces_lazy(pm: pluggy.PluginManager, obj: Any, skip: set[str]) -> bool:
         target = plugin._clawkit_module if isinstance(plugin, LazyPlugin) else getattr(plugin, "__name__", "")
         if isinstance(target, str) and target.startswith(module + "."):
             return True
-    if not hasattr(obj, "__path__"):
-        return False
     for ep in _entry_points():
         value = getattr(ep, "value", "")
-        if isinstance(value, str) and value.startswith(module + "."):
-            if ep.name not in skip and pm.get_plugin(ep.name) is None:
-                pm.register(_load(ep), name=ep.name)
+        if not isinstance(value, str) or ep.name in skip or pm.get_plugin(ep.name) is not None:
+            continue
+        if value == module:  # under its plugin name, as the CLI names it ("blocked by guard:")
+            pm.register(obj, name=ep.name)
+            return True
+        if value.startswith(module + ".") and hasattr(obj, "__path__"):
+            pm.register(_load(ep), name=ep.name)
             return True
     return False
 
