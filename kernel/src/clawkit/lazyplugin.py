@@ -27,16 +27,20 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
+import sys
 import threading
 import types
 from dataclasses import dataclass, field
 from importlib import import_module
+from importlib.machinery import PathFinder
 from typing import Any
 
 PROJECT = "clawkit"
 _OPT_KEYS = ("wrapper", "hookwrapper", "optionalhook", "tryfirst", "trylast", "specname")
 _DECORATED = re.compile(r"^@", re.M)
 _FROM = re.compile(r"^from[ \t]+([\w.]+)[ \t]+import\b", re.M)
+_DEF = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]", re.M)
+_SIMPLE_NAMES = re.compile(r"[ \t]+\w+(?:[ \t]+as[ \t]+\w+)?(?:[ \t]*,[ \t]*\w+(?:[ \t]+as[ \t]+\w+)?)*[ \t]*(?:#.*)?$")
 
 
 class LazyPluginError(Exception):
@@ -62,10 +66,29 @@ class _Scan:
     reexports: list[tuple[str, str, str]] = field(default_factory=list)  # (module, name, as)
 
 
+def _spec(module: str) -> Any:
+    """``module``'s spec without importing it or its parent packages (``importlib.util.find_spec``
+    of a submodule imports the package; a plugin's package may be the heavy part)."""
+    if module in sys.modules:
+        return getattr(sys.modules[module], "__spec__", None)
+    top, *rest = module.split(".")
+    spec = importlib.util.find_spec(top)
+    name = top
+    for part in rest:
+        if spec is None or spec.submodule_search_locations is None:
+            return None
+        name = f"{name}.{part}"
+        if name in sys.modules:
+            spec = getattr(sys.modules[name], "__spec__", None)
+            continue
+        spec = PathFinder.find_spec(name, list(spec.submodule_search_locations))
+    return spec
+
+
 def _source(module: str) -> tuple[str, bool] | None:
-    """(source text, is a package) of ``module`` without importing it (its parent package is)."""
+    """(source text, is a package) of ``module``, without importing anything."""
     try:
-        spec = importlib.util.find_spec(module)
+        spec = _spec(module)
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
@@ -152,21 +175,22 @@ def _scan(module: str) -> _Scan | None:
     for match in _DECORATED.finditer(source):
         if match.start() < done:
             continue  # inside the block just read
+        body = _DEF.search(source, match.start())
+        if body is None:
+            break
+        if "hookimpl" not in source[match.start() : body.start()]:
+            done = body.start()
+            continue  # decorators without @hookimpl: not a hook (nothing to parse)
         parsed = _statement(source, match.start(), header=True)
         if parsed is None:
-            line = source[match.start() : source.find("\n", match.start())]
-            if re.search(r"hookimpl|hook_order|on_events", line):
-                return None
-            continue  # an ``@`` at the start of a line in a string
+            return None  # a @hookimpl block the reader cannot parse: import the module
         tree, done = parsed
         node = tree.body[0]
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         decl = _hook(node, module)
         if decl is False:
-            if any(_decorator_name(d) == "hookimpl" for d in node.decorator_list):
-                return None
-            continue
+            return None
         if decl is not None:
             scan.hooks[node.name] = decl
     for match in _FROM.finditer(source):
@@ -177,28 +201,52 @@ def _scan(module: str) -> _Scan | None:
             continue  # the kernel or a library: no hook implementations of this plugin
         if source_module in (package, module):
             continue  # ``from . import submodule``
-        parsed = _statement(source, match.start(), header=False)
-        if parsed is None or not isinstance(parsed[0].body[0], ast.ImportFrom):
-            return None
-        for alias in parsed[0].body[0].names:
-            if alias.name == "*":
+        line = source[match.end() : source.find("\n", match.end())]
+        if _SIMPLE_NAMES.match(line):  # ``from .x import a, b as c`` on one line: no parser needed
+            names = [tuple(n.split()[::2]) if " as " in n else (n.strip(), n.strip()) for n in line.split(",")]
+        else:
+            parsed = _statement(source, match.start(), header=False)
+            if parsed is None or not isinstance(parsed[0].body[0], ast.ImportFrom):
                 return None
-            scan.reexports.append((source_module, alias.name, alias.asname or alias.name))
+            names = [(a.name, a.asname or a.name) for a in parsed[0].body[0].names]
+        for name, attr in names:
+            if name == "*":
+                return None
+            scan.reexports.append((source_module, name, attr))
     return scan
 
 
-def declare(module: str, _depth: int = 0) -> dict[str, HookDecl] | None:
+def declare(module: str) -> dict[str, HookDecl] | None:
     """The hook implementations of ``module`` read from its source (attribute -> declaration),
     following ``from .x import name`` re-exports; None when the module must be imported instead."""
-    scan = _scan(module)
-    if scan is None or _depth > 3:
+    scans: dict[str, _Scan | None] = {}
+
+    def scan_of(name: str) -> _Scan | None:
+        if name not in scans:
+            scans[name] = _scan(name)
+        return scans[name]
+
+    def lookup(source_module: str, name: str, depth: int) -> HookDecl | None | bool:
+        scan = scan_of(source_module)
+        if scan is None or depth > 3:
+            return False
+        if name in scan.hooks:
+            return scan.hooks[name]
+        for inner, inner_name, attr in scan.reexports:
+            if attr == name:
+                return lookup(inner, inner_name, depth + 1)
         return None
-    hooks = dict(scan.hooks)
-    for source_module, name, attr in scan.reexports:
-        inner = declare(source_module, _depth + 1)
-        if inner is None:
+
+    front = scan_of(module)
+    if front is None:
+        return None
+    hooks = dict(front.hooks)
+    for source_module, name, attr in front.reexports:
+        if name[:1].isupper():
+            continue  # a class or a constant, not a hook implementation
+        decl = lookup(source_module, name, 1)
+        if decl is False:
             return None
-        decl = inner.get(name)
         if decl is not None:
             hooks[attr] = HookDecl(attr, decl.module, decl.name, decl.opts, decl.argnames, decl.order, decl.events)
     return hooks
