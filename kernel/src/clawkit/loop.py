@@ -22,6 +22,7 @@ from .plugins import get_plugin_manager
 from .providers import Provider, ProviderError, ProviderRegistry
 from .sessions import LOCK_WAIT, Session, SessionStore, repair_interrupted
 from .toolexec import ToolExecutor
+from .usage import add_usage as _add_usage
 from .tools import ToolRegistry
 from .types import Event, LlmRequest, Message, Outbound, SessionClassification, ToolCall, Usage
 
@@ -572,18 +573,3 @@ def _fallback_summary(result: TurnResult) -> str:
     calls = result.tool_calls
     done = ", ".join(f"{c['name']}{' (failed)' if c.get('is_error') else ''}" for c in calls[-10:]) or "no tool calls"
     return f"The turn stopped ({result.stop_reason}) before an answer was written. Tool calls made: {done}."
-
-
-def _add_usage(total: Usage, u: Usage | dict) -> None:
-    if isinstance(u, dict):
-        u = Usage.model_validate(u)
-    # straight into the fields (both sides are validated Usage objects): pydantic's __setattr__ costs
-    # ~2 us a field, four times per model call
-    d, add = total.__dict__, u.__dict__
-    d["prompt_tokens"] += add["prompt_tokens"]
-    d["completion_tokens"] += add["completion_tokens"]
-    d["total_tokens"] += add["total_tokens"]
-    if add["cost"] is not None:
-        d["cost"] = (d["cost"] or 0.0) + add["cost"]
-    if add["estimated"]:
-        d["estimated"] = True

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from ..cli import EXIT_OK, terminated
+from ..cliopts import EXIT_OK, terminated
 from ..hookspecs import hook_order, hookimpl
 from .core import CHAT_HELP, _open, _stdout_deliver, _write, session_arg
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_agent_options, overrides_from
+from ..cliopts import EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, add_agent_options, overrides_from
 from ..errors import UsageError
 from ..hookspecs import hookimpl
 
@@ -124,7 +124,7 @@ def _write(text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
-        from ..cli import quiet_stdout
+        from ..cliopts import quiet_stdout
 
         quiet_stdout()
 
