@@ -30,7 +30,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from .app import HttpError
+from .httperror import HttpError
 
 
 @dataclass
