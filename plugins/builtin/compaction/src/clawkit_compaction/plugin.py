@@ -24,6 +24,7 @@ from .compactor import (
     request_tokens,
     split_point,
 )
+from .swap import _persist, _summarizer
 from clawkit.tokens import get_counter, max_request_tokens
 
 log = logging.getLogger("clawkit.compaction")
@@ -86,30 +87,6 @@ def _limit(cfg: CompactionConfig, ctx: Any, window: int) -> int:
     from clawkit.budget import ContextBudget
 
     return min(ContextBudget(window, ctx.agent.context).summarize_at_tokens, window - int(getattr(ctx.agent.model, "max_tokens", None) or 0))
-
-
-def _summarizer(ctx: Any, cfg: CompactionConfig, window: int) -> Summarizer | None:
-    runtime = ctx.runtime
-    if runtime is None:
-        return None
-    if cfg.model is not None:
-        provider, model, s_window = runtime.provider_for(cfg.model), cfg.model.name, cfg.model.context_window or window
-    else:
-        provider, model, s_window = runtime.provider, ctx.agent.model.name, window
-    input_chars = max(4000, int(s_window * cfg.summarizer_input_share * 3.5) - cfg.summary_max_tokens * 4)
-    return Summarizer(provider, model, input_chars, cfg.summary_max_tokens)
-
-
-def _persist(ctx: Any, summary: Message, recent: list[Message]) -> bool:
-    """Swap the session's history for summary + recent, when recent maps onto it."""
-    history = ctx.session.history
-    first = recent[0] if recent else None
-    idx = next((i for i, m in enumerate(history) if m is first), None)
-    if idx is None or len(history) - idx != len(recent):
-        log.info("session %s: request does not map onto the stored history; compacted the request only", ctx.session.id)
-        return False
-    ctx.session.replace_history([summary] + history[idx:])
-    return True
 
 
 async def compact(ctx: Any, request: Any, cfg: CompactionConfig, *, window: int, trigger: str, keep_share: float | None = None) -> bool:
