@@ -94,7 +94,9 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "model", None):
         out["model"] = args.model
     if getattr(args, "workspace", None):
-        out["workspace"] = args.workspace
+        # a path typed on the command line is relative to the current directory (the YAML's
+        # ``workspace:`` key stays relative to the YAML file's folder)
+        out["workspace"] = os.path.abspath(os.path.expanduser(args.workspace))
     if getattr(args, "db", None):
         out["state_db"] = args.db
     for item in getattr(args, "overrides", []) or []:

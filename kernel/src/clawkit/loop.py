@@ -417,6 +417,7 @@ class Agent(ModelSide):
         self._session = session
         session.classification = classification
         ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self)
+        ctx.state["preview"] = True  # plugins start no process, call no model, write nothing (docs/hooks.md)
         if text is not None:
             await self._receive(ctx, text)
         request = await self._build_request(ctx, True)
