@@ -56,7 +56,7 @@ FRONT = '''
 
 @maintainers: a line in a string that starts with "@" is not a decorator
 """
-from .cli import register_commands
+from .cli import register_commands  # noqa: F401  (a comment, with a comma)
 from .heavy import (
     before_llm_call,
     message_sending,

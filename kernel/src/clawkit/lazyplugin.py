@@ -203,7 +203,8 @@ def _scan(module: str) -> _Scan | None:
             continue  # ``from . import submodule``
         line = source[match.end() : source.find("\n", match.end())]
         if _SIMPLE_NAMES.match(line):  # ``from .x import a, b as c`` on one line: no parser needed
-            names = [tuple(n.split()[::2]) if " as " in n else (n.strip(), n.strip()) for n in line.split(",")]
+            names = [tuple(n.split()[::2]) if " as " in n else (n.strip(), n.strip())
+                     for n in line.split("#", 1)[0].split(",")]
         else:
             parsed = _statement(source, match.start(), header=False)
             if parsed is None or not isinstance(parsed[0].body[0], ast.ImportFrom):
