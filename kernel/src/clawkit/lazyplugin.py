@@ -172,7 +172,7 @@ def _scan(module: str) -> _Scan | None:
     package = module if is_package else module.rpartition(".")[0]
     scan = _Scan()
     done = 0
-    for match in _DECORATED.finditer(source):
+    for match in _DECORATED.finditer(source) if "hookimpl" in source else ():
         if match.start() < done:
             continue  # inside the block just read
         body = _DEF.search(source, match.start())
