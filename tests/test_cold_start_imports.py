@@ -37,7 +37,7 @@ def snapshot():
     return set(sys.modules)
 
 from clawkit.cli import build_parser
-from clawkit.plugins import get_plugin_manager, _wanted_distributions, _norm
+from clawkit.plugins import get_plugin_manager, _load, _wanted_distributions, _norm
 
 wanted = _wanted_distributions()
 steps = {}
@@ -45,7 +45,7 @@ seen = snapshot()
 for ep in metadata.entry_points(group="clawkit"):
     if wanted is not None and _norm(ep.dist.name if ep.dist else "?") not in wanted:
         continue
-    ep.load()
+    _load(ep)  # as the kernel loads it: lazily, read from its source (clawkit.lazyplugin)
     now = snapshot()
     steps[f"plugin {ep.name}"] = sorted(now - seen)
     seen = now

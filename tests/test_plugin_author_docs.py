@@ -100,9 +100,10 @@ def test_make_agent_loads_the_full_install_unless_narrowed(make_agent):
 def test_http_agent_loads_the_full_install_and_your_plugins(http_agent, model_server):
     names = {name for name, _ in http_agent(plugins=(Gate(),)).pm.list_name_plugin()}
     assert {"litellm", "my-gate", "policy", "shield"} <= names
-    agent = http_agent("Hello.", plugins=(Gate(),), narrow="litellm and my gate only, for the exact request")
+    agent = http_agent("Hello.", plugins=(Gate(),), narrow="the provider and my gate only, for the exact request")
     names = {name for name, _ in agent.pm.list_name_plugin()}
-    assert {"clawkit_litellm", "my-gate"} <= names and not names & {"policy", "shield", "skills"}
+    # the provider users get for openai/… (clawkit-http), under its plugin name
+    assert {"http", "my-gate"} <= names and not names & {"policy", "shield", "skills", "litellm"}
     assert agent.run("hi").reply == "Hello."
     (req,) = model_server.requests
     assert req.path == "/v1/chat/completions" and req.messages[-1] == {"role": "user", "content": "hi"}

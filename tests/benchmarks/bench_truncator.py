@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import clawkit_truncator
+import clawkit_truncator.plugin
 from clawkit import ToolCall, ToolResult
 from clawkit.config import AgentConfig
 from clawkit.context import TurnContext
@@ -58,7 +59,7 @@ def main() -> None:
             for i in range(7):
                 result = ToolResult(call_id=f"c{i}", name="tail_logs", content=text)
                 t0 = time.perf_counter()
-                out = clawkit_truncator.after_tool_call(ctx, ToolCall(id=f"c{i}", name="tail_logs"), result)
+                out = clawkit_truncator.plugin.after_tool_call(ctx, ToolCall(id=f"c{i}", name="tail_logs"), result)
                 hook_t.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
                 output_store.wait()

@@ -215,6 +215,10 @@ def _construct(node: yaml.Node, path: tuple, lines: dict[tuple, int], env: dict[
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_construct(n, path + (i,), lines, env, file) for i, n in enumerate(node.value)]
+    if node.tag == "tag:yaml.org,2002:bool" and node.value.lower() not in ("true", "false"):
+        # YAML 1.2: only true/false are booleans. ``name: off`` stays the string "off"; a bool field
+        # still takes it (pydantic reads "off"/"no"/"on"/"yes" as booleans)
+        return interpolate(node.value, env, f"{file}:{node.start_mark.line + 1}")
     loader = yaml.SafeLoader("")
     value = loader.construct_object(node)
     if isinstance(value, str):
@@ -249,7 +253,33 @@ def _line_for(loc: tuple, lines: dict[tuple, int]) -> int | None:
     return lines.get(())
 
 
-def format_validation_error(exc: ValidationError, file: str, lines: dict[tuple, int]) -> str:
+def _keys_at(model: Any, loc: tuple) -> list[str]:
+    """The keys a pydantic model accepts at ``loc`` (field names and aliases), for "did you mean"."""
+    import typing
+
+    cur = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = getattr(cur, "model_fields", None)
+        if not fields or part not in fields:
+            return []
+        ann, cur = fields[part].annotation, None
+        for t in (ann, *typing.get_args(ann), *(a for x in typing.get_args(ann) for a in typing.get_args(x))):
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                cur = t
+                break
+        if cur is None:
+            return []
+    fields = getattr(cur, "model_fields", None) or {}
+    return [*fields, *(f.alias for f in fields.values() if f.alias)]
+
+
+def format_validation_error(exc: ValidationError, file: str, lines: dict[tuple, int], model: Any = None) -> str:
+    """One line per error: ``file:line: field: message``; an unknown key close to a known one
+    says which (``did you mean `tools`?``) when ``model`` is given."""
+    import difflib
+
     parts = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -258,6 +288,9 @@ def format_validation_error(exc: ValidationError, file: str, lines: dict[tuple, 
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
+            close = difflib.get_close_matches(str(loc[-1]), _keys_at(model, loc[:-1]), n=1) if model and loc else []
+            if close:
+                msg += f" (did you mean `{close[0]}`?)"
         where = line if isinstance(line, str) else f"{file}:{line or '?'}"  # a str: set by a flag or variable
         parts.append(f"{where}: {msg}" if where == f"--set {field}" else f"{where}: {field}: {msg}")
     return "\n".join(parts)
@@ -350,7 +383,7 @@ def validate_agent(
     try:
         cfg = model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, file, lines)) from None
+        raise ConfigError(format_validation_error(exc, file, lines, model)) from None
     cfg._where_file, cfg._lines = file, lines
     if base_dir is not None and not cfg.workspace.is_absolute():
         cfg.workspace = (base_dir / cfg.workspace).resolve()

@@ -22,6 +22,7 @@ from .plugins import get_plugin_manager
 from .providers import Provider, ProviderError, ProviderRegistry
 from .sessions import LOCK_WAIT, Session, SessionStore, repair_interrupted
 from .toolexec import ToolExecutor
+from .usage import add_usage as _add_usage
 from .tools import ToolRegistry
 from .types import Event, LlmRequest, Message, Outbound, SessionClassification, ToolCall, Usage
 
@@ -481,6 +482,7 @@ class Agent(ModelSide):
         self._session = session
         session.classification = classification
         ctx = TurnContext(self.config, session, self.hooks, self.tools, channel=self.channel, agent_obj=self)
+        ctx.state["preview"] = True  # plugins start no process, call no model, write nothing (docs/hooks.md)
         if text is not None:
             await self._receive(ctx, text)
         request = await self._build_request(ctx, True)
@@ -683,17 +685,3 @@ def _jsonable(result: TurnResult) -> Any:
     except ValueError:
         return result.reply
 
-
-def _add_usage(total: Usage, u: Usage | dict) -> None:
-    if isinstance(u, dict):
-        u = Usage.model_validate(u)
-    # straight into the fields (both sides are validated Usage objects): pydantic's __setattr__ costs
-    # ~2 us a field, four times per model call
-    d, add = total.__dict__, u.__dict__
-    d["prompt_tokens"] += add["prompt_tokens"]
-    d["completion_tokens"] += add["completion_tokens"]
-    d["total_tokens"] += add["total_tokens"]
-    if add["cost"] is not None:
-        d["cost"] = (d["cost"] or 0.0) + add["cost"]
-    if add["estimated"]:
-        d["estimated"] = True

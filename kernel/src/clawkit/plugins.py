@@ -5,6 +5,8 @@ Switches:
 * ``CLAWKIT_LOAD_PLUGINS`` — comma list of distribution names to load (e.g.
   ``clawkit-litellm,clawkit-hello``); set but empty means no plugins at all.
 * ``CLAWKIT_TRACE_PLUGINS=1`` — print every hook call with its timing to stderr.
+* ``CLAWKIT_EAGER_PLUGINS=1`` — import every plugin module at start instead of registering it
+  lazily (see :mod:`clawkit.lazyplugin`; for debugging a plugin's import-time behaviour).
 * per agent: ``plugins: {name: {enabled: false}}`` (pass ``disabled=``).
 """
 
@@ -86,7 +88,7 @@ def get_plugin_manager(
             if ep.name in skip:
                 continue
             try:
-                plugin = ep.load()
+                plugin = _load(ep)
             except Exception as exc:  # a broken plugin must say which one it is
                 raise PluginError(f"plugin {ep.name!r} from {dist} failed to import: {exc!r}") from exc
             pm.register(plugin, name=ep.name)
@@ -96,6 +98,8 @@ def get_plugin_manager(
         name = getattr(obj, "name", None) if not isinstance(obj, type(sys)) else obj.__name__
         if name in skip or pm.is_registered(obj):
             continue  # disabled, or a module its entry point already loaded
+        if _replaces_lazy(pm, obj, skip):
+            continue
         pm.register(obj, name=name if isinstance(name, str) else None)
     try:
         pm.check_pending()
@@ -104,6 +108,54 @@ def get_plugin_manager(
     if os.environ.get("CLAWKIT_TRACE_PLUGINS") == "1":
         _enable_tracing(pm)
     return pm
+
+
+def _load(ep: metadata.EntryPoint) -> Any:
+    """The plugin an entry point names: a module is registered lazily when its hooks can be read
+    from its source (:mod:`clawkit.lazyplugin`); ``module:attr`` and anything else is imported."""
+    value = getattr(ep, "value", None)
+    if isinstance(value, str) and ":" not in value and "[" not in value and os.environ.get("CLAWKIT_EAGER_PLUGINS") != "1":
+        from .lazyplugin import lazy_plugin
+
+        lazy = lazy_plugin(value.strip())
+        if lazy is not None:
+            return lazy
+    return ep.load()
+
+
+def _replaces_lazy(pm: pluggy.PluginManager, obj: Any, skip: set[str]) -> bool:
+    """``extra`` holds an installed plugin's module: it is that plugin, registered once.
+
+    The module an entry point registered lazily takes the proxy's place under the same name (it
+    is imported already). A plugin's package whose entry point names a submodule
+    (``clawkit_x`` for ``x = "clawkit_x.hooks"``) stands for that plugin: nothing more is
+    registered when the entry point is loaded, else the entry point's plugin is (lazily). Either
+    way it is named as its entry point names it, so messages read the same in tests and the CLI.
+    """
+    from .lazyplugin import LazyPlugin
+
+    if not isinstance(obj, type(sys)):
+        return False
+    module = obj.__name__
+    for name, plugin in pm.list_name_plugin():
+        if isinstance(plugin, LazyPlugin) and plugin._clawkit_module == module:
+            pm.unregister(plugin)
+            pm.register(obj, name=name)
+            return True
+        target = plugin._clawkit_module if isinstance(plugin, LazyPlugin) else getattr(plugin, "__name__", "")
+        if isinstance(target, str) and target.startswith(module + "."):
+            return True
+    for ep in _entry_points():
+        value = getattr(ep, "value", "")
+        if not isinstance(value, str) or ep.name in skip or pm.get_plugin(ep.name) is not None:
+            continue
+        if value == module:  # under its plugin name, as the CLI names it ("blocked by guard:")
+            pm.register(obj, name=ep.name)
+            return True
+        if value.startswith(module + ".") and hasattr(obj, "__path__"):
+            pm.register(_load(ep), name=ep.name)
+            return True
+    return False
 
 
 def plugin_infos(pm: pluggy.PluginManager) -> list[PluginInfo]:

@@ -66,7 +66,7 @@ class ToolExecutor:
             # a plugin (a sequence rule blocking the same call again and again, a budget) ends the turn
             stop = halt if isinstance(halt, str) else "Stopped by a plugin."
             result.stop_reason = ctx.state.get("stop_reason", "stopped_by_plugin")
-        from .loop import _add_usage
+        from .usage import add_usage as _add_usage
 
         for call, res in zip(runnable, results):
             self.agent._append(ctx.session, Message(role="tool", content=res.content, tool_result=res), ctx)

@@ -129,7 +129,7 @@ class Message(Model):
             return {"role": "tool", "tool_call_id": self.tool_result.call_id, "content": self.content}
         out: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.blocks and self.role == "user":
-            from .attachments import attached, openai_part
+            from .content_parts import attached, openai_part
 
             parts = [openai_part(b) for b in attached(self)]
             if parts:

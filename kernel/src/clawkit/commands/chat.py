@@ -20,10 +20,10 @@ import asyncio
 import sys
 
 from ..attachments import AttachmentError
-from ..cli import EXIT_OK, terminated
+from ..cliopts import EXIT_OK, terminated
 from ..hookspecs import hook_order, hookimpl
+from .turn import CHAT_HELP, _open, _stdout_deliver, _write, session_arg
 from .chatlines import ChatLines
-from .core import CHAT_HELP, _open, _stdout_deliver, _write, session_arg
 
 PASTE_ON, PASTE_OFF = "\x1b[?2004h", "\x1b[?2004l"
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"

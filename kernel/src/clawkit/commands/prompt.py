@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from ..cli import EXIT_OK, UsageError, add_agent_options, overrides_from
+from ..cliopts import EXIT_OK, UsageError, add_agent_options, overrides_from
 
 
 def register(cli) -> None:

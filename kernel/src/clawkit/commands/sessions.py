@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import EXIT_OK, add_workspace_options, workspace_db
+from ..cliopts import EXIT_OK, add_workspace_options, workspace_db
 from ..errors import UsageError
 
 

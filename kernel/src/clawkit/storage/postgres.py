@@ -17,7 +17,7 @@ import psycopg
 from psycopg import pq
 from psycopg.adapt import Loader
 
-from . import POSTGRESQL, Table
+from .schema import POSTGRESQL, Table
 
 
 class OperationalError(sqlite3.OperationalError):
@@ -160,7 +160,7 @@ class PgConnection:
         try:
             conn = psycopg.connect(self.url, autocommit=True)
         except psycopg.Error as exc:
-            from . import redact_url
+            from .schema import redact_url
 
             raise OperationalError(f"cannot connect to {redact_url(self.url)}: {exc}") from exc
         conn.adapters.register_loader("numeric", _NumericLoader)

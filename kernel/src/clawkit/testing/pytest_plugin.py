@@ -130,9 +130,10 @@ def make_agent(workspace: Path, request):
 def http_agent(make_agent, model_server):
     """``http_agent(*script, plugins=..., plugin_config=..., narrow=None, **config)`` → an Agent whose
     model is the loopback ``model_server`` (scripted with ``script``), reached over real HTTP through
-    the provider plugin ``clawkit-litellm`` (the test is skipped when it is not installed). Every
-    installed plugin is loaded unless the test narrows (then clawkit-litellm and ``plugins``)."""
-    litellm_plugin = pytest.importorskip("clawkit_litellm")
+    ``clawkit-http``, the provider ``clawkit run`` gives ``openai/…`` models (the test is skipped when
+    it is not installed). Every installed plugin is loaded unless the test narrows (then clawkit-http
+    and ``plugins``). Like ``make_agent``, its workspace is the ``workspace`` fixture's folder."""
+    provider_plugin = pytest.importorskip("clawkit_http")
 
     def factory(*script: Any, plugins: tuple = (), **config: Any):
         if script:
@@ -141,7 +142,7 @@ def http_agent(make_agent, model_server):
             "model",
             {"name": "openai/test-model", "api_base": model_server.url, "api_key": "sk-test", "timeout": 10, "max_retries": 0},
         )
-        return make_agent(plugins=(litellm_plugin, *plugins), provider="config", **config)
+        return make_agent(plugins=(provider_plugin, *plugins), provider="config", **config)
 
     return factory
 

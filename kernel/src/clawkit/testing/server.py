@@ -70,6 +70,23 @@ class RecordedRequest:
     def stream(self) -> bool:
         return bool(isinstance(self.body, dict) and self.body.get("stream"))
 
+    @property
+    def system(self) -> str:
+        """The system prompt the request carried, as text, in either wire format (OpenAI: the
+        ``system`` messages; Anthropic: the ``system`` field, a string or text blocks)."""
+        body = self.body if isinstance(self.body, dict) else {}
+        parts: list[Any] = []
+        if "system" in body:
+            parts.append(body["system"])
+        parts.extend(m.get("content") for m in self.messages if isinstance(m, dict) and m.get("role") == "system")
+        out = []
+        for part in parts:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, list):
+                out.extend(b.get("text", "") for b in part if isinstance(b, dict))
+        return "\n\n".join(p for p in out if p)
+
 
 class ModelServer:
     """The loopback model server. Use as a context manager, or ``start()``/``stop()``."""

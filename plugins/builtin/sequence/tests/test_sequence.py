@@ -64,7 +64,7 @@ def test_blocks_then_allows_after_the_prerequisite(make_agent, files, workspace)
     )
     result = agent.run("update a.txt")
     assert [c["blocked"] for c in result.tool_calls] == [True, False, False]
-    assert tool_messages(agent, 1)[0] == "Error: blocked by clawkit_sequence: Read a.txt before you overwrite it."
+    assert tool_messages(agent, 1)[0] == "Error: blocked by sequence: Read a.txt before you overwrite it."
     assert files.ran == [("read_file", "a.txt"), ("write_file", "a.txt")]
     assert (workspace / "a.txt").read_text() == "new"
     blocked = events(agent, result.session_id, "sequence.blocked")
@@ -190,7 +190,7 @@ def test_the_same_blocked_call_repeated_stops_the_loop(make_agent, files, worksp
     assert result.reply == "I could not write the file."
     assert len(agent.provider.requests) == 3 and agent.provider.requests[-1].tools == []
     second = tool_messages(agent, 2)[-1]
-    assert second.startswith("Error: blocked by clawkit_sequence: Stop: write_file was blocked 2 times")
+    assert second.startswith("Error: blocked by sequence: Stop: write_file was blocked 2 times")
     assert files.ran == []
 
 

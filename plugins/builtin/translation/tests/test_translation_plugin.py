@@ -8,6 +8,7 @@ import time
 import pytest
 
 import clawkit_translation
+from clawkit import hookimpl
 from clawkit.config import ConfigError
 from clawkit.testing import ScriptedProvider
 from clawkit_translation import TranslationConfig, route_message
@@ -54,7 +55,7 @@ def tools():
 
 
 class ToolsPlugin:
-    @clawkit_translation.hookimpl
+    @hookimpl
     def register_tools(self, register, agent):
         for fn in tools():
             register(fn)
@@ -130,7 +131,7 @@ class Spy:
         self.routes = []
         self.delivered = []
 
-    @clawkit_translation.hookimpl(trylast=True)
+    @hookimpl(trylast=True)
     def before_llm_call(self, ctx, request):
         self.routes.append(dict(ctx.state.get("route") or {}))
 
@@ -247,7 +248,7 @@ def test_route_message_is_pure_and_configurable():
 class Neighbour:
     """Another plugin writing session metadata right after the router (a full metadata write)."""
 
-    @clawkit_translation.hookimpl(trylast=True)
+    @hookimpl(trylast=True)
     def message_received(self, ctx, message):
         ctx.session.set("neighbour", ctx.session.get("neighbour", 0) + 1)
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import clawkit_truncator
-from clawkit import tokens
+from clawkit import hookimpl, tokens
 from clawkit_truncator import store
 from clawkit_truncator.cut import plan_cut, tail_has_signal
 from clawkit.testing import ScriptedReply, call, unwrapped
@@ -61,7 +61,7 @@ def make(make_agent, output: str, *, tools=("dump", "read_tool_output"), truncat
         return output
 
     class Dumper:
-        @clawkit_truncator.hookimpl
+        @hookimpl
         def register_tools(self, register, agent):
             register(dump)
 
@@ -258,4 +258,6 @@ def test_loads_alone_from_its_entry_point(monkeypatch):
     # narrow: the plugin loads alone from its entry point
     monkeypatch.setenv("CLAWKIT_LOAD_PLUGINS", "clawkit-truncator")
     pm = get_plugin_manager()
-    assert pm.get_plugin("truncator") is clawkit_truncator
+    # the entry point names clawkit_truncator.plugin, registered lazily (read from its source)
+    plugin = pm.get_plugin("truncator")
+    assert {h.name for h in pm.get_hookcallers(plugin)} >= {"after_tool_call", "before_llm_call", "register_tools"}

@@ -27,54 +27,5 @@ is, is answered without a model call. Usage a tool reports in its result's ``met
 
 from __future__ import annotations
 
-from clawkit import hook_order, hookimpl, on_events
-from clawkit.lazy import lazy_module
-
-_plugin = lazy_module(__name__, "plugin")  # the implementation, imported by the first hook call
-
-
-@hookimpl
-def register_config(register):
-    from .plugin import BudgetsConfig
-
-    register("budgets", BudgetsConfig)
-
-
-@hookimpl(tryfirst=True)
-@hook_order(15)
-def message_received(ctx, message):
-    """Record the session's usage before this run; refuse the turn if it is already spent."""
-    _plugin().start(ctx)
-
-
-@hookimpl(tryfirst=True)
-@hook_order(15)
-def before_tool_call(ctx, call):
-    """Reserve the call against every cap, or block it (and stop the turn) once a cap is reached."""
-    return _plugin().gate(ctx, call)
-
-
-@hookimpl
-@hook_order(50)
-def after_tool_call(ctx, call, result):
-    """Count usage the tool reports (a tool that ran models); keep the session's tool-call count."""
-    _plugin().after_tool(ctx, call, result)
-
-
-@hookimpl(trylast=True)
-@hook_order(80)
-def before_llm_call(ctx, request):
-    """Stop before a model call past a cap; warn near one."""
-    _plugin().before_model(ctx, request)
-
-
-@hookimpl
-@on_events("llm.call", "tool.blocked", "tool.approval")
-def on_event(event):
-    """Add each model call's usage to its run (and the ancestors'); give back the reservation of a
-    tool call another gate blocked or whose approval was denied."""
-    if event.type not in ("llm.call", "tool.blocked", "tool.approval"):  # called for every event without the filter
-        return
-    from . import plugin
-
-    plugin.observe(event)
+# The entry point names :mod:`clawkit_budgets.plugin`: the kernel reads its hooks from the source and imports
+# it on the first hook call (clawkit.lazyplugin), so ``clawkit --help`` loads none of it.

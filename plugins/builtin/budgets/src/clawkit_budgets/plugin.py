@@ -13,6 +13,8 @@ the next call.
 
 from __future__ import annotations
 
+from clawkit import hook_order, hookimpl, on_events
+
 import time
 import weakref
 from typing import Any
@@ -107,6 +109,8 @@ def pool(ctx: Any) -> Pool | None:
     return mine
 
 
+@hookimpl(tryfirst=True, specname="message_received")
+@hook_order(15)
 def start(ctx: Any) -> None:
     cfg = _config(ctx)
     p = pool(ctx)
@@ -182,6 +186,8 @@ def _stop(ctx: Any, hit: tuple[str, str]) -> None:
     ctx.stop(f"Stopped: the {hit[1]} budget is reached.", reason="budget", detail=hit[1])
 
 
+@hookimpl(tryfirst=True, specname="before_tool_call")
+@hook_order(15)
 def gate(ctx: Any, call: Any) -> Any:
     """Reserve ``call`` against every cap, or block it: atomic (no await between check and count)."""
     p = pool(ctx)
@@ -223,6 +229,8 @@ def add_usage(p: Pool, usage: dict[str, Any]) -> None:
         q.estimated = q.estimated or estimated
 
 
+@hookimpl(specname="on_event")
+@on_events("llm.call", "tool.blocked", "tool.approval")
 def observe(event: Any) -> None:
     p = _pools.get(event.run_id) if event.run_id else None
     if p is None:
@@ -233,6 +241,8 @@ def observe(event: Any) -> None:
         release(event.run_id, event.data.get("call_id"))
 
 
+@hookimpl(specname="after_tool_call")
+@hook_order(50)
 def after_tool(ctx: Any, call: Any, result: Any) -> None:
     p = pool(ctx)
     if p is None:
@@ -249,6 +259,8 @@ def _persist(ctx: Any) -> None:
     ctx.session.set(KEY, {"tool_calls": u["tool_calls"], "wall_time": round(u["wall_time"], 3)})
 
 
+@hookimpl(trylast=True, specname="before_llm_call")
+@hook_order(80)
 def before_model(ctx: Any, request: Any) -> None:
     p = pool(ctx)
     if p is None:
@@ -270,3 +282,8 @@ def before_model(ctx: Any, request: Any) -> None:
         ctx.emit("budget.warning", cap=near[0], detail=near[1])
         note = f"Budget notice: {near[1]} used. Wrap up soon: finish the current step and summarise."
         request.system = (request.system + "\n\n" if request.system else "") + note
+
+
+@hookimpl
+def register_config(register):
+    register("budgets", BudgetsConfig)

@@ -1,7 +1,7 @@
 """The classifier's implementation: config, the classifier call and the hook bodies.
 
-:mod:`clawkit_classifier` (the entry point) holds only thin hookimpls that import this
-module on first call, so ``clawkit --help`` loads no pydantic or json_repair.
+The entry point names this module: the kernel reads its ``@hookimpl`` functions from the source
+and imports it on the first hook call, so ``clawkit --help`` loads no pydantic or json_repair.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from clawkit import hook_order, hookimpl, on_events
 from clawkit.config import ModelConfig
 from clawkit.types import LlmRequest, Message, SessionClassification
 
@@ -121,10 +122,13 @@ def _remember(ctx: Any) -> None:
         _live.popitem(last=False)
 
 
+@hookimpl
 def register_config(register):
     register("classifier", ClassifierConfig)
 
 
+@hookimpl
+@hook_order(70)
 def message_received(ctx, message):
     """Sets the bounded wait, counts turns, and asks for re-classification every N turns."""
     cfg = settings(ctx.agent)
@@ -145,6 +149,8 @@ def message_received(ctx, message):
         session.set("reclassify", True)
 
 
+@hookimpl
+@on_events("compaction", "compaction.after")
 def on_event(event):
     """After a compaction the conversation changed: classify it again next turn."""
     if event.type not in COMPACTION_EVENTS or not event.session_id:
@@ -225,6 +231,7 @@ async def classify(provider: Any, model: ModelConfig, messages: list[Message], c
     return parse_classification(response.content)
 
 
+@hookimpl
 def classify_session(session, messages):
     """None at once when there is nothing to do (no classifier model, attempts spent, no running
     agent) — the kernel then starts no task — else the classification's coroutine."""

@@ -13,35 +13,11 @@ dropped instead, and the history says so.
 
 from __future__ import annotations
 
+# The entry point names :mod:`clawkit_compaction.plugin`: the kernel reads its hooks from the source and imports
+# it on the first hook call (clawkit.lazyplugin), so ``clawkit --help`` loads none of it.
+from clawkit.lazy import lazy_exports
 
-from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_exports, lazy_module
-
-# Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic and the kernel
-# types load (with :mod:`clawkit_compaction.plugin`) only when a hook first runs.
 _EXPORTS = {"CompactionConfig": "plugin", "compact": "plugin", "SUMMARY_FLAG": "compactor"}
 __all__ = ["CompactionConfig", "compact", "SUMMARY_FLAG"]
 
-
 __getattr__ = lazy_exports(__name__, _EXPORTS)
-_plugin = lazy_module(__name__, "plugin")  # the implementation, imported by the first hook call
-
-
-@hookimpl
-def register_config(register):
-    _plugin().register_config(register)
-
-
-@hookimpl
-@hook_order(60)
-def before_llm_call(ctx, request):
-    """Compact when the request would exceed the window minus the reserve (an awaitable then;
-    the usual call, far below the limit, returns None without a coroutine)."""
-    over = _plugin().over_limit(ctx, request)
-    return None if over is None else _plugin().compact_over_limit(ctx, request, *over)
-
-
-@hookimpl
-async def llm_call_failed(ctx, request, error):
-    """Compact harder and retry once when the provider says the context overflowed."""
-    return await _plugin().llm_call_failed(ctx, request, error)

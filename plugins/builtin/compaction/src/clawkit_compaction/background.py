@@ -74,7 +74,7 @@ def _usable(p: Prepared | None) -> bool:
 def prepare(ctx: Any, request: Any, cfg: Any, window: int) -> None:
     """Start summarizing the older part of ``request`` in the background, unless a summary of a
     prefix of this history is ready or being made."""
-    from .plugin import _summarizer
+    from .swap import _summarizer
 
     sid = ctx.session.id
     current = _PREPARED.get(sid)
@@ -117,7 +117,7 @@ def apply(ctx: Any, request: Any, cfg: Any, window: int, before: int) -> None:
     """The request is over the threshold: the prepared summary replaces the older messages if it
     is ready (and persisted, as the waiting compaction did; a failed summary drops them, saying
     so); else they are left out of this request only. Never waits."""
-    from .plugin import _persist
+    from .swap import _persist
 
     counter = get_counter(request.model)
     p = _PREPARED.get(ctx.session.id)

@@ -1,7 +1,7 @@
 """Compaction's implementation: config, the window arithmetic, compact() and the hook bodies.
 
-:mod:`clawkit_compaction` (the entry point) holds only thin hookimpls that import this
-module on first call, so ``clawkit --help`` loads no pydantic.
+The entry point names this module: the kernel reads its ``@hookimpl`` functions from the source
+and imports it on the first hook call, so ``clawkit --help`` loads no pydantic.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from clawkit import Message
+from clawkit import Message, hook_order, hookimpl
 from clawkit.config import ModelConfig
 
 from .compactor import (
@@ -24,6 +24,7 @@ from .compactor import (
     request_tokens,
     split_point,
 )
+from .swap import _persist, _summarizer
 from clawkit.tokens import get_counter, max_request_tokens
 
 log = logging.getLogger("clawkit.compaction")
@@ -57,6 +58,7 @@ class CompactionConfig(BaseModel):
         return {"name": v} if isinstance(v, str) else v
 
 
+@hookimpl
 def register_config(register):
     register("compaction", CompactionConfig)
 
@@ -85,30 +87,6 @@ def _limit(cfg: CompactionConfig, ctx: Any, window: int) -> int:
     from clawkit.budget import ContextBudget
 
     return min(ContextBudget(window, ctx.agent.context).summarize_at_tokens, window - int(getattr(ctx.agent.model, "max_tokens", None) or 0))
-
-
-def _summarizer(ctx: Any, cfg: CompactionConfig, window: int) -> Summarizer | None:
-    runtime = ctx.runtime
-    if runtime is None:
-        return None
-    if cfg.model is not None:
-        provider, model, s_window = runtime.provider_for(cfg.model), cfg.model.name, cfg.model.context_window or window
-    else:
-        provider, model, s_window = runtime.provider, ctx.agent.model.name, window
-    input_chars = max(4000, int(s_window * cfg.summarizer_input_share * 3.5) - cfg.summary_max_tokens * 4)
-    return Summarizer(provider, model, input_chars, cfg.summary_max_tokens)
-
-
-def _persist(ctx: Any, summary: Message, recent: list[Message]) -> bool:
-    """Swap the session's history for summary + recent, when recent maps onto it."""
-    history = ctx.session.history
-    first = recent[0] if recent else None
-    idx = next((i for i, m in enumerate(history) if m is first), None)
-    if idx is None or len(history) - idx != len(recent):
-        log.info("session %s: request does not map onto the stored history; compacted the request only", ctx.session.id)
-        return False
-    ctx.session.replace_history([summary] + history[idx:])
-    return True
 
 
 async def compact(ctx: Any, request: Any, cfg: CompactionConfig, *, window: int, trigger: str, keep_share: float | None = None) -> bool:
@@ -183,14 +161,16 @@ async def compact_over_limit(ctx, request, cfg: CompactionConfig, window: int):
     return request
 
 
-async def before_llm_call(ctx, request):
-    """Compact when the request would exceed the window minus the reserve."""
+@hookimpl
+@hook_order(60)
+def before_llm_call(ctx, request):
+    """Compact when the request would exceed the window minus the reserve (an awaitable then;
+    the usual call, far below the limit, returns None without a coroutine)."""
     over = over_limit(ctx, request)
-    if over is None:
-        return None
-    return await compact_over_limit(ctx, request, *over)
+    return None if over is None else compact_over_limit(ctx, request, *over)
 
 
+@hookimpl
 async def llm_call_failed(ctx, request, error):
     """Compact harder and retry once when the provider says the context overflowed."""
     cfg = _config(ctx)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from clawkit import hook_order, hookimpl
 from clawkit.lazy import lazy_exports, lazy_module
 
+from .settings import register_config  # noqa: F401  (a hook: the kernel imports this package on a hook's first call)
+
 if TYPE_CHECKING:
     from clawkit.prompt import PromptContributor
 
@@ -54,14 +56,6 @@ def _builtins() -> list[Any]:
 
         _BUILTINS = builtin_contributors()
     return _BUILTINS
-
-
-@hookimpl
-def register_config(register):
-    from .settings import ContributorList, ContributorsConfig
-
-    register("contributors", ContributorsConfig)
-    register("contributors", ContributorList, top_level=True)
 
 
 def _config_contributors(agent: Any) -> list[PromptContributor]:

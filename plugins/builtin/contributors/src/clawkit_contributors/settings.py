@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, model_validator
 
+from clawkit import hookimpl
 from clawkit.prompt import Tag
 
 BUILTIN_IDS = ("identity", "instructions", "tools", "project-context", "directives", "runtime")
@@ -95,3 +96,9 @@ def specs_of(agent: Any) -> list[ContributorSpec]:
     if isinstance(raw, list):
         return ContributorList.model_validate(raw).root
     return []
+
+
+@hookimpl
+def register_config(register):
+    register("contributors", ContributorsConfig)
+    register("contributors", ContributorList, top_level=True)

@@ -1,7 +1,7 @@
 """The directives' implementation: config, session state, the hook bodies and ``/think``.
 
-:mod:`clawkit_directives` (the entry point) holds only thin hookimpls that import this
-module on first call, so ``clawkit --help`` loads no pydantic or clawkit.prompt.
+The entry point names this module: the kernel reads its ``@hookimpl`` functions from the source
+and imports it on the first hook call, so ``clawkit --help`` loads no pydantic or clawkit.prompt.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from clawkit import hook_order, hookimpl
 from clawkit.prompt import PromptContributor, PromptSection
 
 from .parse import VALUES, Parsed, parse
@@ -58,6 +59,7 @@ class DirectivesConfig(BaseModel):
     verbose_max_chars: int = Field(2000, ge=100, description="longest tool result shown with /verbose full")
 
 
+@hookimpl
 def register_config(register):
     register("directives", DirectivesConfig)
 
@@ -227,6 +229,8 @@ def status_text(ctx: Any, cfg: DirectivesConfig, turn: dict[str, str] | None = N
     ])
 
 
+@hookimpl
+@hook_order(20)
 def message_received(ctx, message):
     """Strip directives; persist a directive-only message's settings and answer it."""
     pasted = message.metadata.get(PASTED_KEY) if isinstance(message.metadata, dict) else None
@@ -283,6 +287,8 @@ def supports_reasoning(model: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, p.lower()) or fnmatch.fnmatchcase(short, p.lower()) for p in patterns)
 
 
+@hookimpl
+@hook_order(20)
 def before_llm_call(ctx, request):
     """Set the provider's reasoning effort for /think, where the model accepts it."""
     level = effective(ctx.state, ctx.session).get("think")
@@ -312,6 +318,7 @@ class ThinkContributor(PromptContributor):
 _THINK = ThinkContributor()  # stateless: one instance serves every agent and turn
 
 
+@hookimpl
 def register_prompt_contributor(register, agent):
     register(_THINK)
 
@@ -340,6 +347,8 @@ def _usage_line(rows: list[tuple[int, str, int, int]]) -> str:
     return "; ".join(f"tokens: {p:,} in / {c:,} out ({m})" for _, m, p, c in rows)
 
 
+@hookimpl
+@hook_order(20)
 def message_sending(ctx, outbound):
     """Show tool calls (and with ``full`` their results) and token usage for /verbose."""
     level = effective(ctx.state, ctx.session).get("verbose", "off")

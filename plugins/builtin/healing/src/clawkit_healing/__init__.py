@@ -19,22 +19,5 @@ metadata (``healing``), so they carry across turns and survive a restart.
 
 from __future__ import annotations
 
-from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_module
-
-_plugin = lazy_module(__name__, "plugin")  # the implementation, imported by the first hook call
-
-
-@hookimpl
-def register_config(register):
-    from .plugin import HealingConfig
-
-    register("healing", HealingConfig)
-
-
-@hookimpl
-@hook_order(35)
-def before_llm_call(ctx, request):
-    """Count the tool results since the last request (blocked ones too) and add the notes they call for
-    (an awaitable only when there are notices to deliver)."""
-    return _plugin().intervene_now(ctx, request)
+# The entry point names :mod:`clawkit_healing.plugin`: the kernel reads its hooks from the source and imports
+# it on the first hook call (clawkit.lazyplugin), so ``clawkit --help`` loads none of it.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from clawkit import hook_order, hookimpl
+
 import hashlib
 from typing import Any
 
@@ -99,6 +101,8 @@ async def intervene(ctx: Any, request: Any) -> None:
         await pending
 
 
+@hookimpl(specname="before_llm_call")
+@hook_order(35)
 def intervene_now(ctx: Any, request: Any) -> Any:
     """:func:`intervene`'s work, synchronously; an awaitable (the notices to deliver) only
     when there are notes — most model calls need no coroutine."""
@@ -151,3 +155,8 @@ def add_to_latest_message(request: Any, text: str) -> None:
 async def _notify(ctx: Any, notes: list[str]) -> None:
     for note in notes:
         await ctx.notice(note.split(".")[0] + ".", source="healing")
+
+
+@hookimpl
+def register_config(register):
+    register("healing", HealingConfig)

@@ -32,7 +32,8 @@ from clawkit.providers import OnText, ProviderError
 from clawkit.retry import OnRetry, RetryPolicy, call_with_retries
 from clawkit.types import LlmRequest, LlmResponse
 
-from . import anthropic_format, openai_format, wire_format
+from . import anthropic_format, openai_format
+from .serving import wire_format
 from .errors import Failure, from_exception, from_status
 from .prices import price_per_token
 

@@ -28,7 +28,7 @@ def register_config(register):
 @hookimpl
 @hook_order(25)
 def message_received(ctx):
-    if getattr(getattr(ctx.agent, "mcp", None), "servers", None):
+    if getattr(getattr(ctx.agent, "mcp", None), "servers", None) and not ctx.state.get("preview"):  # `clawkit prompt` starts no server
         from .plugin import message_received as impl
 
         return impl(ctx)
@@ -38,7 +38,7 @@ def message_received(ctx):
 @hookimpl
 @hook_order(47)
 def before_llm_call(ctx, request):
-    if getattr(getattr(ctx.agent, "mcp", None), "servers", None):
+    if getattr(getattr(ctx.agent, "mcp", None), "servers", None) and not ctx.state.get("preview"):
         from .plugin import before_llm_call as impl
 
         return impl(ctx, request)

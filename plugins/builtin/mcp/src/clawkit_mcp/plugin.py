@@ -182,6 +182,8 @@ class McpPromptContributor(PromptContributor):
         self.max_chars = max_chars
 
     async def prepare(self, cctx: Any) -> None:
+        if (cctx.state or {}).get("preview"):
+            return  # `clawkit prompt`: no server is started for a preview
         state = state_for(cctx.agent)
         if state is None or (self.server, self.prompt) in state.prompts:
             return

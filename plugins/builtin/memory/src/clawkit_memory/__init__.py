@@ -17,6 +17,8 @@ from typing import Any
 from clawkit.hookspecs import hook_order, hookimpl, on_events
 from clawkit.lazy import lazy_exports, lazy_module, loaded
 
+from .activity import _ACTIVE, _LAST, _PENDING, STALE_TURN, quiet_for, take_pending  # noqa: F401
+
 # The entry-point module stays a thin set of hookimpls: ``clawkit --help`` imports every
 # plugin, and numpy / sqlite-vec / the embedding table load only when a hook body first runs.
 _EXPORTS = {
@@ -126,24 +128,6 @@ def _idle(ctx: Any, state_db: Any) -> bool:
     return other is None
 
 
-_ACTIVE: dict[str, float] = {}  # session id -> when its turn started: the turns in flight in this process
-_LAST = [float("-inf")]  # when a turn last started or ended (time.monotonic)
-STALE_TURN = 600.0  # a turn in flight this long is taken as lost (its end was never seen)
-
-
-def quiet_for() -> float:
-    """Seconds since a turn of this process last started or ended; 0 while one is in flight.
-    Memory indexes finished turns in such quiet moments, not while a reply is being made."""
-    now = time.monotonic()
-    if _ACTIVE:
-        for sid, began in list(_ACTIVE.items()):
-            if now - began > STALE_TURN:
-                _ACTIVE.pop(sid, None)
-        if _ACTIVE:
-            return 0.0
-    return now - _LAST[0]
-
-
 @hookimpl
 @hook_order(50)
 def message_received(ctx, message):
@@ -229,16 +213,6 @@ def _index_first_turn_later(agent: Any, hooks: Any, state_db: Any) -> None:
     timer.daemon = True
     _TIMERS.add(timer)
     timer.start()
-
-
-_PENDING: dict[int, tuple[Any, set]] = {}  # id(agent config) -> (config, state dbs with unindexed turns)
-
-
-def take_pending(agent: Any) -> set:
-    """State databases whose turns ``agent`` finished while memory was idle (called once by
-    the service when it is built)."""
-    entry = _PENDING.pop(id(agent), None)
-    return entry[1] if entry is not None and entry[0] is agent else set()
 
 
 _TIMERS: Any = set()

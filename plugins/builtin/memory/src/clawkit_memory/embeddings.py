@@ -21,8 +21,7 @@ from .config import EmbeddingConfig
 WORDLLAMA_FILES = ("wordllama/weights/l2_supercat_256.safetensors", "wordllama/tokenizers/l2_supercat_tokenizer_config.json")
 
 
-class EmbeddingError(RuntimeError):
-    """An embedding provider could not be set up or failed to embed."""
+from .errors import EmbeddingError  # noqa: E402,F401  (defined apart: the remote providers raise it too)
 
 
 _LOADED: dict[tuple, tuple] = {}

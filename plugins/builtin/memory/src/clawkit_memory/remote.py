@@ -25,7 +25,7 @@ import urllib.request
 from typing import Any
 
 from .config import EmbeddingConfig
-from .embeddings import EmbeddingError
+from .errors import EmbeddingError
 
 log = logging.getLogger("clawkit.memory")
 

@@ -63,7 +63,7 @@ def memory_for(agent: Any, hooks: Any = None, *, progress: bool = False) -> "Age
         svc.users.add(id(agent))
     if progress:
         svc.index.progress = True
-    from . import take_pending
+    from .activity import take_pending
 
     for state_db in take_pending(agent):  # turns finished while memory was idle
         svc.index_sessions_later(state_db)
@@ -232,7 +232,7 @@ class AgentMemory:
             since = self._pending_since
         try:
             if not now and not self._flushing:
-                from . import quiet_for
+                from .activity import quiet_for
 
                 wait = EPISODE_DELAY - quiet_for()
                 if wait > 0 and time.monotonic() - since < MAX_DEFER:

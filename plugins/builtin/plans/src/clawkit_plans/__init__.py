@@ -21,40 +21,5 @@ The tool is offered only when the agent's ``tools:`` allows ``update_plan``.
 
 from __future__ import annotations
 
-from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_module
-
-_plan = lazy_module(__name__, "plan")  # imported by the first hook call
-
-# Thin hookimpls: ``clawkit --help`` imports every plugin; the implementation (pydantic)
-# loads on first use.
-
-
-@hookimpl
-def register_config(register):
-    from .plan import PlansConfig
-
-    register("plans", PlansConfig)
-
-
-@hookimpl
-def register_tools(register, agent):
-    """The ``update_plan`` tool."""
-    from .plan import update_plan
-
-    register(update_plan)
-
-
-@hookimpl
-def register_prompt_contributor(register, agent):
-    """The ``## Plan`` section (or a one-line hint when there is no plan yet)."""
-    register(_plan().PlanContributor())
-
-
-@hookimpl(trylast=True)
-@hook_order(95)
-async def message_received(ctx, message):
-    """Pre-analysis, after other plugins have stripped directives from the message."""
-    from .analysis import pre_analyse
-
-    await pre_analyse(ctx, message)
+# The entry point names :mod:`clawkit_plans.hooks`: the kernel reads its hooks from the source and imports
+# it on the first hook call (clawkit.lazyplugin), so ``clawkit --help`` loads none of it.

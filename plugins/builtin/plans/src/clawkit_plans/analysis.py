@@ -7,7 +7,7 @@ import logging
 import re
 from typing import Any
 
-from clawkit import LlmRequest, Message
+from clawkit import LlmRequest, Message, hook_order, hookimpl
 
 from .plan import KEY, config, store_plan
 
@@ -71,6 +71,8 @@ def _unfinished(plan: dict[str, Any] | None) -> bool:
     return bool(plan) and any(s.get("status") not in ("done",) for s in plan.get("steps", []))
 
 
+@hookimpl(trylast=True, specname="message_received")
+@hook_order(95)
 async def pre_analyse(ctx: Any, message: Any) -> None:
     cfg = config(ctx)
     if not cfg.pre_analysis.enabled or not message.content.strip() or message.content.lstrip().startswith("/"):

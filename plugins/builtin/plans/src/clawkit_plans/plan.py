@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from clawkit import hookimpl
 from clawkit.config import ModelConfig
 from clawkit.prompt import PromptContributor, PromptSection
 from clawkit.tools import ToolError, tool
@@ -147,3 +148,20 @@ class PlanContributor(PromptContributor):
         if can_update:
             text += "\nCall update_plan whenever a step's status changes or the plan must change."
         return PromptSection("Plan", text)
+
+
+@hookimpl
+def register_config(register):
+    register("plans", PlansConfig)
+
+
+@hookimpl
+def register_tools(register, agent):
+    """The ``update_plan`` tool."""
+    register(update_plan)
+
+
+@hookimpl
+def register_prompt_contributor(register, agent):
+    """The ``## Plan`` section (or a one-line hint when there is no plan yet)."""
+    register(PlanContributor())

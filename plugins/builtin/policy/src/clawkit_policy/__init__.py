@@ -254,7 +254,8 @@ def agent_closing(agent):
 
 
 @hookimpl
-@on_events("turn.end", "turn.stopped", *(p + "*" for p in AUDITED_PREFIXES))
+@on_events("turn.end", "turn.stopped", "tool.*", "shield.*", "sequence.*", "approval.*", "directive.*", "subagent.*",
+           "provenance.*", "mcp.tool_change*")  # literal: the kernel reads it from the source (AUDITED_PREFIXES)
 def on_event(event):
     if event.session_id is None:
         return

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from clawkit import hookimpl
+
 SYSTEM_PATHS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"]
 # readable by the jail's user (it maps onto the caller's uid, root included): mask them
 HIDDEN_PATHS = ["/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
@@ -81,3 +83,8 @@ def settings(ctx: Any) -> SandboxConfig:
     except Exception:
         cfg = None
     return cfg if isinstance(cfg, SandboxConfig) else DEFAULT
+
+
+@hookimpl
+def register_config(register):
+    register("sandbox", SandboxConfig)

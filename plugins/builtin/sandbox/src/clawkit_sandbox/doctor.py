@@ -10,6 +10,8 @@ import tempfile
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from clawkit import hookimpl
+
 if TYPE_CHECKING:  # the CLI registers this command without loading pydantic
     from .config import SandboxConfig
 
@@ -155,6 +157,7 @@ def run(args: Any) -> int:
     return 0 if all(c["ok"] for c in checks if c["check"] in ("bubblewrap", "jail runs")) else 1
 
 
+@hookimpl(specname="register_commands")
 def register(cli: Any) -> None:
     p = cli.command("doctor", help="check that the sandbox (bubblewrap jail, wasmtime) works on this machine")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")

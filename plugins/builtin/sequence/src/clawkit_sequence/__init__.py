@@ -29,48 +29,12 @@ kernel) becomes session flags enforced on the next call (Approach C; :mod:`.dire
 
 from __future__ import annotations
 
+# The entry point names :mod:`clawkit_sequence.rules`: the kernel reads its hooks from the source and imports
+# it on the first hook call (clawkit.lazyplugin), so ``clawkit --help`` loads none of it.
+from clawkit.lazy import lazy_exports
 
-from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_exports, lazy_module
-
-# Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic loads (with
-# :mod:`clawkit_sequence.rules`) only when a hook first runs.
 _EXPORTS = dict.fromkeys(
     ("NAME", "TABLE", "SequenceRule", "SequenceConfig", "SequenceHistory", "normalise", "check", "record"), "rules"
 )
 
-
 __getattr__ = lazy_exports(__name__, _EXPORTS)
-_rules = lazy_module(__name__, "rules")  # the implementation, imported by the first hook call
-
-
-@hookimpl
-def register_config(register):
-    _rules().register_config(register)
-
-
-@hookimpl
-@hook_order(30)
-def before_tool_call(ctx, call):
-    """Block calls whose prerequisites have not run (an error here blocks: the kernel fails closed)."""
-    return _rules().before_tool_call(ctx, call)
-
-
-@hookimpl
-@hook_order(40)
-def after_tool_call(ctx, call, result):
-    """Record prerequisite calls in the session database."""
-    return _rules().after_tool_call(ctx, call, result)
-
-
-@hookimpl
-@hook_order(55)
-def message_received(ctx, message):
-    """State each rule next to the tool it governs (turn state ``tool_notes``, before the prompt)."""
-    return _rules().message_received(ctx, message)
-
-
-@hookimpl
-def register_tools(register, agent):
-    """Checkpoint tools from ``checkpoints:`` (the agent's ``tools:`` decides what is offered)."""
-    _rules().register_tools(register, agent)

@@ -1,7 +1,7 @@
 """The sequence rules' implementation: config, the call history table, check and record.
 
-:mod:`clawkit_sequence` (the entry point) holds only thin hookimpls that import this
-module on first call, so ``clawkit --help`` loads no pydantic.
+The entry point names this module: the kernel reads its ``@hookimpl`` functions from the source
+and imports it on the first hook call, so ``clawkit --help`` loads no pydantic.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from clawkit import hook_order, hookimpl
 from clawkit.storage import POSTGRESQL, Column, Index, Table, declare, dialect
 from clawkit.types import Decision, ToolCall, ToolResult
 
@@ -271,10 +272,13 @@ def record(ctx: Any, call: ToolCall, result: ToolResult, config: SequenceConfig)
     SequenceHistory(ctx.session.store).record(ctx.session.id, call.id, call.name, values)
 
 
+@hookimpl
 def register_config(register):
     register(NAME, SequenceConfig)
 
 
+@hookimpl
+@hook_order(30)
 def before_tool_call(ctx, call):
     """Block calls whose prerequisites have not run, or that a tool-response directive holds
     back (an error here blocks: the kernel fails closed)."""
@@ -288,6 +292,8 @@ def before_tool_call(ctx, call):
     return ruled or decision
 
 
+@hookimpl
+@hook_order(40)
 def after_tool_call(ctx, call, result):
     """Record prerequisite calls in the session database; a result's directives become session flags."""
     config = _config(ctx)
@@ -302,6 +308,8 @@ def after_tool_call(ctx, call, result):
     return None
 
 
+@hookimpl
+@hook_order(55)
 def message_received(ctx, message):
     """Approach A: each rule stated next to the tool it governs (turn state ``tool_notes``)."""
     config = _config(ctx)
@@ -310,6 +318,7 @@ def message_received(ctx, message):
     return None
 
 
+@hookimpl
 def register_tools(register, agent):
     """The configured checkpoint tools."""
     config = agent.plugin(NAME) if agent is not None else None

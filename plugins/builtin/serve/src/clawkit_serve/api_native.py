@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from . import audit
-from .app import HttpError, Server
+from .httperror import HttpError
 from .approvals import ApprovalError, answered_by, public
 from .runner import SessionBusy
 
 SHOWN_EVENTS = ("tool.", "turn.", "session.", "approval.", "shield.", "sequence.", "directive.", "llm.", "compaction")
+
+if TYPE_CHECKING:
+    from .app import Server
 
 
 def sse(event: dict[str, Any]) -> bytes:

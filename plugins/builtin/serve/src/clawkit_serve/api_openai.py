@@ -21,7 +21,7 @@ import json
 import logging
 import sqlite3
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
@@ -30,7 +30,7 @@ from starlette.routing import Route
 from clawkit.attachments import AttachmentError
 
 from . import openai_request, replays
-from .app import HttpError, Server
+from .httperror import HttpError
 from .runner import Checkpointed, SessionBusy, UnknownSession
 from .turn_settings import CURRENT
 
@@ -39,6 +39,9 @@ log = logging.getLogger("clawkit.serve")
 NO_RETRY = {"x-should-retry": "false"}
 
 SESSION_HEADER = "X-Clawkit-Session"
+
+if TYPE_CHECKING:
+    from .app import Server
 
 
 def _model(name: str) -> dict[str, Any]:

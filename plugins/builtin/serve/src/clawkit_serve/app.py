@@ -19,6 +19,7 @@ from starlette.routing import Mount, Route
 from .approvals import ApprovalBroker
 from .guard import LoopbackOnly, loads_bounded
 from .keys import ApiKey, KeyStore, RateLimiter
+from .httperror import ERROR_TYPES, HttpError, error_response  # noqa: F401  (app.error_response)
 
 log = logging.getLogger("clawkit.serve")
 
@@ -34,24 +35,6 @@ class ServeOptions:
     header_timeout: float = 10.0  # seconds a connection has to send a request's headers (see guard.py)
     max_connections: int | None = None  # connections at once (default: what the open-file limit leaves)
     body_timeout: float = 30.0  # seconds a request body may take to arrive (a trickled body is a 408)
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str, *, code: str | None = None, headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status, self.message, self.code, self.headers = status, message, code, headers or {}
-
-
-ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-               404: "not_found_error", 405: "invalid_request_error", 408: "timeout_error", 409: "conflict_error",
-               410: "gone_error", 413: "request_too_large",
-               429: "rate_limit_error", 502: "upstream_error", 503: "unavailable"}
-
-
-def error_response(status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
-    """OpenAI-style error bodies, so OpenAI clients raise their usual exceptions."""
-    body = {"error": {"message": message, "type": ERROR_TYPES.get(status, "server_error"), "code": code}}
-    return JSONResponse(body, status_code=status, headers=headers)
 
 
 DEV_KEY = ApiKey(id="dev", name="development (no keys)", role="full")

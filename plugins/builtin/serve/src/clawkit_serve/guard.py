@@ -61,7 +61,7 @@ class LoopbackOnly:
                 if scope["type"] == "websocket":
                     await send({"type": "websocket.close", "code": 1008})
                     return
-                from .app import error_response
+                from .httperror import error_response
 
                 await error_response(403, why, "not_loopback")(scope, receive, send)
                 return

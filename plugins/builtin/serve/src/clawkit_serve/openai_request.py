@@ -21,7 +21,7 @@ from typing import Any
 
 from clawkit.types import Message, ToolCall, ToolResult
 
-from .app import HttpError
+from .httperror import HttpError
 
 #: fields of our own (the session to continue, waiting for a busy one)
 OWN = {"session_id", "wait"}

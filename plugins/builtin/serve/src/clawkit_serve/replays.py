@@ -34,7 +34,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from .app import HttpError
+from .httperror import HttpError
 
 log = logging.getLogger("clawkit.serve")
 

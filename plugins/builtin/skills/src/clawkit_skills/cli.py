@@ -53,7 +53,7 @@ def _agent_config(args: Any) -> Any:
 
 
 def _registry(args: Any) -> SkillRegistry:
-    from . import build_registry
+    from .state import build_registry
 
     return build_registry(_agent_config(args))
 

@@ -16,30 +16,5 @@ and after, so nothing is dropped silently.
 
 from __future__ import annotations
 
-from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_module
-
-_select = lazy_module(__name__, "select")  # imported by the first hook call
-
-
-@hookimpl
-def register_config(register):
-    from .select import ToolSearchConfig
-
-    register("toolsearch", ToolSearchConfig)
-
-
-@hookimpl
-def register_tools(register, agent):
-    """``find_tools`` (offered only when the allowlist admits it)."""
-    from .select import find_tools
-
-    register(find_tools)
-
-
-@hookimpl(tryfirst=True)
-@hook_order(45)
-def before_llm_call(ctx, request):
-    """Send only the relevant tool definitions when there are too many (first, so that the plugins
-    measuring the request — compaction — see the definitions actually sent)."""
-    _select().select_tools(ctx, request)
+# The entry point names :mod:`clawkit_toolsearch.select`: the kernel reads its hooks from the source and imports
+# it on the first hook call (clawkit.lazyplugin), so ``clawkit --help`` loads none of it.

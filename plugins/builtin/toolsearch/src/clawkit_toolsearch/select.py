@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from clawkit import hook_order, hookimpl
 from clawkit.tools import tool
 
 from . import vectors
@@ -84,7 +85,11 @@ def search(ctx: Any, cfg: ToolSearchConfig, key: tuple, query: str, k: int) -> l
         return index.search(query, k)
 
 
+@hookimpl(tryfirst=True, specname="before_llm_call")
+@hook_order(45)
 def select_tools(ctx: Any, request: Any) -> None:
+    """``before_llm_call``: send only the relevant tool definitions when there are too many (first,
+    so that the plugins measuring the request — compaction — see the definitions actually sent)."""
     cfg = _config(ctx)
     defs = list(request.tools)
     if not cfg.enabled or not defs:
@@ -130,3 +135,14 @@ def find_tools(query: str, ctx: Any = None) -> str:
     by_name = {d.name: d for d in allowed}
     lines = [f"- {n}: {by_name[n].description.splitlines()[0] if by_name[n].description else ''}" for n in found]
     return "Tools now available (call them directly):\n" + "\n".join(lines)
+
+
+@hookimpl
+def register_config(register):
+    register("toolsearch", ToolSearchConfig)
+
+
+@hookimpl
+def register_tools(register, agent):
+    """``find_tools`` (offered only when the allowlist admits it)."""
+    register(find_tools)

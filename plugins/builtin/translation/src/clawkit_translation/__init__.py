@@ -28,13 +28,10 @@ skill's lexicon and count messages in the ``translation_metrics`` table.
 
 from __future__ import annotations
 
+# The entry point names :mod:`clawkit_translation.hooks`: the kernel reads its hooks from the source and imports
+# it on the first hook call (clawkit.lazyplugin), so ``clawkit --help`` loads none of it.
+from clawkit.lazy import lazy_exports
 
-from clawkit import hook_order, hookimpl
-from clawkit.lazy import lazy_exports, lazy_module
-
-# Thin hookimpls: ``clawkit --help`` imports every plugin, so pydantic, the router's and
-# scrubber's patterns and the codec load (with :mod:`clawkit_translation.device`) only
-# when a hook first runs. Public names are imported on first use: name -> submodule.
 _EXPORTS = {
     **dict.fromkeys(("TranslationConfig", "ProfileConfig", "route_message", "transport_codec", "encode_for_transport",
                      "decode_from_transport", "settings", "router_for", "ProfilePromptContributor", "SCRUBBER_KEY",
@@ -49,51 +46,4 @@ __all__ = [
     "OutboundScrubber", "scrub", "route_message", "transport_codec", "encode_for_transport", "decode_from_transport",
 ]
 
-
 __getattr__ = lazy_exports(__name__, _EXPORTS)
-_device = lazy_module(__name__, "device")  # the implementation, imported by the first hook call
-
-
-@hookimpl
-def register_config(register):
-    _device().register_config(register)
-
-
-@hookimpl
-@hook_order(40)
-def message_received(ctx, message):
-    """encode_inbound: route the message (``ctx.state["route"]``, session metadata, an event)."""
-    return _device().message_received(ctx, message)
-
-
-@hookimpl
-@hook_order(30)
-def before_llm_call(ctx, request):
-    """A routed profile with a ``tools`` allowlist narrows the request's tools."""
-    return _device().before_llm_call(ctx, request)
-
-
-@hookimpl
-def llm_call_failed(ctx, request, error):
-    """A routed model failed: the next model of the route's fallback chain answers instead."""
-    return _device().llm_call_failed(ctx, request, error)
-
-
-@hookimpl
-def register_prompt_contributor(register, agent):
-    """``translation.profile``: the routed profile's configured prompt text."""
-    _device().register_prompt_contributor(register, agent)
-
-
-@hookimpl(tryfirst=True)
-@hook_order(10)
-def message_sending(ctx, outbound):
-    """decode_outbound: strip transport artifacts; encode routed CT/1 messages as ClawDense."""
-    return _device().message_sending(ctx, outbound)
-
-
-@hookimpl
-def register_commands(cli):
-    from .cli import add_commands
-
-    add_commands(cli)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from clawkit import hookimpl
+
 import json
 import sys
 from typing import Any
 
 
+@hookimpl(specname="register_commands")
 def add_commands(cli: Any) -> None:
     p = cli.command("translation", help="translation device: routing and transport metrics, token savings, route a message")
     sub = p.add_subparsers(dest="translation_cmd")

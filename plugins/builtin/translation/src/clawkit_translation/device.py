@@ -16,6 +16,7 @@ import time
 from functools import lru_cache
 from typing import Any
 
+from clawkit import hook_order, hookimpl
 from clawkit.prompt import PromptContributor, PromptSection
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -241,10 +242,13 @@ def choose_model(cfg: TranslationConfig, profile: str, confidence: float, chosen
     return model, chain, why
 
 
+@hookimpl
 def register_config(register):
     register("translation", TranslationConfig)
 
 
+@hookimpl
+@hook_order(40)
 def message_received(ctx, message):
     cfg = settings(ctx.agent)
     if not cfg.route:
@@ -397,6 +401,8 @@ def _restricting_profile(ctx: Any, cfg: TranslationConfig) -> ProfileConfig | No
     return pc if pc is not None and pc.tools is not None else None
 
 
+@hookimpl
+@hook_order(30)
 def before_llm_call(ctx, request):
     cfg = settings(ctx.agent)
     route = ctx.state.get("route")
@@ -423,6 +429,7 @@ def before_llm_call(ctx, request):
     return None
 
 
+@hookimpl
 def llm_call_failed(ctx, request, error):
     """The next model of the fallback chain (``request.metadata["fallback_models"]``), unless the
     failure is one a fallback cannot help (the context overflowed: compaction's; text already shown)."""
@@ -451,6 +458,7 @@ class ProfilePromptContributor(PromptContributor):
         return PromptSection("", pc.prompt)
 
 
+@hookimpl
 def register_prompt_contributor(register, agent):
     if settings(agent).profiles:
         register(ProfilePromptContributor())
@@ -459,6 +467,8 @@ def register_prompt_contributor(register, agent):
 # --- decode_outbound ----------------------------------------------------------------------------
 
 
+@hookimpl(tryfirst=True)
+@hook_order(10)
 def message_sending(ctx, outbound):
     cfg = settings(ctx.agent)
     meta = outbound.metadata

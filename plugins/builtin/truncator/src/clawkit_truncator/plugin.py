@@ -1,7 +1,7 @@
 """The truncator's implementation: config, cutting results, trimming history, ``read_tool_output``.
 
-:mod:`clawkit_truncator` (the entry point) holds only thin hookimpls that import this
-module on first call, so ``clawkit --help`` loads no pydantic or sqlite3.
+The entry point names this module: the kernel reads its ``@hookimpl`` functions from the source
+and imports it on the first hook call, so ``clawkit --help`` loads no pydantic or sqlite3.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from clawkit import LlmRequest, ToolCall, ToolResult
+from clawkit import LlmRequest, ToolCall, ToolResult, hook_order, hookimpl
 
 from . import store
 from .cut import CutPlan, char_plan, plan_cut
@@ -48,6 +48,7 @@ class TruncatorConfig(BaseModel):
     history_soft_tokens: int = Field(400, ge=50, description="tokens an old tool result keeps when soft-trimmed")
 
 
+@hookimpl
 def register_config(register):
     register("truncator", TruncatorConfig)
 
@@ -145,6 +146,8 @@ def cut_result(ctx: Any, call: ToolCall, result: ToolResult, cfg: TruncatorConfi
     return result.model_copy(update={"content": content, "metadata": meta})
 
 
+@hookimpl
+@hook_order(20)
 def after_tool_call(ctx, call, result):
     """Cut a result over its budget before it enters the context."""
     cfg = _config(ctx)
@@ -163,6 +166,8 @@ def after_tool_call(ctx, call, result):
 # --- old results in history --------------------------------------------------------------
 
 
+@hookimpl
+@hook_order(50)
 def before_llm_call(ctx, request):
     """Trim old tool results in the request once it fills the window."""
     cfg = _config(ctx)
@@ -237,6 +242,7 @@ def read_tool_output(ctx, output_id: str, offset: int = 0, limit: int = DEFAULT_
     return f"[{output_id} ({rng.tool}): characters {offset:,}–{end:,} of {rng.chars:,}.{nxt}]\n{rng.text}"
 
 
+@hookimpl
 def register_tools(register, agent):
     register(read_tool_output, name=READ_TOOL, risk="safe")
 

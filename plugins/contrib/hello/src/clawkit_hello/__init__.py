@@ -1,9 +1,10 @@
 """clawkit-hello: the smallest useful clawkit plugin (see docs/writing-a-plugin.md).
 
 It shows the four things most plugins do: add a config section, a tool, a
-prompt section, and a touch on outgoing replies — plus a CLI command. Heavier
-imports (pydantic, the config model) happen inside the hooks: ``clawkit --help``
-imports every plugin, so a plugin module should cost next to nothing to import.
+prompt section, and a touch on outgoing replies — plus a CLI command. The kernel
+reads these ``@hookimpl`` functions from the source and imports this module when one
+first runs; ``clawkit --help`` runs ``register_commands``, so the config model
+(pydantic) is imported inside the hooks that use it.
 """
 
 from __future__ import annotations
