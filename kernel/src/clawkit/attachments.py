@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from .content_parts import anthropic_part, attached, missing, openai_part, text_of  # noqa: F401  (the wire forms)
+from .content_parts import anthropic_part, attached, block_tokens, missing, openai_part, text_of  # noqa: F401  (the wire forms)
 from .errors import UsageError
 from .types import ContentBlock, Message
 
@@ -217,11 +217,6 @@ def hydrate(messages: Iterable[Message], blobs: BlobStore) -> None:
 
 
 # what the model gets ----------------------------------------------------------------------
-
-def block_tokens(message: Message) -> int:
-    """The tokens a message's attachments add (estimates: see IMAGE_TOKENS, PDF_PAGE_TOKENS)."""
-    return sum(int(b.tokens or 0) for b in message.blocks if b.type in ("image", "file"))
-
 
 def describe(block: ContentBlock) -> str:
     """One line for people: name, type, size (``sessions show``, chat)."""

@@ -45,3 +45,8 @@ def anthropic_part(block: Any) -> dict[str, Any]:
 
 def attached(message: Any) -> list[Any]:
     return [b for b in message.blocks if b.type in ("image", "file") and b.sha256]
+
+
+def block_tokens(message: Any) -> int:
+    """The tokens a message's attachments add (estimates: see IMAGE_TOKENS, PDF_PAGE_TOKENS)."""
+    return sum(int(b.tokens or 0) for b in message.blocks if b.type in ("image", "file"))

@@ -237,7 +237,7 @@ def max_request_tokens(request: Any) -> int:
         chars += len(m.content)
         overhead += 4
         if m.blocks:  # attachments: their estimate, never their base64
-            from .attachments import block_tokens
+            from .content_parts import block_tokens
 
             overhead += block_tokens(m)
         for c in m.tool_calls:
@@ -276,7 +276,7 @@ def estimate_usage(request: Any, response: Any, model: str | None = None) -> Any
     for m in request.messages:
         prompt += 4 + n(m.content) + calls(m.tool_calls)
         if m.blocks:
-            from .attachments import block_tokens
+            from .content_parts import block_tokens
 
             prompt += block_tokens(m)
     for t in request.tools:
