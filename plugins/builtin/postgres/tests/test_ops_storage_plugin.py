@@ -32,7 +32,7 @@ def _clawkit(cwd, *args: str, without: str | None = None) -> subprocess.Complete
     if without:  # as if that distribution were uninstalled
         dists = {ep.dist.name for ep in metadata.entry_points(group="clawkit") if ep.dist}
         assert without in dists
-        env["CLAWKIT_LOAD_PLUGINS"] = ",".join(sorted(dists - {without}))
+        env["CLAWKIT_LOAD_PLUGINS"] = ",".join(sorted(dists - {without}))  # narrow: the uninstalled plugin is what is tested
     return subprocess.run([sys.executable, "-m", "clawkit", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=120, stdin=subprocess.DEVNULL)
 
@@ -85,6 +85,6 @@ def test_open_storage_picks_the_backend_by_scheme():
     # clawkit-postgres does not take another scheme; no plugin answering names the scheme
     with pytest.raises(ConfigError, match=r"no installed plugin opens redis:// databases"):
         storage.open_url("redis://u:pw@h/0", pm=pm)
-    bare = get_plugin_manager(load_entry_points=False)
+    bare = get_plugin_manager(load_entry_points=False)  # narrow: no storage plugin installed is what is tested
     with pytest.raises(ConfigError, match=r"postgresql://u:\*\*\*@h/db: .*\(install clawkit-postgres\)"):
         storage.open_url("postgresql://u:pw@h/db", pm=bare)
