@@ -56,7 +56,6 @@ import clawkit_mcp
 REPO = Path(__file__).resolve().parents[2]
 SERVER = REPO / "plugins" / "builtin" / "mcp" / "tests" / "mcp_test_server.py"
 GOAL = 1.10
-PAUSE = 0.0  # --pause
 
 
 class NativeAdd:
@@ -188,7 +187,6 @@ def _phase(ws: Path, session: str | None, rows: list[dict] | None = None) -> flo
 def _measure(tmp: Path, env: dict, agent: str, tag: str, out: dict[str, list[float]]) -> None:
     """One ``mcp list --json`` and one ``run`` of ``agent``: walls and recorded start phases."""
     took, proc = _cli(tmp, env, "mcp", "list", f"{agent}.yaml", "--json")
-    time.sleep(PAUSE)
     if proc.returncode != 0 and agent != "none":
         raise SystemExit(f"mcp list {agent} failed ({proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}")
     out.setdefault(f"list {agent}", []).append(took)
@@ -198,7 +196,6 @@ def _measure(tmp: Path, env: dict, agent: str, tag: str, out: dict[str, list[flo
             out.setdefault(f"list phase {agent}", []).append(phase)
     session = f"{agent}-{tag}"
     took, proc = _cli(tmp, env, "run", f"{agent}.yaml", "hi", "--new-session", session)
-    time.sleep(PAUSE)
     if proc.returncode != 0:
         raise SystemExit(f"run {agent} failed ({proc.returncode}): {proc.stderr[-2000:]}")
     out.setdefault(f"run {agent}", []).append(took)
@@ -276,13 +273,8 @@ def main() -> int:
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument("--runs", type=int, default=5, help="start-up: runs of each measurement")
     parser.add_argument("--only", choices=("startup", "calls"))
-    parser.add_argument("--pause", type=float, default=0.0,
-                        help="start-up: seconds to idle after each CLI run (a shared machine: run the bench under "
-                             "`chrt -f 5` to measure the start-up's own path, and pause so others still get the CPU)")
     parser.add_argument("--npm", default=str(REPO / "tests" / "npm" / "node_modules"), help="node_modules with the reference servers")
     args = parser.parse_args()
-    global PAUSE
-    PAUSE = args.pause
     if args.only != "calls":
         bench_startup(args)
     if args.only == "startup":
