@@ -344,6 +344,24 @@ def open_turn_queue(url):
 
 
 @hookspec(firstresult=True)
+def open_storage(url, read_only):
+    """Open a connection to the database at ``url``, a URL whose scheme names a server
+    (``postgresql://…``); SQLite files are the kernel's own and never reach this hook.
+
+    Return a connection with the ``sqlite3`` API the kernel's store and plugins write to
+    (``execute(sql, params)`` with ``?`` placeholders, ``executemany``, ``fetchone``/``fetchall``,
+    ``lastrowid``, ``in_transaction``, ``with conn:`` for a transaction, errors as ``sqlite3.Error``
+    subclasses) plus ``dialect`` (e.g. ``"postgresql"``) and ``declare(tables)`` — see
+    :mod:`clawkit.storage` — opened read-only when ``read_only``; or None when this plugin does
+    not handle the URL's scheme. Called by :func:`clawkit.storage.connect` and the session store
+    (``--db``, ``state_db``); ``clawkit-postgres`` answers ``postgresql://``. The first non-None
+    result wins. Failure: an error opening the database propagates (a bad URL or an unreachable
+    server is the caller's error to report); with no plugin answering, the caller reports that no
+    installed plugin opens that URL (``install clawkit-postgres`` for ``postgresql://``).
+    """
+
+
+@hookspec(firstresult=True)
 def open_api_keys(db):
     """Open the API keys that authenticate HTTP callers of the state database ``db`` (a SQLite
     path or a ``postgresql://`` URL): the keys ``clawkit keys create`` makes for ``clawkit serve``.

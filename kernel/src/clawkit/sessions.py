@@ -168,12 +168,12 @@ class SessionStore:
 
     def __init__(self, path: str | Path = ".clawkit/state.db", *, persist: bool = True):
         if is_postgres_url(path):
-            from .storage.postgres import PgConnection
+            from .storage import open_url
 
             self.path: Any = str(path)
             self.dialect = POSTGRESQL
             self._run_end_sql = _RUN_END_SQL_PG
-            self.conn: Any = PgConnection(self.path)
+            self.conn: Any = open_url(self.path)  # the storage plugin for the scheme (clawkit-postgres)
             declare(self.conn, *TABLES)
             self.conn.declare_functions(_PG_FUNCTIONS)
         else:

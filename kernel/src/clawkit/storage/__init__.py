@@ -4,11 +4,12 @@ A database is named by a path (SQLite) or a ``postgresql://`` URL. :func:`connec
 and returns a connection with the ``sqlite3`` API — ``execute(sql, params)`` with ``?``
 placeholders, ``executemany``, ``fetchone``/``fetchall``, ``lastrowid``, ``in_transaction``,
 ``with conn:`` for a transaction — so a plugin writes its SQL once. On SQLite it *is* the
-``sqlite3`` connection (the fast path pays nothing); on PostgreSQL it is
-:class:`clawkit.storage.postgres.PgConnection`, which translates the placeholders, runs
-``INSERT OR REPLACE``/``INSERT OR IGNORE`` as ``ON CONFLICT`` on the table's primary key, answers
-``lastrowid`` through ``RETURNING``, and raises ``sqlite3.Error`` subclasses (so one ``except``
-covers both backends). psycopg is imported only when a PostgreSQL URL is opened.
+``sqlite3`` connection (the fast path pays nothing). A server URL is opened by the storage plugin
+that answers the ``open_storage`` hook for its scheme (:func:`open_url`): ``clawkit-postgres``
+gives a connection that translates the placeholders, runs ``INSERT OR REPLACE``/``INSERT OR
+IGNORE`` as ``ON CONFLICT`` on the table's primary key, answers ``lastrowid`` through
+``RETURNING``, and raises ``sqlite3.Error`` subclasses (so one ``except`` covers both backends).
+SQLite stays here, the embedded default; nothing of a server backend is imported for a file.
 
 Tables are declared once with :class:`Table`/:class:`Column`/:class:`Index` and created on
 either backend with :func:`declare`. Write portable SQL: ``?`` placeholders, standard types,
@@ -85,6 +86,32 @@ def exists(db: str | Path) -> bool:
     return is_postgres_url(db) or Path(db).exists()
 
 
+_storage_pm: tuple[str | None, Any] | None = None
+
+
+def open_url(url: str, *, read_only: bool = False, pm: Any = None) -> Any:
+    """A connection to a server database (``postgresql://…``) from the plugin that answers the
+    ``open_storage`` hook for its scheme; :class:`clawkit.errors.ConfigError` when none does."""
+    global _storage_pm
+    import os
+
+    from ..errors import ConfigError
+
+    if pm is None:  # one plugin manager per process (per CLAWKIT_LOAD_PLUGINS): stores open often
+        wanted = os.environ.get("CLAWKIT_LOAD_PLUGINS")
+        if _storage_pm is None or _storage_pm[0] != wanted:
+            from ..plugins import get_plugin_manager
+
+            _storage_pm = (wanted, get_plugin_manager())
+        pm = _storage_pm[1]
+    conn = pm.hook.open_storage(url=str(url), read_only=read_only)
+    if conn is None:
+        scheme = str(url).split(":", 1)[0]
+        hint = " (install clawkit-postgres)" if is_postgres_url(url) else ""
+        raise ConfigError(f"{redact_url(str(url))}: no installed plugin opens {scheme}:// databases{hint}")
+    return conn
+
+
 def connect(db: str | Path, *, read_only: bool = False, timeout: float = 5.0) -> Any:
     """Open a database: a ``postgresql://`` URL, else a SQLite file (autocommit, WAL).
 
@@ -92,9 +119,7 @@ def connect(db: str | Path, *, read_only: bool = False, timeout: float = 5.0) ->
     ``sqlite3.OperationalError``) and a PostgreSQL session as read-only.
     """
     if is_postgres_url(db):
-        from .postgres import PgConnection
-
-        return PgConnection(str(db), read_only=read_only)
+        return open_url(str(db), read_only=read_only)
     import sqlite3
 
     if read_only:
@@ -104,6 +129,6 @@ def connect(db: str | Path, *, read_only: bool = False, timeout: float = 5.0) ->
     return conn
 
 
-__all__ = ["Column", "Index", "Table", "connect", "declare", "dialect", "exists", "is_postgres_url", "table_names", "metrics_table",
+__all__ = ["Column", "Index", "Table", "connect", "declare", "dialect", "exists", "is_postgres_url", "open_url", "table_names", "metrics_table",
            "metrics_upsert", "redact_url",
            "script", "SQLITE", "POSTGRESQL"]

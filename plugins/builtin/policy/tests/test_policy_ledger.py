@@ -151,7 +151,8 @@ def test_cli_verify_and_list(db, capsys):
 
 
 def test_cli_as_a_real_command(db):
-    env = dict(os.environ, CLAWKIT_LOAD_PLUGINS="clawkit-policy")
+    # the policy plugin alone, plus the storage plugin a postgresql:// database needs since it left the kernel (issue 28)
+    env = dict(os.environ, CLAWKIT_LOAD_PLUGINS="clawkit-policy,clawkit-postgres")
     ok = subprocess.run([sys.executable, "-m", "clawkit", "--db", str(db), "audit", "verify"], env=env,
                         capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr

@@ -68,6 +68,7 @@ class ServerConnection:
         self._stopping = False
         self._crashed_at = 0.0
         self._lock: asyncio.Lock | None = None
+        self._proc: Any = None  # a stdio server launched by _start, handed to its transport
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -97,6 +98,17 @@ class ServerConnection:
         self.started, self.ready = time.time(), None
         ready: asyncio.Future = asyncio.get_running_loop().create_future()
         self._wake = asyncio.Event()
+        if self.config.transport == "stdio":  # launched before the SDK import, so they overlap (see .stdio)
+            from . import stdio
+
+            errlog = self._errlog()
+            try:
+                self._proc = await stdio.spawn(self.config.command, list(self.config.args), dict(self.config.env) or None,
+                                               self.config.cwd or str(self.workspace), errlog)
+            except (OSError, ValueError) as exc:
+                self._fail(f"it failed to start: {_describe(exc)}{self._stderr_tail()}")
+            finally:
+                errlog.close()  # the child holds its own copy
         self._owner = asyncio.ensure_future(self._own(ready, self._wake))
         timeout = self.config.startup_timeout
         try:
@@ -117,6 +129,11 @@ class ServerConnection:
         if owner is not None and not owner.done():
             owner.cancel()
             await asyncio.wait({owner}, timeout=STOP_TIMEOUT)
+        if self._proc is not None:  # the owner was cancelled before it took the process
+            from . import stdio
+
+            proc, self._proc = self._proc, None
+            await stdio.stop(proc)
 
     async def _own(self, ready: asyncio.Future, wake: asyncio.Event) -> None:
         from mcp import Client
@@ -141,6 +158,11 @@ class ServerConnection:
             log.info("MCP server %s ended: %s", self.name, _describe(exc))
         finally:
             self._client = None
+            if self._proc is not None:  # launched but never handed to a transport (start cancelled or failed)
+                from . import stdio
+
+                proc, self._proc = self._proc, None
+                await asyncio.shield(stdio.stop(proc))
             if self.state == "ready" and not self._stopping:
                 self.state, self.error, self._crashed_at = "crashed", "its connection ended (the server exited?)", time.monotonic()
                 log.warning("MCP server %s: connection ended; it will be restarted when next needed", self.name)
@@ -149,11 +171,10 @@ class ServerConnection:
         """The SDK transport, wrapped so that its read side ending (the process died) wakes the owner."""
         cfg = self.config
         if cfg.transport == "stdio":
-            from mcp.client.stdio import StdioServerParameters, stdio_client
+            from . import stdio
 
-            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None,
-                                           cwd=cfg.cwd or str(self.workspace))
-            inner = stdio_client(params, errlog=self._errlog())
+            proc, self._proc = self._proc, None
+            inner = stdio.transport(proc)
         else:
             import httpx2 as httpx  # the HTTP client the mcp SDK is built on
             from mcp.client.streamable_http import streamable_http_client

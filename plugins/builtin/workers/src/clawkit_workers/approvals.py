@@ -80,6 +80,9 @@ def durable_approver(url: str, timeout: float = 3600.0) -> Any:
                    "workflow_id": ctx.steps.workflow_id, "agent": ctx.agent.name, "session_id": ctx.session.id,
                    "run_id": ctx.run_id, "call_id": call.id, "tool": call.name, "arguments": call.arguments,
                    "call_hash": call_hash(call.name, call.arguments), "reason": reason, "risk": risk}
+        from .engine import save_progress
+
+        save_progress(ctx)  # the usage so far is visible while the turn waits (the panel's tokens)
         row = await slot.run_async({"name": "clawkit.approval"}, wait_for_answer, url, request, timeout)
         ctx.emit("approval.answered", approval=row["id"], status=row["status"], by=row.get("answered_by"))
         approved = row["status"] == "approved" and row["call_hash"] == request["call_hash"]

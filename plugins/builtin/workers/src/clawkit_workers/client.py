@@ -22,6 +22,17 @@ APP_VERSION = "clawkit-turns-1"  # = engine.APP_VERSION (a test keeps them equal
 DONE = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
 
 
+def caller_traceparent() -> str | None:
+    """The W3C ``traceparent`` of whoever submits: a served request's header, else ``TRACEPARENT``.
+    Only its shape is checked here (bounded, printable); telemetry validates it where it is used."""
+    import os
+
+    from clawkit.context import incoming_traceparent
+
+    value = incoming_traceparent.get() or os.environ.get("TRACEPARENT") or ""
+    return value if 0 < len(value) <= 128 and value.isprintable() else None
+
+
 class TurnFailed(Exception):
     """The turn ended with an error (its message), or was cancelled."""
 
@@ -36,14 +47,19 @@ class TurnQueue:
         self.client = DBOSClient(system_database_url=url, application_name=APP_NAME)
 
     def submit(self, agent: str, text: str, session_id: str | None = None, turn_id: str | None = None,
-               *, stream: bool = False) -> str:
+               *, stream: bool = False, traceparent: str | None = None) -> str:
         """Enqueue a turn of ``agent`` on ``session_id`` (a new session when None); returns the turn id.
         Turns of one session run one at a time, in the order they were submitted; resubmitting a
         ``turn_id`` returns the same turn, never a second one. ``stream``: the worker writes what the
-        turn delivers as it goes (``chunks.ChunkFeed`` reads it)."""
+        turn delivers as it goes (``chunks.ChunkFeed`` reads it). ``traceparent``: the caller's W3C trace
+        context (default: the served request's, ``clawkit.context.incoming_traceparent``, else
+        ``TRACEPARENT``); the worker runs the turn under it, so its spans join the caller's trace."""
         session_id = session_id or new_id("ses")
         turn_id = turn_id or new_id("turn")
-        kwargs = {"stream": True} if stream else {}
+        kwargs: dict[str, Any] = {"stream": True} if stream else {}
+        parent = traceparent or caller_traceparent()
+        if parent:
+            kwargs["traceparent"] = parent
         self.client.enqueue({"queue_name": QUEUE, "workflow_name": WORKFLOW, "workflow_id": turn_id,
                              "queue_partition_key": session_id, "app_version": APP_VERSION}, agent, session_id, text, **kwargs)
         return turn_id

@@ -43,9 +43,21 @@ def active() -> bool:
 
 
 @DBOS.workflow(name=WORKFLOW)
-async def run_turn(agent: str, session_id: str, text: str, stream: bool = False) -> dict[str, Any]:
+async def run_turn(agent: str, session_id: str, text: str, stream: bool = False, traceparent: str | None = None) -> dict[str, Any]:
     """``stream``: what the turn delivers (model text as it arrives, a reply not streamed) is
-    written to the chunk table for the front-end that waits on it (:mod:`.chunks`)."""
+    written to the chunk table for the front-end that waits on it (:mod:`.chunks`).
+    ``traceparent``: the submitter's W3C trace context; the turn runs under it (the kernel's
+    ``incoming_traceparent``, which telemetry joins), so a served turn's spans join the caller's trace."""
+    from clawkit.context import incoming_traceparent
+
+    token = incoming_traceparent.set(traceparent)
+    try:
+        return await _run_turn(agent, session_id, text, stream)
+    finally:
+        incoming_traceparent.reset(token)
+
+
+async def _run_turn(agent: str, session_id: str, text: str, stream: bool) -> dict[str, Any]:
     worker = _worker
     if worker is None:  # pragma: no cover - DBOS only runs workflows in a launched worker
         raise RuntimeError("clawkit.turn runs only inside `clawkit worker`")
@@ -83,10 +95,25 @@ def _count(store: Any, session_id: str) -> int:
 
 def _rewind(a: Any, session_id: str, base: int) -> None:
     """A recovered turn starts from the session as it was before the turn: the messages the
-    interrupted execution wrote are written again, in order, as its steps replay."""
+    interrupted execution wrote are written again, in order, as its steps replay. So is its usage
+    (saved as it accrued, :func:`save_progress`): the interrupted run's rows go, the replay's count."""
     if _count(a.store, session_id) > base:
         a.store.replace_messages(session_id, a.store.messages(session_id)[:base])
+    a.store.conn.execute("DELETE FROM usage WHERE session_id = ? AND run_id IN "
+                         "(SELECT id FROM runs WHERE session_id = ? AND status = 'running')", (session_id, session_id))
     a._sessions.pop(session_id, None)  # another worker may have added turns: never a stale cache
+
+
+def save_progress(ctx: Any) -> None:
+    """Commit what the turn observed so far (usage, steps, events: the store queues them for the
+    turn's end) before a wait: the panel, in another process, reads them while the turn waits
+    for a tool or an approval. On PostgreSQL a commit is a transaction; a turn makes a few."""
+    store = getattr(getattr(ctx, "session", None), "store", None)
+    if store is not None:
+        try:
+            store.flush()
+        except Exception as exc:  # an observation not yet visible never stops the turn
+            log.warning("saving the turn's progress failed: %s", exc)
 
 
 class DurableSteps:
@@ -109,6 +136,7 @@ class DurableSteps:
             self._slots[c.id] = (DBOS.reserve_step(), DBOS.reserve_step())
 
     async def tool(self, ctx: Any, call: ToolCall, run: Any) -> Any:
+        save_progress(ctx)
         slot = self._slots.get(call.id)
         if slot is None:  # not reserved (a plugin ran a call on its own): a step in line
             return await DBOS.run_step_async({"name": f"clawkit.tool:{call.name}"}, run)

@@ -1,6 +1,6 @@
-"""The PostgreSQL backend: a connection with the ``sqlite3`` API over psycopg 3.
+"""clawkit-postgres's connection: PostgreSQL behind the ``sqlite3`` API, over psycopg 3.
 
-Imported only when a ``postgresql://`` URL is opened (see :mod:`clawkit.storage`). The
+Imported only when a ``postgresql://`` URL is opened (the ``open_storage`` hook; see :mod:`clawkit.storage`). The
 connection runs in autocommit mode like the SQLite store's (``isolation_level=None``): a
 statement outside ``BEGIN`` commits at once, ``with conn:`` commits or rolls back an explicit
 transaction. Statements are translated once per distinct SQL text and cached.
@@ -17,7 +17,7 @@ import psycopg
 from psycopg import pq
 from psycopg.adapt import Loader
 
-from .schema import POSTGRESQL, Table
+from clawkit.storage.schema import POSTGRESQL, Table
 
 
 class OperationalError(sqlite3.OperationalError):
