@@ -78,7 +78,8 @@ def _npy_table(path: Path) -> RowFile:
     """A 2-D ``.npy`` table (as ``scripts/distill_static_embeddings.py`` writes)."""
     with open(path, "rb") as f:
         version = np.lib.format.read_magic(f)
-        shape, fortran, dtype = np.lib.format._read_array_header(f, version)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read(f)  # public readers (numpy 2.x has no _read_array_header)
         offset = f.tell()
     if fortran or len(shape) != 2:
         raise EmbeddingError(f"{path}: expected a 2-D C-ordered table")
