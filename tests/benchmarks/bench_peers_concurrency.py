@@ -219,6 +219,7 @@ def main() -> int:
     ap.add_argument("--peer-python", default=os.environ.get("BENCH_PEER_PYTHON", sys.executable),
                     help="the interpreter whose environment holds the peers (default: this one)")
     ap.add_argument("--only", type=lambda s: s.split(","), default=None, help="a subset: clawkit,kernel,llm,…")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds a framework's child may take (default 900)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -249,6 +250,7 @@ def main() -> int:
     server = subprocess.Popen([sys.executable, "-c", server_code, str(args.latency)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=env)
     results: dict[str, list[dict]] = {n: [] for n in names}
+    timed_out: set[str] = set()
     load0 = os.getloadavg()
     try:
         url = server.stdout.readline().strip()
@@ -256,12 +258,21 @@ def main() -> int:
             for n in names:
                 python = sys.executable if n in ("clawkit", "kernel") else args.peer_python
                 cenv = {**env, "CLAWKIT_LOAD_PLUGINS": "clawkit-http"} if n == "kernel" else env
-                p = subprocess.run([python, __file__, "--child", n, "--url", url, "--sessions", str(args.sessions)],
-                                   capture_output=True, text=True, env=cenv, timeout=900)
+                t0 = time.perf_counter()
+                try:
+                    p = subprocess.run([python, __file__, "--child", n, "--url", url, "--sessions", str(args.sessions)],
+                                       capture_output=True, text=True, env=cenv, timeout=args.timeout)
+                except subprocess.TimeoutExpired:
+                    print(f"  {n}: no result within {args.timeout:.0f} s (--timeout); left out of this round",
+                          file=sys.stderr, flush=True)
+                    timed_out.add(n)
+                    continue
                 lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
                 if p.returncode or not lines:
                     raise SystemExit(f"{n}: broken run (exit {p.returncode})\n{p.stderr[-3000:]}")
                 r = json.loads(lines[-1])
+                print(f"  {n}: {args.sessions / r['wall']:.0f} turns/s, peak {r['peak']:.0f} MiB "
+                      f"(child process {time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
                 if r["bad"]:
                     raise SystemExit(f"{n}: {r['bad']} of {args.sessions} sessions failed or answered wrongly, "
                                      f"e.g. {r['example']}")
@@ -274,7 +285,7 @@ def main() -> int:
                "cpu_ms": statistics.median(r["cpu"] / args.sessions * 1000 for r in rs),
                "kib": statistics.median((r["peak"] - r["base"]) * 1024 / args.sessions for r in rs),
                "peak": statistics.median(max(r["maxrss"], r["peak"]) for r in rs),
-               "tps_all": [args.sessions / r["wall"] for r in rs]} for n, rs in results.items()}
+               "tps_all": [args.sessions / r["wall"] for r in rs]} for n, rs in results.items() if rs}
     print(f"load average before {load0[0]:.2f}, after {load1[0]:.2f}; {os.cpu_count()} CPUs")
     print(f"{args.sessions} concurrent sessions, one tool call each, model latency {args.latency * 1000:.0f} ms "
           f"(own process); medians of {args.rounds} interleaved rounds, each framework in a process of its own")
@@ -284,6 +295,8 @@ def main() -> int:
         print(f"  {n:14s} {m['tps']:8.0f} {rounds:>20s} {m['cpu_ms']:15.2f} {m['kib']:12.1f} {m['peak']:7.0f} MiB")
     for n, why in skipped.items():
         print(f"  {n:14s} skipped: {why}")
+    for n in sorted(timed_out):
+        print(f"  {n:14s} timed out in {sum(1 for _ in range(args.rounds)) - len(results.get(n, []))} of {args.rounds} rounds")
     if "clawkit" in med and "kernel" in med:
         ratio = med["clawkit"]["tps"] / med["kernel"]["tps"]
         print(f"full install / kernel alone, throughput: {ratio:.2f}x (goal >= 0.8: {'met' if ratio >= 0.8 else 'NOT MET'})")
