@@ -11,6 +11,11 @@ recall@1, MRR@10, and the CPU seconds each provider spent embedding docs/ and th
     python tests/benchmarks/bench_retrieval.py                 # the default local provider
     python tests/benchmarks/bench_retrieval.py --minilm-model model.onnx --minilm-tokenizer tokenizer.json
     python tests/benchmarks/bench_retrieval.py --static-dir DIR   # + a table of scripts/distill_static_embeddings.py
+    python tests/benchmarks/bench_retrieval.py --docs-rev 0ce5172  # docs/ as of a commit (git archive)
+
+docs/ grows while the questions stay: ``--docs-rev`` fixes the corpus to a commit's docs/, so figures
+measured at different times compare. 0ce5172 is the corpus of issue 29's before/after (MiniLM's
+0.703); docs/benchmarks.md has both that and the current docs/.
 
 BM25 does not depend on the provider: it is printed once per provider as a check.
 """
@@ -106,6 +111,7 @@ def main() -> None:
     ap.add_argument("--static-dir", action="append", default=[],
                     help="another static table (distil_static_embeddings.py output) to measure")
     ap.add_argument("--wordllama", action="store_true", help="also measure WordLlama through its own code (a check)")
+    ap.add_argument("--docs-rev", help="index docs/ as of this git revision instead of the working tree's")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     from clawkit_memory.config import EmbeddingConfig
@@ -127,13 +133,24 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)
-        shutil.copytree(DOCS, ws / "docs")
+        if args.docs_rev:
+            import subprocess
+            import tarfile
+
+            tar = subprocess.run(["git", "-C", str(ROOT), "archive", args.docs_rev, "docs"], capture_output=True, check=True)
+            import io
+
+            with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:
+                t.extractall(ws, filter="data")
+        else:
+            shutil.copytree(DOCS, ws / "docs")
         for name, provider in providers.items():
             results[name] = evaluate(provider, ws, queries)
     if args.json:
         print(json.dumps(results, indent=1))
         return
-    print(f"docs/ retrieval: {len(queries)} labelled questions, {sum(1 for _ in DOCS.rglob('*.md'))} pages")
+    print(f"docs/ retrieval ({'docs/ at ' + args.docs_rev if args.docs_rev else 'the working tree'}): "
+          f"{len(queries)} labelled questions")
     print(f"  {'provider':26s} {'retriever':8s} recall@3 recall@1   mrr@10")
     for name, r in results.items():
         for mode in MODES:

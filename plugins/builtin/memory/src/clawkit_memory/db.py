@@ -18,6 +18,8 @@ except ImportError:  # pragma: no cover - a Python whose sqlite3 can load extens
 
 import sqlite_vec
 
+from .migrate import SCHEMA_VERSION
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS memory_meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS memory_sources (
@@ -51,6 +53,10 @@ def connect(path: str | Path) -> Any:
     conn.enable_load_extension(False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
+    if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:  # new, or older: see .migrate
+        from .migrate import ensure
+
+        ensure(conn, SCHEMA)  # an older file's columns first: the schema's indexes may name new ones
     conn.executescript(SCHEMA)
     return conn
 
