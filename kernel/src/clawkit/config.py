@@ -47,6 +47,29 @@ class ModelConfig(BaseModel):
     supports_vision: bool | None = Field(None, description="accepts images (default: litellm's model table, else false)")
     supports_json_schema: bool | None = Field(None, description="accepts a JSON-schema response_format "
                                               "(default: litellm's model table, else false)")
+    cache: Literal["auto", "on", "off"] = Field("auto", description="prompt caching (Anthropic cache_control "
+                                                "breakpoints): auto = on where litellm's model table says the model "
+                                                "supports it; off (or false) sends none (docs/anthropic.md)")
+    fallbacks: list["ModelConfig"] = Field(default_factory=list, description="models tried in order when this one "
+                                           "fails for good (a name, or a mapping with the keys of model); see docs/fallbacks.md")
+
+    @field_validator("cache", mode="before")
+    @classmethod
+    def _cache_bool(cls, v: Any) -> Any:
+        return {False: "off", True: "on"}.get(v, v) if isinstance(v, bool) else v
+
+    @field_validator("fallbacks", mode="before")
+    @classmethod
+    def _fallback_strings(cls, v: Any) -> Any:
+        if isinstance(v, (str, dict)):
+            v = [v]
+        if isinstance(v, list):
+            out = [{"name": x} if isinstance(x, str) else x for x in v]
+            for x in out:
+                if isinstance(x, dict) and x.get("fallbacks"):
+                    raise ValueError("a fallback model cannot have fallbacks of its own (list them all under the first model)")
+            return out
+        return v
 
     def settings(self) -> dict[str, Any]:
         """Extra provider settings (everything not a named field)."""

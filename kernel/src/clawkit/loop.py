@@ -53,6 +53,8 @@ class TurnResult:
     stop_reason: str = "done"
     stop_detail: str = ""
     interrupted: bool = False  # the reply stopped mid-way (cut stream): ``reply`` is the partial text
+    model: str | None = None  # the model that answered the turn's last call (a fallback's when one answered)
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)  # the turn's fallbacks (clawkit.fallback)
 
     @property
     def stopped(self) -> bool:
@@ -67,6 +69,8 @@ class TurnResult:
             "interrupted": self.interrupted,
             "stop_reason": self.stop_reason,
             **({"stop_detail": self.stop_detail} if self.stop_detail else {}),
+            **({"model": self.model} if self.model else {}),
+            **({"fallbacks": self.fallbacks} if self.fallbacks else {}),
         }
 
 
@@ -517,12 +521,14 @@ class Agent(ModelSide):
                 raise
             _add_usage(result.usage, response.usage)
             _add_usage(ctx.usage, response.usage)
+            result.model, result.fallbacks = request.model, ctx.state.get("_fallbacks") or []
             ctx.model_calls += 1
             if not tools_on:
                 response.tool_calls = []  # none were offered: calls now would have no results in history
                 if not response.content.strip():
                     response.content = _fallback_summary(result)  # the wrap-up reply is never empty
-            assistant = Message(role="assistant", content=response.content, tool_calls=response.tool_calls)
+            assistant = Message(role="assistant", content=response.content, tool_calls=response.tool_calls,
+                                metadata={"thinking": response.thinking} if response.thinking else {})
             # a call is on disk before it runs; a final answer rides with the turn's end (one commit less)
             self._append(session, assistant, ctx, defer=not response.tool_calls)
             if not response.tool_calls:
@@ -587,3 +593,6 @@ def _add_usage(total: Usage, u: Usage | dict) -> None:
         d["cost"] = (d["cost"] or 0.0) + add["cost"]
     if add["estimated"]:
         d["estimated"] = True
+    for key in ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens"):
+        if add.get(key):
+            d[key] = (d.get(key) or 0) + add[key]

@@ -73,6 +73,9 @@ class StderrNotices:
         if event.type == "llm.retry":
             line = event.data.get("line") or f"model call failed ({event.data.get('error', '')}); retrying"
             print(f"clawkit: {line}", file=sys.stderr, flush=True)
+        elif event.type == "llm.fallback":  # docs/fallbacks.md
+            print(f"clawkit: {event.data.get('line') or 'falling back to ' + str(event.data.get('to_model'))}",
+                  file=sys.stderr, flush=True)
 
 
 def add_session_options(p) -> None:
