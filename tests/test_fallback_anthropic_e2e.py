@@ -136,4 +136,4 @@ def test_through_litellm(server, tmp_path):
     assert assistant["content"][0] == THINKING[0]
     usage = json.loads(proc.stdout)["usage"]
     assert usage["cache_write_tokens"] == 2000 and usage["cache_read_tokens"] == 2000
-    assert usage["cost"] > 0
+    assert usage["cost"] == pytest.approx(250 * 3e-6 + 2000 * 3.75e-6 + 2000 * 3e-7 + 50 * 15e-6, rel=1e-6)
