@@ -101,6 +101,10 @@ def test_cache_breakpoints_thinking_and_cost_through_http(server, tmp_path):
     assert row["cost"] == pytest.approx(expected, rel=1e-6)
     text = run_cli(tmp_path, "logs", "-n", "1").stdout
     assert "cache 2000r/2000w" in text and "think" in text
+    shown = run_cli(tmp_path, "sessions", "show", out["session_id"]).stdout
+    totals = json.loads(next(line for line in shown.splitlines() if line.startswith("usage: "))[7:])
+    assert totals["cache_read_tokens"] == 2000 and totals["cache_write_tokens"] == 2000
+    assert totals["cost"] == pytest.approx(expected, rel=1e-6)
 
 
 def test_cache_off_and_no_think(server, tmp_path):
