@@ -89,6 +89,8 @@ def test_500_falls_back_event_ledger_json_and_spans(server, tmp_path):
     assert events["llm.fallback"]["from_model"] == "openai/gpt-4o" and events["llm.fallback"]["to_model"] == "openai/gpt-4o-mini"
     assert events["llm.failed"]["model"] == "openai/gpt-4o" and events["llm.failed"]["status"] == 500
     assert events["llm.call"]["model"] == "openai/gpt-4o-mini" and events["llm.call"]["fallback_from"] == ["openai/gpt-4o"]
+    steps = db.execute("SELECT name, status FROM steps WHERE kind = 'llm' ORDER BY started").fetchall()
+    assert steps == [("openai/gpt-4o", "failed"), ("gpt-4o-mini", "ok")]
     rows = db.execute("SELECT model, cost FROM usage").fetchall()
     assert rows == [("gpt-4o-mini", pytest.approx(out["usage"]["cost"]))]
     # OpenTelemetry: a failed chat span for the first model, a chat span for the one that answered

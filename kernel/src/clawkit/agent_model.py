@@ -262,6 +262,7 @@ class ModelSide:
             response.usage = estimate_usage(request, response)
         if on_text is not None:
             await self._send(ctx, Outbound(kind="stream_chunk", content="", metadata={"final": True}), deliver)
+        started = request.metadata.get("fallback.started", started)  # the answering model's own call
         store = ctx.session.store
         store.record_usage(ctx.session.id, ctx.run_id, response.model or request.model, response.usage)
         store.step(ctx.run_id, new_id("step"), "llm", response.model or request.model, started, time.time(), "ok",

@@ -122,6 +122,13 @@ async def complete(agent: Any, ctx: Any, request: LlmRequest, on_text: Any, hear
             ctx.emit("llm.fallback", from_model=cfg.name, to_model=to.name, error_type=exc.kind, status=exc.status,
                      reason=exc.reason or exc.message[:200], line=f"model {cfg.name} failed ({exc.reason or exc.kind}"
                      f"{f', HTTP {exc.status}' if exc.status else ''}); falling back to {to.name}")
+            try:  # the run's steps show the failed call too (the answering one is recorded by the caller)
+                from .types import new_id
+
+                ctx.session.store.step(ctx.run_id, new_id("step"), "llm", cfg.name, started, time.time(), "failed",
+                                       {"error_type": exc.kind, "status": exc.status, "fallback_to": to.name})
+            except Exception:  # noqa: BLE001 - a store without steps must not stop the fallback
+                pass
             ctx.state.setdefault("_fallbacks", []).append({"from": cfg.name, "to": to.name, "error_type": exc.kind,
                                                            "status": exc.status})
             index = nxt
@@ -130,4 +137,5 @@ async def complete(agent: Any, ctx: Any, request: LlmRequest, on_text: Any, hear
             request.model = cfg.name
             request.metadata["fallback_from"] = failures
             request.metadata["fallback.endpoint"] = cfg.api_base
+            request.metadata["fallback.started"] = started
         return response
