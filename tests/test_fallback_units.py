@@ -83,8 +83,21 @@ def test_cache_on_where_the_table_says():
     assert caching_on(ModelConfig(name="anthropic/claude-sonnet-4-5"))
     assert not caching_on(ModelConfig(name="anthropic/claude-sonnet-4-5", cache="off"))
     assert not caching_on(ModelConfig(name="some/unknown-model"))
+    assert caching_on(ModelConfig(name="anthropic/claude-future-9"))  # a Claude the table does not list yet
 
 
 def test_cache_tokens_priced_with_multipliers_when_the_table_has_none():
     usage = Usage(prompt_tokens=1100, completion_tokens=10, cache_read_tokens=1000)
     assert cost(usage, 1e-6, 2e-6, "some/unknown-model") == pytest.approx(100e-6 + 1000 * 0.1e-6 + 20e-6)
+
+
+def test_whole_anthropic_answer_keeps_thinking_and_cache_usage():
+    from clawkit_http.anthropic_format import parse_response
+
+    r = parse_response({"content": [{"type": "thinking", "thinking": "hmm " * 10, "signature": "s1"},
+                                    {"type": "redacted_thinking", "data": "xx"}, {"type": "text", "text": "hi"}],
+                        "usage": {"input_tokens": 10, "cache_read_input_tokens": 90, "cache_creation_input_tokens": 5,
+                                  "output_tokens": 30}, "stop_reason": "end_turn"})
+    assert r.content == "hi" and [b["type"] for b in r.thinking] == ["thinking", "redacted_thinking"]
+    assert (r.usage.prompt_tokens, r.usage.cache_read_tokens, r.usage.cache_write_tokens) == (105, 90, 5)
+    assert 0 < r.usage.reasoning_tokens <= 30

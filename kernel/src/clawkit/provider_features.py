@@ -2,7 +2,8 @@
 
 * Prompt caching (:func:`caching_on`): ``model.cache`` — ``auto`` (the default) caches where
   litellm's model table says the model supports it (``supports_prompt_caching``, or a
-  ``cache_read_input_token_cost`` price), ``on`` always, ``off`` (YAML ``false``) never.
+  ``cache_read_input_token_cost`` price; a Claude model the table does not list: yes),
+  ``on`` always, ``off`` (YAML ``false``) never.
   Providers place Anthropic ``cache_control`` breakpoints (at most :data:`MAX_BREAKPOINTS`):
   the tools, the system prompt and the conversation so far.
 * Extended thinking (:func:`thinking_budget`): ``/think <level>`` sets ``reasoning_effort``;
@@ -34,7 +35,10 @@ def caching_on(model_config: Any, model: str | None = None) -> bool:
         return True
     from .capabilities import table_entry
 
-    entry = table_entry(model or str(getattr(model_config, "name", "") or "")) or {}
+    name = model or str(getattr(model_config, "name", "") or "")
+    entry = table_entry(name)
+    if entry is None:  # a Claude the table does not list yet (an alias, a new release): every Claude 3+ caches
+        return "claude" in name.lower()
     return bool(entry.get("supports_prompt_caching") or entry.get("cache_read_input_token_cost"))
 
 
