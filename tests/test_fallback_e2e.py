@@ -99,6 +99,8 @@ def test_500_falls_back_event_ledger_json_and_spans(server, tmp_path):
     ok = next(s for s in spans if s["name"] == "chat gpt-4o-mini")
     assert failed["status"]["status_code"] == "ERROR" and failed["attributes"]["error.type"] == "500"
     assert ok["status"]["status_code"] != "ERROR" and ok["attributes"]["gen_ai.response.model"] == "gpt-4o-mini"
+    assert failed["attributes"]["clawkit.model.fallback_to"] == "openai/gpt-4o-mini"
+    assert ok["attributes"]["clawkit.model.fallback_from"] == ["openai/gpt-4o"]
 
 
 def _json_objects(text: str) -> list[str]:
