@@ -29,7 +29,7 @@ def run_cli(ws: Path, *args: str) -> subprocess.CompletedProcess:
     env.pop("CLAWKIT_LOAD_PLUGINS", None)  # the full install
     env.update(CLAWKIT_HOME=str(ws / "home"), LITELLM_LOCAL_MODEL_COST_MAP="True", CLAWKIT_AUDIT_HOME=str(ws / "audit"))
     return subprocess.run([sys.executable, "-m", "clawkit", *args], cwd=ws, env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=300)
 
 
 def agent(ws: Path, server: ModelServer, name: str, model_extra: str = "", provider: str = "auto") -> str:

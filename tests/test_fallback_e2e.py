@@ -36,7 +36,7 @@ def run_cli(ws: Path, *args: str, **env_extra: str) -> subprocess.CompletedProce
     env.update(CLAWKIT_HOME=str(ws / "home"), LITELLM_LOCAL_MODEL_COST_MAP="True", CLAWKIT_AUDIT_HOME=str(ws / "audit"))
     env.update(env_extra)
     return subprocess.run([sys.executable, "-m", "clawkit", *args], cwd=ws, env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=300)
 
 
 def agent(ws: Path, name: str, model: str) -> str:
