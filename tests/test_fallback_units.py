@@ -101,3 +101,18 @@ def test_whole_anthropic_answer_keeps_thinking_and_cache_usage():
     assert r.content == "hi" and [b["type"] for b in r.thinking] == ["thinking", "redacted_thinking"]
     assert (r.usage.prompt_tokens, r.usage.cache_read_tokens, r.usage.cache_write_tokens) == (105, 90, 5)
     assert 0 < r.usage.reasoning_tokens <= 30
+
+
+def test_api_key_env(tmp_path, monkeypatch):
+    from clawkit.runtime import load_config
+
+    monkeypatch.setenv("OTHER_ACCOUNT_KEY", "sk-other")
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    path = tmp_path / "agent.yaml"
+    path.write_text("name: a\nmodel:\n  name: openai/a\n  fallbacks:\n    - {name: openai/b, api_key_env: OTHER_ACCOUNT_KEY}\n")
+    cfg, _ = load_config(str(path))
+    assert chain(cfg.model)[1].api_key == "sk-other" and "api_key_env" not in cfg.model.fallbacks[0].settings()
+    path.write_text("name: a\nmodel:\n  name: openai/a\n  fallbacks:\n    - {name: openai/b, api_key_env: NO_SUCH_KEY_VAR}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(str(path))
+    assert "agent.yaml:5" in str(err.value) and "NO_SUCH_KEY_VAR is not set" in str(err.value)

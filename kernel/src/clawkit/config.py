@@ -18,7 +18,8 @@ from . import safeyaml
 from .budget import ContextConfig
 from .errors import ConfigError
 from .storage import is_postgres_url
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator,
+                      model_validator)
 
 
 class ModelConfig(BaseModel):
@@ -31,6 +32,8 @@ class ModelConfig(BaseModel):
                           "provider for openai/ and anthropic/ models (and bare names with an api_base), litellm otherwise")
     api_base: str | None = None
     api_key: str | None = None
+    api_key_env: str | None = Field(None, description="environment variable holding the API key (when api_key is "
+                                    "not set): a fallback model on another account, say; an unset variable is an error")
     temperature: float | None = None
     max_tokens: int | None = None
     timeout: float = Field(60.0, description="seconds per request")
@@ -52,6 +55,15 @@ class ModelConfig(BaseModel):
                                                 "supports it; off (or false) sends none (docs/anthropic.md)")
     fallbacks: list["ModelConfig"] = Field(default_factory=list, description="models tried in order when this one "
                                            "fails for good (a name, or a mapping with the keys of model); see docs/fallbacks.md")
+
+    @model_validator(mode="after")
+    def _key_from_env(self) -> "ModelConfig":
+        if self.api_key_env and not self.api_key:
+            value = os.environ.get(self.api_key_env)
+            if not value:
+                raise ValueError(f"api_key_env: environment variable {self.api_key_env} is not set")
+            self.api_key = value
+        return self
 
     @field_validator("cache", mode="before")
     @classmethod
