@@ -116,3 +116,22 @@ def test_api_key_env(tmp_path, monkeypatch):
     with pytest.raises(ConfigError) as err:
         load_config(str(path))
     assert "agent.yaml:5" in str(err.value) and "NO_SUCH_KEY_VAR is not set" in str(err.value)
+
+
+@pytest.mark.parametrize("page", ["fallbacks.md", "anthropic.md"])
+def test_the_docs_agent_files_load(tmp_path, monkeypatch, page):
+    """The pages' agent files are valid as written (their YAML blocks that name an agent)."""
+    import re
+    from pathlib import Path
+
+    from clawkit.runtime import load_config
+
+    monkeypatch.setenv("BACKUP_ANTHROPIC_KEY", "sk-x")
+    text = (Path(__file__).parent.parent / "docs" / page).read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if b.lstrip().startswith(("# agent.yaml", "name:"))]
+    assert blocks
+    for block in blocks:
+        path = tmp_path / "agent.yaml"
+        path.write_text(block)
+        cfg, _ = load_config(str(path))
+        assert cfg.model.name
