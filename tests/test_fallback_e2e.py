@@ -202,3 +202,32 @@ def test_no_fallback_after_text_was_shown(server, tmp_path):
     proc = run_cli(tmp_path, "run", name, "hi")
     assert models_asked(server) == ["gpt-a"]
     assert proc.stdout.startswith("one two")
+
+
+def test_anthropic_wire_500_falls_back_and_401_does_not(server, tmp_path):
+    server.reset()
+    server.script(by_model(**{"claude-sonnet-4-5": Fault.status(500), "claude-3-5-haiku-20241022": "haiku here",
+                              "claude-opus-4-1": Fault.status(401, "invalid x-api-key")}))
+    name = agent(tmp_path, "a.yaml", f"""\
+        name: anthropic/claude-sonnet-4-5
+        api_base: "{server.base_url}"
+        api_key: sk-ant-test
+        max_retries: 0
+        fallbacks: [{{name: anthropic/claude-3-5-haiku-20241022, api_base: "{server.base_url}", api_key: sk-ant-test}}]
+        """)
+    proc = run_cli(tmp_path, "run", name, "hi", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["reply"] == "haiku here" and out["model"] == "anthropic/claude-3-5-haiku-20241022"
+    assert server.requests[0].path == "/v1/messages" and models_asked(server) == ["claude-sonnet-4-5", "claude-3-5-haiku-20241022"]
+    server.requests.clear()
+    name = agent(tmp_path, "b.yaml", f"""\
+        name: anthropic/claude-opus-4-1
+        api_base: "{server.base_url}"
+        api_key: sk-ant-test
+        max_retries: 0
+        fallbacks: [{{name: anthropic/claude-3-5-haiku-20241022, api_base: "{server.base_url}"}}]
+        """)
+    proc = run_cli(tmp_path, "run", name, "hi", "--json")
+    assert proc.returncode != 0 and "invalid x-api-key" in proc.stderr
+    assert models_asked(server) == ["claude-opus-4-1"]
