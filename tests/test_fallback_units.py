@@ -83,7 +83,8 @@ def test_cache_on_where_the_table_says():
     assert caching_on(ModelConfig(name="anthropic/claude-sonnet-4-5"))
     assert not caching_on(ModelConfig(name="anthropic/claude-sonnet-4-5", cache="off"))
     assert not caching_on(ModelConfig(name="some/unknown-model"))
-    assert caching_on(ModelConfig(name="anthropic/claude-future-9"))  # a Claude the table does not list yet
+    assert caching_on(ModelConfig(name="anthropic/claude-opus-4-1"))  # a Claude the table does not list
+    assert not caching_on(ModelConfig(name="anthropic/claude-test"))  # not a Claude model's name
 
 
 def test_cache_tokens_priced_with_multipliers_when_the_table_has_none():

@@ -17,10 +17,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 #: ``budget_tokens`` per ``/think`` level (Anthropic's minimum is 1024)
 THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 10_000, "high": 24_000}
+CLAUDE = re.compile(r"claude-(?:[3-9]|opus|sonnet|haiku)")  # Anthropic's model names since Claude 3
 MAX_BREAKPOINTS = 4  # Anthropic allows at most four cache_control breakpoints per request
 CACHE_CONTROL = {"type": "ephemeral"}
 WRITE_MULTIPLIER, READ_MULTIPLIER = 1.25, 0.1
@@ -38,7 +40,7 @@ def caching_on(model_config: Any, model: str | None = None) -> bool:
     name = model or str(getattr(model_config, "name", "") or "")
     entry = table_entry(name)
     if entry is None:  # a Claude the table does not list yet (an alias, a new release): every Claude 3+ caches
-        return "claude" in name.lower()
+        return CLAUDE.search(name.lower()) is not None
     return bool(entry.get("supports_prompt_caching") or entry.get("cache_read_input_token_cost"))
 
 

@@ -70,8 +70,7 @@ def test_plain_and_streamed_text(model_server, fmt):
         assert model_server.requests[1].body["stream_options"] == {"include_usage": True}
     else:
         assert first.path == "/v1/messages" and first.headers["x-api-key"] == "sk-test"
-        assert first.body["model"] == "claude-test" and first.body["system"] == [
-            {"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]  # prompt caching: on for Claude
+        assert first.body["model"] == "claude-test" and first.body["system"] == "be brief"
         assert first.body["max_tokens"] > 0 and first.messages == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
 
 
