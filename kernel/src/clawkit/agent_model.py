@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+from . import fallback
 from .context import TurnContext
 from .hooks import isawaitable, maybe_await
 from .prompt import ContributorContext, PromptContributor, StaticContributor, assemble
@@ -239,7 +240,7 @@ class ModelSide:
             retries = 0
             while True:
                 try:
-                    return await self._complete_within_deadline(request, on_text, heard)
+                    return await fallback.complete(self, ctx, request, on_text, heard)
                 except ProviderError as exc:
                     # a fix-up (compaction) or the next model of a fallback chain: a few tries, never a loop
                     if retries >= MAX_FAILED_RETRIES or not self.hooks.has("llm_call_failed"):
@@ -254,7 +255,8 @@ class ModelSide:
             response = await (call() if ctx.steps is None else ctx.steps.model(ctx, request, call))
         except ProviderError as exc:  # observers (telemetry) see failed calls too, with their timing
             ctx.emit("llm.failed", model=request.model, started=started, duration=time.time() - started,
-                     error_type=exc.kind, status=exc.status, endpoint=exc.endpoint or self.config.model.api_base,
+                     error_type=exc.kind, status=exc.status,
+                     endpoint=exc.endpoint or request.metadata.get("fallback.endpoint") or self.config.model.api_base,
                      stream=request.stream)
             raise
         if not response.usage.total_tokens and not response.usage.estimated:
@@ -265,18 +267,21 @@ class ModelSide:
             response.usage = estimate_usage(request, response)
         if on_text is not None:
             await self._send(ctx, Outbound(kind="stream_chunk", content="", metadata={"final": True}), deliver)
+        started = request.metadata.get("fallback.started", started)  # the answering model's own call
         store = ctx.session.store
         store.record_usage(ctx.session.id, ctx.run_id, response.model or request.model, response.usage)
         store.step(ctx.run_id, new_id("step"), "llm", response.model or request.model, started, time.time(), "ok",
                    {"usage": response.usage.model_dump(exclude_defaults=True)})
         # observers (telemetry, logs) see each model call with its timing; content stays out of events
         ctx.emit("llm.call", model=request.model, response_model=response.model, response_id=response.id,
-                 endpoint=self.config.model.api_base, started=started,
+                 endpoint=request.metadata.get("fallback.endpoint") or self.config.model.api_base, started=started,
+                 **({"fallback_from": request.metadata["fallback_from"]} if request.metadata.get("fallback_from") else {}),
                  duration=time.time() - started, usage=response.usage.model_dump(), finish_reason=response.finish_reason,
                  tool_calls=len(response.tool_calls), stream=request.stream)
         return response
 
-    async def _complete_within_deadline(self, request: LlmRequest, on_text: Any, heard: list[str] | None) -> LlmResponse:
+    async def _complete_within_deadline(self, request: LlmRequest, on_text: Any, heard: list[str] | None,
+                                        provider: Any = None, model_config: Any = None) -> LlmResponse:
         """``provider.complete`` bounded by ``model.call_timeout`` in all.
 
         A provider's own timeout is per read: a stream that trickles a byte every few
@@ -284,34 +289,38 @@ class ModelSide:
         """
         limit = self.config.model.call_timeout
         if not limit:
-            return await self._provider_complete(request, on_text)
+            return await self._provider_complete(request, on_text, provider, model_config)
         try:
             async with asyncio.timeout(limit):
-                return await self._provider_complete(request, on_text)
+                return await self._provider_complete(request, on_text, provider, model_config)
         except TimeoutError:
             partial = "".join(heard or ())
             message = (f"model {request.model or self.config.model.name}: no complete answer within "
                        f"model.call_timeout = {limit:g}s" + (f" ({len(partial)} characters had arrived)" if partial else ""))
             raise ProviderError(message, kind="stream_cut" if partial else "timeout", retryable=False,
                                 partial_text=partial or None, model=request.model or self.config.model.name,
-                                endpoint=self.config.model.api_base,
+                                endpoint=(model_config or self.config.model).api_base,
                                 reason="model.call_timeout exceeded") from None
 
-    async def _provider_complete(self, request: LlmRequest, on_text: Any) -> LlmResponse:
+    async def _provider_complete(self, request: LlmRequest, on_text: Any, provider: Any = None,
+                                 model_config: Any = None) -> LlmResponse:
         """``provider.complete``; a model without native tool calling (``supports_tools: false`` in
         the model mapping or litellm's table, :mod:`clawkit.capabilities`) gets its tools through
-        the text protocol of :mod:`clawkit.tooltext` instead of a ``tools`` field it would refuse."""
+        the text protocol of :mod:`clawkit.tooltext` instead of a ``tools`` field it would refuse.
+        ``provider``/``model_config``: a fallback model's (:mod:`clawkit.fallback`), else the agent's."""
+        provider = self.provider if provider is None else provider
+        model_config = self.config.model if model_config is None else model_config
         if request.tools:
             from .capabilities import model_capabilities
 
-            model = request.model or self.config.model.name
+            model = request.model or model_config.name
             text_tools: set[str] = self.__dict__.setdefault("_text_tools", set())
-            if model in text_tools or not model_capabilities(self.config.model, request.model or None).supports_tools:
+            if model in text_tools or not model_capabilities(model_config, request.model or None).supports_tools:
                 from . import tooltext
 
-                return await tooltext.complete(self.provider.complete, request, on_text)
+                return await tooltext.complete(provider.complete, request, on_text)
             try:
-                return await self.provider.complete(request, on_text)
+                return await provider.complete(request, on_text)
             except ProviderError as exc:
                 from . import tooltext
 
@@ -321,8 +330,8 @@ class ModelSide:
                 # text protocol from now on for this model, this call included
                 text_tools.add(model)
                 log.warning("model %s refused native tool calling (%s): tools go through the text protocol", model, exc)
-                return await tooltext.complete(self.provider.complete, request, on_text)
-        return await self.provider.complete(request, on_text)
+                return await tooltext.complete(provider.complete, request, on_text)
+        return await provider.complete(request, on_text)
 
     # delivery -----------------------------------------------------------------------------
 

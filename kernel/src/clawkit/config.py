@@ -19,7 +19,8 @@ from .budget import ContextConfig
 from .errors import ConfigError
 from .output import OutputConfig
 from .storage import is_postgres_url
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator,
+                      model_validator)
 
 
 class ModelConfig(BaseModel):
@@ -32,6 +33,8 @@ class ModelConfig(BaseModel):
                           "provider for openai/ and anthropic/ models (and bare names with an api_base), litellm otherwise")
     api_base: str | None = None
     api_key: str | None = None
+    api_key_env: str | None = Field(None, description="environment variable holding the API key (when api_key is "
+                                    "not set): a fallback model on another account, say; an unset variable is an error")
     temperature: float | None = None
     max_tokens: int | None = None
     timeout: float = Field(60.0, description="seconds per request")
@@ -48,6 +51,38 @@ class ModelConfig(BaseModel):
     supports_vision: bool | None = Field(None, description="accepts images (default: litellm's model table, else false)")
     supports_json_schema: bool | None = Field(None, description="accepts a JSON-schema response_format "
                                               "(default: litellm's model table, else false)")
+    cache: Literal["auto", "on", "off"] = Field("auto", description="prompt caching (Anthropic cache_control "
+                                                "breakpoints): auto = on where litellm's model table says the model "
+                                                "supports it; off (or false) sends none (docs/anthropic.md)")
+    fallbacks: list["ModelConfig"] = Field(default_factory=list, description="models tried in order when this one "
+                                           "fails for good (a name, or a mapping with the keys of model); see docs/fallbacks.md")
+
+    @model_validator(mode="after")
+    def _key_from_env(self) -> "ModelConfig":
+        if self.api_key_env and not self.api_key:
+            value = os.environ.get(self.api_key_env)
+            if not value:
+                raise ValueError(f"api_key_env: environment variable {self.api_key_env} is not set")
+            self.api_key = value
+        return self
+
+    @field_validator("cache", mode="before")
+    @classmethod
+    def _cache_bool(cls, v: Any) -> Any:
+        return {False: "off", True: "on"}.get(v, v) if isinstance(v, bool) else v
+
+    @field_validator("fallbacks", mode="before")
+    @classmethod
+    def _fallback_strings(cls, v: Any) -> Any:
+        if isinstance(v, (str, dict)):
+            v = [v]
+        if isinstance(v, list):
+            out = [{"name": x} if isinstance(x, str) else x for x in v]
+            for x in out:
+                if isinstance(x, dict) and x.get("fallbacks"):
+                    raise ValueError("a fallback model cannot have fallbacks of its own (list them all under the first model)")
+            return out
+        return v
 
     def settings(self) -> dict[str, Any]:
         """Extra provider settings (everything not a named field)."""

@@ -453,6 +453,8 @@ def on_event(event):
     ``session.classified``, ``tool.blocked``, ``tool.approval``, ``hook.error``,
     ``llm.retry``, ``llm.call`` (each model call's timing and usage, no content),
     ``llm.failed`` (a model call that failed for good: timing, ``error_type``, ``status``),
+    ``llm.fallback`` (a failed model's request goes to the next of ``model.fallbacks``:
+    ``from_model``, ``to_model``, ``error_type``, ``status``; see :mod:`clawkit.fallback`),
     ``turn.failed``, ``turn.resumed``, ``agent.close``, ``compaction``, ``directive.change``
     and any plugin's own.
 

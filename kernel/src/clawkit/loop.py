@@ -58,6 +58,8 @@ class TurnResult:
     #: an instance of the type asked for, or the JSON value for a JSON Schema; ``reply`` is its JSON text
     output: Any = None
     typed: bool = False  # the run had an output schema
+    model: str | None = None  # the model that answered the turn's last call (a fallback's when one answered)
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)  # the turn's fallbacks (clawkit.fallback)
 
     @property
     def stopped(self) -> bool:
@@ -73,6 +75,8 @@ class TurnResult:
             "stop_reason": self.stop_reason,
             **({"stop_detail": self.stop_detail} if self.stop_detail else {}),
             **({"output": _jsonable(self)} if self.typed else {}),
+            **({"model": self.model} if self.model else {}),
+            **({"fallbacks": self.fallbacks} if self.fallbacks else {}),
         }
 
 
@@ -594,6 +598,7 @@ class Agent(ModelSide):
                 raise
             _add_usage(result.usage, response.usage)
             _add_usage(ctx.usage, response.usage)
+            result.model, result.fallbacks = request.model, ctx.state.get("_fallbacks") or []
             ctx.model_calls += 1
             if typed is not None and self._typed_answer(ctx, typed, response, result, tools_on):
                 continue  # the answer failed validation: it went back to the model with the errors
@@ -601,7 +606,8 @@ class Agent(ModelSide):
                 response.tool_calls = []  # none were offered: calls now would have no results in history
                 if not response.content.strip():
                     response.content = _fallback_summary(result)  # the wrap-up reply is never empty
-            assistant = Message(role="assistant", content=response.content, tool_calls=response.tool_calls)
+            assistant = Message(role="assistant", content=response.content, tool_calls=response.tool_calls,
+                                metadata={"thinking": response.thinking} if response.thinking else {})
             # a call is on disk before it runs; a final answer rides with the turn's end (one commit less)
             self._append(session, assistant, ctx, defer=not response.tool_calls)
             if not response.tool_calls:
@@ -684,4 +690,3 @@ def _jsonable(result: TurnResult) -> Any:
         return json.loads(result.reply)
     except ValueError:
         return result.reply
-

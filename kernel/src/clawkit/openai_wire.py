@@ -31,7 +31,29 @@ def usage_from(obj: Any) -> Usage | None:
     prompt = int(field(obj, "prompt_tokens", 0) or 0)
     completion = int(field(obj, "completion_tokens", 0) or 0)
     total = int(field(obj, "total_tokens", 0) or 0) or prompt + completion
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+    # prompt-cache and reasoning counters, all included in the totals above: litellm's Anthropic fields,
+    # else OpenAI's details (cached_tokens are cache reads; OpenAI reports no cache writes)
+    read = field(obj, "cache_read_input_tokens")
+    if not isinstance(read, int):
+        read = field(field(obj, "prompt_tokens_details"), "cached_tokens")
+    write = field(obj, "cache_creation_input_tokens")
+    reasoning = field(field(obj, "completion_tokens_details"), "reasoning_tokens")
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total,
+                 cache_read_tokens=read if isinstance(read, int) else 0,
+                 cache_write_tokens=write if isinstance(write, int) else 0,
+                 reasoning_tokens=reasoning if isinstance(reasoning, int) else 0)
+
+
+def thinking_blocks(obj: Any) -> list[dict[str, Any]]:
+    """litellm's ``thinking_blocks`` (Anthropic's thinking / redacted_thinking, with signatures) as dicts."""
+    out = []
+    for b in field(obj, "thinking_blocks") or []:
+        kind = field(b, "type")
+        if kind == "thinking":
+            out.append({"type": "thinking", "thinking": field(b, "thinking") or "", "signature": field(b, "signature") or ""})
+        elif kind == "redacted_thinking":
+            out.append({"type": "redacted_thinking", "data": field(b, "data") or ""})
+    return out
 
 
 def response_from_completion(resp: Any) -> LlmResponse:
@@ -43,7 +65,8 @@ def response_from_completion(resp: Any) -> LlmResponse:
              for c in (field(message, "tool_calls") or [])]
     return LlmResponse(content=field(message, "content") or "", tool_calls=calls,
                        usage=usage_from(field(resp, "usage")) or Usage(),
-                       finish_reason=field(choice, "finish_reason"), model=field(resp, "model"), id=field(resp, "id"))
+                       finish_reason=field(choice, "finish_reason"), model=field(resp, "model"), id=field(resp, "id"),
+                       thinking=thinking_blocks(message))
 
 
 class StreamAssembler:
@@ -63,6 +86,7 @@ class StreamAssembler:
         self.id: str | None = None
         self.chunks = 0
         self.done = False
+        self.thinking: list[dict[str, Any]] = []
 
     def add(self, chunk: Any) -> str:
         """Take one chunk (a decoded SSE ``data`` payload or an SDK chunk); return its text delta."""
@@ -80,10 +104,21 @@ class StreamAssembler:
                 text += piece
             for frag in field(delta, "tool_calls") or []:
                 self._fragment(frag)
+            for block in thinking_blocks(delta):
+                self._thinking(block)
             self.finish_reason = field(choice, "finish_reason") or self.finish_reason
         if text:
             self.parts.append(text)
         return text
+
+    def _thinking(self, block: dict[str, Any]) -> None:
+        """A streamed thinking fragment: text and signature join the open block (a signature ends it)."""
+        last = self.thinking[-1] if self.thinking else None
+        if block["type"] == "thinking" and last is not None and last["type"] == "thinking" and not last["signature"]:
+            last["thinking"] += block["thinking"]
+            last["signature"] = block["signature"]
+        else:
+            self.thinking.append(block)
 
     def _fragment(self, frag: Any) -> None:
         index = field(frag, "index")
@@ -113,4 +148,4 @@ class StreamAssembler:
     def response(self) -> LlmResponse:
         calls = [tool_call(c["id"], c["name"], "".join(c["args"])) for _, c in sorted(self.calls.items())]
         return LlmResponse(content=self.text, tool_calls=calls, usage=self.usage or Usage(),
-                           finish_reason=self.finish_reason, model=self.model, id=self.id)
+                           finish_reason=self.finish_reason, model=self.model, id=self.id, thinking=self.thinking)

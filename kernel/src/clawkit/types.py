@@ -163,6 +163,13 @@ class Usage(Model):
     total_tokens: int = 0
     cost: float | None = None
     estimated: bool = False
+    #: prompt tokens read from / written to the provider's prompt cache (Anthropic's
+    #: cache_read_input_tokens / cache_creation_input_tokens); both are included in ``prompt_tokens``
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    #: completion tokens spent thinking (OpenAI's reasoning_tokens; for Anthropic counted from the
+    #: thinking text); included in ``completion_tokens``
+    reasoning_tokens: int = 0
 
 
 class LlmRequest(Model):
@@ -196,6 +203,10 @@ class LlmResponse(Model):
     finish_reason: str | None = None
     model: str | None = None
     id: str | None = None  # the provider's response id (``chatcmpl-…``, ``msg_…``) when it sent one
+    #: the model's thinking blocks as the provider sent them (Anthropic: ``thinking`` with its
+    #: ``signature``, ``redacted_thinking`` with its ``data``): kept on the assistant message
+    #: (``metadata["thinking"]``) and sent back with it, as extended thinking with tools requires
+    thinking: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class Decision(Model):

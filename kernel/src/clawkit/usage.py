@@ -20,3 +20,6 @@ def add_usage(total: Usage, u: Usage | dict) -> None:
         d["cost"] = (d["cost"] or 0.0) + add["cost"]
     if add["estimated"]:
         d["estimated"] = True
+    for key in ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens"):
+        if add.get(key):
+            d[key] = (d.get(key) or 0) + add[key]

@@ -203,6 +203,7 @@ def _run_with_cassette(args) -> int:
             raise UsageError(str(exc).splitlines()[0]) from None
         tape.cassette = server.cassette
         model.api_base = server.url
+        model.fallbacks = []  # a cassette holds the first model's traffic only (docs/fallbacks.md)
         try:
             with loopback_only() if args.replay else nullcontext():
                 code = run_and_report(agent, args.message, as_json=args.json, session_id=session_arg(args),

@@ -57,6 +57,17 @@ def cmd_list(args) -> int:
     return EXIT_OK
 
 
+def _cache_and_thinking(store, session_id: str) -> dict[str, int]:
+    """Prompt-cache and thinking tokens of the session's model calls (from their ``llm.call`` events;
+    docs/anthropic.md), when there were any."""
+    totals = {"cache_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0}
+    for event in store.events(session_id, "llm.call"):
+        usage = (event.get("data") or {}).get("usage") or {}
+        for key in totals:
+            totals[key] += int(usage.get(key) or 0)
+    return {k: v for k, v in totals.items() if v}
+
+
 def cmd_show(args) -> int:
     store = _store(args)
     _get(store, args.id)
@@ -73,7 +84,7 @@ def cmd_show(args) -> int:
     meta = store.load_metadata(args.id)
     if meta:
         print(f"metadata: {json.dumps(meta, default=str)}")
-    print(f"usage: {json.dumps(store.usage_totals(args.id))}")
+    print(f"usage: {json.dumps({**store.usage_totals(args.id), **_cache_and_thinking(store, args.id)})}")
     print()
     for m in store.messages(args.id):
         label = m.role

@@ -25,6 +25,9 @@ class StderrNotices:
         if event.type == "llm.retry":
             line = event.data.get("line") or f"model call failed ({event.data.get('error', '')}); retrying"
             print(f"clawkit: {line}", file=sys.stderr, flush=True)
+        elif event.type == "llm.fallback":  # docs/fallbacks.md
+            print(f"clawkit: {event.data.get('line') or 'falling back to ' + str(event.data.get('to_model'))}",
+                  file=sys.stderr, flush=True)
 
 
 def _open(args, approver: Any = None, extra: tuple = (), more: dict[str, Any] | None = None):

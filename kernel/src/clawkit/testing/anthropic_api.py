@@ -39,13 +39,35 @@ def _message(reply: Reply, body: dict[str, Any], usage: dict[str, int], content:
         "model": reply.model or str(body.get("model") or "scripted-model"), "content": content,
         "stop_reason": STOP_REASONS.get(reply.resolved_finish_reason(), reply.resolved_finish_reason()),
         "stop_sequence": None,
-        "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]},
+        "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
+                  **_cache_usage(reply)},
     }
+
+
+def _cache_usage(reply: Reply) -> dict[str, int]:
+    """Anthropic's prompt-cache counters, when the reply scripts them."""
+    out = {}
+    if reply.cache_write_tokens:
+        out["cache_creation_input_tokens"] = reply.cache_write_tokens
+    if reply.cache_read_tokens:
+        out["cache_read_input_tokens"] = reply.cache_read_tokens
+    return out
 
 
 def _events(reply: Reply) -> Iterator[tuple[str, dict[str, Any], bool]]:
     """``(event name, payload, is_delta)`` for every content block of the reply."""
     index = 0
+    for block in reply.thinking:
+        if block.get("type") == "thinking":
+            yield "content_block_start", {"index": index, "content_block": {"type": "thinking", "thinking": ""}}, False
+            yield "content_block_delta", {"index": index, "delta": {"type": "thinking_delta",
+                                                                    "thinking": block.get("thinking", "")}}, True
+            yield "content_block_delta", {"index": index, "delta": {"type": "signature_delta",
+                                                                    "signature": block.get("signature", "")}}, True
+        else:
+            yield "content_block_start", {"index": index, "content_block": dict(block)}, False
+        yield "content_block_stop", {"index": index}, False
+        index += 1
     if reply.content:
         yield "content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}}, False
         for piece in reply.text_chunks():
@@ -65,7 +87,8 @@ def _events(reply: Reply) -> Iterator[tuple[str, dict[str, Any], bool]]:
 def respond(handler: Any, reply: Reply, body: dict[str, Any], cut_after: int | None, usage: dict[str, int]) -> None:
     """Answer ``reply`` on ``handler`` (the server's request handler), whole or streamed."""
     if not body.get("stream"):
-        content: list[Any] = [{"type": "text", "text": reply.content}] if reply.content else []
+        content: list[Any] = [dict(b) for b in reply.thinking]
+        content += [{"type": "text", "text": reply.content}] if reply.content else []
         content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": _tool_input(c.arguments)}
                     for c in reply.calls]
         payload = _message(reply, body, usage, content)
@@ -77,7 +100,7 @@ def respond(handler: Any, reply: Reply, body: dict[str, Any], cut_after: int | N
     handler._start_sse()
     start = _message(reply, body, usage, [])
     start.update(stop_reason=None, usage={"input_tokens": usage["prompt_tokens"],
-                                         "output_tokens": min(1, usage["completion_tokens"])})
+                                         "output_tokens": min(1, usage["completion_tokens"]), **_cache_usage(reply)})
     handler._event({"type": "message_start", "message": start}, "message_start")
     deltas = 0
     for name, payload, is_delta in _events(reply):

@@ -50,6 +50,12 @@ class Reply:
     completion_tokens: int | None = None
     chunk_chars: int | None = None
     chunk_delay: float = 0.0
+    #: Anthropic wire only: thinking blocks sent before the answer (``{"type": "thinking", "thinking": …,
+    #: "signature": …}`` or ``{"type": "redacted_thinking", "data": …}``), and prompt-cache usage
+    #: (``cache_read_input_tokens`` / ``cache_creation_input_tokens``, on top of the prompt tokens)
+    thinking: list[dict[str, Any]] = field(default_factory=list)
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @classmethod
     def text(cls, text: str, **kw: Any) -> "Reply":

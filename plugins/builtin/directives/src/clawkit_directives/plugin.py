@@ -54,7 +54,7 @@ class DirectivesConfig(BaseModel):
     elevated_minutes: float = Field(30.0, gt=0, le=24 * 60, description="how long /elevated on lasts")
     reasoning_models: list[str] = Field(
         default_factory=lambda: ["o1*", "o3*", "o4*", "gpt-5*", "*claude-3-7*", "*claude-sonnet-4*", "*claude-opus-4*",
-                                 "*claude-4*", "*deepseek-r1*", "*deepseek-reasoner*", "*gemini-2.5*", "*grok-3-mini*", "*qwq*"],
+                                 "*claude-4*", "*claude-haiku-4*", "*deepseek-r1*", "*deepseek-reasoner*", "*gemini-2.5*", "*grok-3-mini*", "*qwq*"],
         description="model-name globs (matched with and without the provider prefix) that accept reasoning_effort")
     verbose_max_chars: int = Field(2000, ge=100, description="longest tool result shown with /verbose full")
 

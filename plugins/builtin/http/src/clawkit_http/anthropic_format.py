@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from clawkit.provider_features import approx_tokens
 from clawkit.toolargs import tool_call
 from clawkit.types import LlmRequest, LlmResponse, Message, Usage
+
+from . import anthropic_features
 
 
 PATH = "/v1/messages"
@@ -45,7 +48,7 @@ def messages(history: list[Message]) -> tuple[str, list[dict[str, Any]]]:
                 block["is_error"] = True
             _append(out, "user", [block])
         elif m.role == "assistant":
-            blocks = _blocks(m.content)
+            blocks = anthropic_features.history_blocks(m) + _blocks(m.content)
             for c in m.tool_calls:
                 blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments})
             _append(out, "assistant", blocks)
@@ -77,7 +80,7 @@ def build_body(request: LlmRequest, model: str, config: Any, extras: dict[str, A
     body.pop("reasoning_effort", None)  # OpenAI's knob; Anthropic's is ``thinking`` (pass it in settings)
     body.pop("stream_options", None)
     body["stream"] = bool(request.stream)
-    return body
+    return anthropic_features.apply(body, request, config, model, DEFAULT_MAX_TOKENS)
 
 
 def tool_choice(choice: Any) -> dict[str, Any]:
@@ -87,11 +90,15 @@ def tool_choice(choice: Any) -> dict[str, Any]:
     return {"type": {"required": "any", "none": "none"}.get(str(choice), "auto")}
 
 
-def _usage(data: Any) -> Usage:
+def _usage(data: Any, thinking: list[dict[str, Any]] | None = None) -> Usage:
     data = data if isinstance(data, dict) else {}
     prompt = sum(int(data.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
     completion = int(data.get("output_tokens") or 0)
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
+    # Anthropic counts thinking inside output_tokens and reports no split: counted from the visible thinking
+    reasoning = min(completion, sum(approx_tokens(b.get("thinking") or "") for b in thinking or ()))
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion,
+                 cache_write_tokens=int(data.get("cache_creation_input_tokens") or 0),
+                 cache_read_tokens=int(data.get("cache_read_input_tokens") or 0), reasoning_tokens=reasoning)
 
 
 def _raw_input(value: Any) -> str:
@@ -101,14 +108,17 @@ def _raw_input(value: Any) -> str:
 def parse_response(data: Any) -> LlmResponse:
     text: list[str] = []
     calls = []
+    thinking = []
     for block in data.get("content") or []:
-        if block.get("type") == "text":
+        if block.get("type") in anthropic_features.THINKING_TYPES:
+            thinking.append(block)
+        elif block.get("type") == "text":
             text.append(block.get("text") or "")
         elif block.get("type") == "tool_use":
             calls.append(tool_call(block.get("id"), block.get("name"), _raw_input(block.get("input"))))
     stop = data.get("stop_reason")
-    return LlmResponse(content="".join(text), tool_calls=calls, usage=_usage(data.get("usage")),
-                       finish_reason=FINISH.get(stop, stop), model=data.get("model"), id=data.get("id"))
+    return LlmResponse(content="".join(text), tool_calls=calls, usage=_usage(data.get("usage"), thinking),
+                       finish_reason=FINISH.get(stop, stop), model=data.get("model"), id=data.get("id"), thinking=thinking)
 
 
 class StreamError(Exception):
@@ -144,7 +154,9 @@ class StreamAssembler:
         elif kind == "content_block_start":
             block = event.get("content_block") or {}
             self.blocks[int(event.get("index", len(self.blocks)))] = {
-                "type": block.get("type"), "id": block.get("id"), "name": block.get("name"), "json": []}
+                "type": block.get("type"), "id": block.get("id"), "name": block.get("name"), "json": [],
+                "thinking": [block.get("thinking") or ""], "signature": block.get("signature") or "",
+                "data": block.get("data")}
         elif kind == "content_block_delta":
             delta = event.get("delta") or {}
             block = self.blocks.setdefault(int(event.get("index", 0)), {"type": "text", "json": []})
@@ -153,6 +165,10 @@ class StreamAssembler:
                 return delta["text"]
             if delta.get("type") == "input_json_delta":
                 block["json"].append(delta.get("partial_json") or "")
+            elif delta.get("type") == "thinking_delta":
+                block.setdefault("thinking", []).append(delta.get("thinking") or "")
+            elif delta.get("type") == "signature_delta":
+                block["signature"] = block.get("signature", "") + (delta.get("signature") or "")
         elif kind == "message_delta":
             stop = (event.get("delta") or {}).get("stop_reason")
             self.finish_reason = FINISH.get(stop, stop) or self.finish_reason
@@ -174,9 +190,16 @@ class StreamAssembler:
     def response(self) -> LlmResponse:
         calls = [tool_call(b.get("id"), b.get("name"), "".join(b["json"]))
                  for _, b in sorted(self.blocks.items()) if b.get("type") == "tool_use"]
-        usage = _usage({**self.input, "output_tokens": self.output_tokens})
+        thinking = []
+        for _, b in sorted(self.blocks.items()):
+            if b.get("type") == "thinking":
+                thinking.append({"type": "thinking", "thinking": "".join(b.get("thinking") or ()),
+                                 "signature": b.get("signature") or ""})
+            elif b.get("type") == "redacted_thinking":
+                thinking.append({"type": "redacted_thinking", "data": b.get("data") or ""})
+        usage = _usage({**self.input, "output_tokens": self.output_tokens}, thinking)
         return LlmResponse(content=self.text, tool_calls=calls, usage=usage, finish_reason=self.finish_reason,
-                           model=self.model, id=self.id)
+                           model=self.model, id=self.id, thinking=thinking)
 
 
 def error_message(data: Any) -> str:

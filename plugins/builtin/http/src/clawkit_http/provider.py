@@ -380,4 +380,8 @@ class HttpProvider:
             if found is None:
                 return None
             inp, out = found
+        if usage.cache_read_tokens or usage.cache_write_tokens:  # priced as the provider prices cache tokens
+            from clawkit.provider_features import cost
+
+            return cost(usage, float(inp or 0), float(out or 0), response.model or model)
         return usage.prompt_tokens * float(inp or 0) + usage.completion_tokens * float(out or 0)

@@ -67,5 +67,18 @@ def _release_clients(litellm: Any) -> None:
         if cache is not None:
             cache.flush_cache()
         gc.collect()
+        # handlers still referenced (litellm's module-level clients) are finalized with the
+        # interpreter, where that import can still deadlock: their __del__ is disarmed now (the
+        # process is ending; the OS closes its sockets)
+        from litellm.llms.custom_httpx import http_handler
+
+        for name in ("AsyncHTTPHandler", "HTTPHandler"):
+            cls = getattr(http_handler, name, None)
+            if cls is not None and "__del__" in vars(cls):
+                cls.__del__ = _no_finalizer
     except Exception:  # exiting anyway: never turn a clean exit into a traceback
         pass
+
+
+def _no_finalizer(self: Any) -> None:
+    """An HTTP handler's finalizer at interpreter exit: nothing (see :func:`_release_clients`)."""

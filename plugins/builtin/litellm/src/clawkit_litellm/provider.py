@@ -141,7 +141,9 @@ class LitellmProvider:
         effort = request.reasoning_effort or params.pop("reasoning_effort", None)
         if effort:
             params["reasoning_effort"] = effort
-        return params
+        from .features import apply  # Anthropic: thinking and prompt-cache breakpoints (docs/anthropic.md)
+
+        return apply(params, request, cfg)
 
     async def warm(self) -> None:
         """Import litellm in a thread (seconds on a cold, busy machine) without blocking the
@@ -194,6 +196,11 @@ class LitellmProvider:
             from clawkit.tokens import estimate_usage
 
             response.usage = estimate_usage(request, response, params["model"])
+        if response.thinking and not response.usage.reasoning_tokens:  # counted from the thinking text
+            from clawkit.provider_features import approx_tokens
+
+            response.usage.reasoning_tokens = min(response.usage.completion_tokens,
+                                                  sum(approx_tokens(b.get("thinking") or "") for b in response.thinking))
         response.usage.cost = self._cost(litellm, params["model"], response.usage)
         response.model = response.model or params["model"]
         return response
@@ -235,10 +242,15 @@ class LitellmProvider:
             return None
         inp, out = self.prices
         if inp is not None or out is not None:
+            if usage.cache_read_tokens or usage.cache_write_tokens:
+                from clawkit.provider_features import cost
+
+                return cost(usage, float(inp or 0), float(out or 0), model)
             return usage.prompt_tokens * float(inp or 0) + usage.completion_tokens * float(out or 0)
         try:
             prompt_cost, completion_cost = litellm.cost_per_token(
-                model=model, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
+                model=model, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                cache_creation_input_tokens=usage.cache_write_tokens, cache_read_input_tokens=usage.cache_read_tokens)
         except Exception:  # unknown model: no price, not an error
             return None
         return float(prompt_cost) + float(completion_cost)

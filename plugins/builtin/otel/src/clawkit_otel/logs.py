@@ -76,6 +76,8 @@ def _runs(db: str, limit: int, agent: str | None) -> list[dict[str, Any]]:
                 "ts": ts, "workspace": db if is_postgres_url(db) else str(Path(db).parent.parent), "db": db, "agent": agent_name, "session_id": sid,
                 "run_id": run_id, "model": ", ".join(models) or None,
                 "prompt_tokens": usage.get("prompt_tokens", 0), "completion_tokens": usage.get("completion_tokens", 0),
+                "cache_read_tokens": usage.get("cache_read_tokens", 0), "cache_write_tokens": usage.get("cache_write_tokens", 0),
+                "reasoning_tokens": usage.get("reasoning_tokens", 0),
                 "cost": usage.get("cost"), "duration": round(duration, 3) if duration is not None else None,
                 "outcome": "failed: " + str(d.get("error")) if kind == "turn.failed" else d.get("stop_reason", "done"),
                 "prompt": (first[1] or "")[:80] if first else "",
@@ -117,6 +119,16 @@ def register(cli: Any) -> None:
     p.set_defaults(handler=cmd_logs)
 
 
+def _cache_and_thinking(r: dict[str, Any]) -> str:
+    """`` cache 1200r/300w think 512`` when the run read or wrote the prompt cache or thought (docs/anthropic.md)."""
+    out = ""
+    if r.get("cache_read_tokens") or r.get("cache_write_tokens"):
+        out += f" cache {r.get('cache_read_tokens') or 0}r/{r.get('cache_write_tokens') or 0}w"
+    if r.get("reasoning_tokens"):
+        out += f" think {r['reasoning_tokens']}"
+    return out
+
+
 def cmd_logs(args: Any) -> int:
     if args.count < 1:
         print("clawkit logs: --count must be at least 1", file=sys.stderr)
@@ -135,6 +147,7 @@ def cmd_logs(args: Any) -> int:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["ts"]))
         cost = f"${r['cost']:.6f}" if r["cost"] is not None else "-"
         dur = f"{r['duration']:.2f}s" if r["duration"] is not None else "-"
-        print(f"{when}  {r['agent']:12} {r['model'] or '-':24} {r['prompt_tokens']:>6}/{r['completion_tokens']:<6} {cost:>10} {dur:>8}  "
+        extra = _cache_and_thinking(r)
+        print(f"{when}  {r['agent']:12} {r['model'] or '-':24} {r['prompt_tokens']:>6}/{r['completion_tokens']:<6}{extra} {cost:>10} {dur:>8}  "
               f"{r['outcome']:10} {r['workspace']}  [{r['session_id']}]  {r['prompt']!r}")
     return 0

@@ -218,6 +218,10 @@ class Telemetry:
             attrs.update(_tokens(usage))
             attrs["gen_ai.response.finish_reasons"] = [str(d.get("finish_reason") or "stop")]
             attrs["clawkit.model.tool_calls"] = int(d.get("tool_calls") or 0)
+        if d.get("fallback_to"):  # model fallbacks (docs/fallbacks.md): which model took the request over
+            attrs["clawkit.model.fallback_to"] = str(d["fallback_to"])
+        if d.get("fallback_from"):
+            attrs["clawkit.model.fallback_from"] = [str(m) for m in d["fallback_from"]]
         if usage.get("cost") is not None:
             attrs["clawkit.usage.cost"] = float(usage["cost"])
         if usage.get("estimated"):  # the provider reported none: the tokens were counted locally
