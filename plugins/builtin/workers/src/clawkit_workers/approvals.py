@@ -80,7 +80,6 @@ def durable_approver(url: str, timeout: float = 3600.0) -> Any:
                    "workflow_id": ctx.steps.workflow_id, "agent": ctx.agent.name, "session_id": ctx.session.id,
                    "run_id": ctx.run_id, "call_id": call.id, "tool": call.name, "arguments": call.arguments,
                    "call_hash": call_hash(call.name, call.arguments), "reason": reason, "risk": risk}
-        from .engine import save_progress
 
         save_progress(ctx)  # the usage so far is visible while the turn waits (the panel's tokens)
         row = await slot.run_async({"name": "clawkit.approval"}, wait_for_answer, url, request, timeout)
@@ -166,3 +165,15 @@ def answer(url: str, approval_id: str, approve: bool, *, by: str, call_hash: str
     if call_hash is not None and call_hash != row["call_hash"]:
         raise ApprovalError(409, "call_hash does not match the pending call's arguments")
     raise ApprovalError(410, f"approval {approval_id} expired")
+
+
+def save_progress(ctx: Any) -> None:
+    """Commit what the turn observed so far (usage, steps, events: the store queues them for the
+    turn's end) before a wait: the panel, in another process, reads them while the turn waits
+    for a tool or an approval. On PostgreSQL a commit is a transaction; a turn makes a few."""
+    store = getattr(getattr(ctx, "session", None), "store", None)
+    if store is not None:
+        try:
+            store.flush()
+        except Exception as exc:  # an observation not yet visible never stops the turn
+            log.warning("saving the turn's progress failed: %s", exc)

@@ -24,6 +24,7 @@ from clawkit.steps import idempotency_key
 from clawkit.types import ToolCall
 
 from . import approvals as approvals_mod
+from .approvals import save_progress  # noqa: F401  (used before each tool step; beside the approval wait that uses it too)
 from . import chunks, liveness
 # every worker and client uses one application version, so any worker may run and recover any
 # turn (DBOS only hands a workflow to executors of the version it was started under)
@@ -102,18 +103,6 @@ def _rewind(a: Any, session_id: str, base: int) -> None:
     a.store.conn.execute("DELETE FROM usage WHERE session_id = ? AND run_id IN "
                          "(SELECT id FROM runs WHERE session_id = ? AND status = 'running')", (session_id, session_id))
     a._sessions.pop(session_id, None)  # another worker may have added turns: never a stale cache
-
-
-def save_progress(ctx: Any) -> None:
-    """Commit what the turn observed so far (usage, steps, events: the store queues them for the
-    turn's end) before a wait: the panel, in another process, reads them while the turn waits
-    for a tool or an approval. On PostgreSQL a commit is a transaction; a turn makes a few."""
-    store = getattr(getattr(ctx, "session", None), "store", None)
-    if store is not None:
-        try:
-            store.flush()
-        except Exception as exc:  # an observation not yet visible never stops the turn
-            log.warning("saving the turn's progress failed: %s", exc)
 
 
 class DurableSteps:
