@@ -120,9 +120,9 @@ def test_classification_is_not_repeated_every_turn(make):
     assert all("SECURITY" in r.system for r in agent.provider.requests)
 
 
-def test_no_model_configured_skips_with_a_warning_and_never_uses_the_main_model(make_agent, caplog):
+def test_no_model_configured_skips_with_a_note_and_never_uses_the_main_model(make_agent, caplog):
     agent = make_agent(["hello", "again"], plugins=(clawkit_classifier, Sections()))
-    with caplog.at_level(logging.WARNING, logger="clawkit.classifier"):
+    with caplog.at_level(logging.INFO, logger="clawkit.classifier"):
         r = agent.run("hi")
     assert r.reply == "hello"
     assert len(agent.provider.requests) == 1  # only the turn itself: no classification call

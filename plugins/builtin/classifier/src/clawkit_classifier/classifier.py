@@ -240,7 +240,9 @@ def classify_session(session, messages):
     model = classifier_model(cfg)
     if model is None:
         if _warn_once(session.agent):
-            log.warning("agent %s: session classification skipped: no classifier model "
+            # info, not a warning: unconfigured is the default of every full install (a Python agent would print
+            # it on every run); the classifier.skipped event records it on the session
+            log.info("agent %s: session classification skipped: no classifier model "
                         "(set plugins.classifier.model; the main model is never used for it)", session.agent.name)
         if not session.get("classifier.warned"):
             _set_with_next_write(session, "classifier.warned", True)
