@@ -81,6 +81,9 @@ def _bwrap_works() -> bool:
 def _policy(extra: str = "", sandbox: str = "off") -> str:
     return (f"sandbox: {{mode: {sandbox}}}\n"
             "directives: {allow_elevated: true, allow_noninteractive_elevated: true}\n"
+            # each job's session stands on its own provenance: the attack sessions' episodes recalled into the
+            # controls would (rightly) mark them too — memory's own test: tests/test_websearch_recall_provenance_e2e.py
+            "memory: {sessions: false}\n"
             "policy:\n"
             "  grants:\n"
             "    - {tools: [web_fetch], hosts: [\"127.0.0.1\"]}\n"

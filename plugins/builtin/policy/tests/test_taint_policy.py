@@ -79,7 +79,10 @@ def test_project_files_in_the_prompt_mark_unless_trusted(build_agent, workspace)
         approver = Approver()
         agent = build_agent([ScriptedReply.calls(call("shell_exec", command="echo hi")), "ok"],
                             plugins=(*PLUGINS, clawkit_contributors), tools=["*"], approver=approver,
-                            sections={"policy": {**GRANT, "trusted_paths": trusted}, "sandbox": UNJAILED})
+                            # memory off: the first run's episode (it read AGENTS.md untrusted) recalled into the
+                            # second would mark it (memory's provenance, tested in tests/test_websearch_recall_provenance_e2e.py)
+                            sections={"policy": {**GRANT, "trusted_paths": trusted}, "sandbox": UNJAILED,
+                                      "memory": {"sessions": False}})
         agent.run("go")
         assert len(approver.asked) == expect, approver.asked
         if expect:
