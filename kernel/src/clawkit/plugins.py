@@ -94,6 +94,8 @@ def get_plugin_manager(
             pm.register(plugin, name=ep.name)
             pm._clawkit_dists = getattr(pm, "_clawkit_dists", {})  # type: ignore[attr-defined]
             pm._clawkit_dists[ep.name] = ep.dist  # type: ignore[attr-defined]
+        if "clawkit.lazycache" in sys.modules:
+            sys.modules["clawkit.lazycache"].flush()  # what was read from plugin sources, for the next start
     for obj in extra:
         name = getattr(obj, "name", None) if not isinstance(obj, type(sys)) else obj.__name__
         if name in skip or pm.is_registered(obj):
