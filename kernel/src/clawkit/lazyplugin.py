@@ -377,9 +377,6 @@ def _mismatch(decl: HookDecl, fn: Any) -> str:
 
 def lazy_plugin(module: str) -> LazyPlugin | None:
     """A :class:`LazyPlugin` for ``module``, or None when it must be imported (see module doc).
-    The declarations come from :mod:`clawkit.lazycache` when the files they were read from are
-    unchanged."""
-    from .lazycache import cached_declare
-
-    hooks = cached_declare(module)
+    The kernel passes declarations from :mod:`clawkit.lazycache` instead (see ``plugins._load``)."""
+    hooks = declare(module)
     return LazyPlugin(module, hooks) if hooks else None
