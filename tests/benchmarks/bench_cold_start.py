@@ -1,7 +1,7 @@
 """Cold start of ``clawkit --help`` (all installed plugins) against a bare interpreter, one run.
 
 Run:
-    .venv/bin/python tests/benchmarks/bench_cold_start.py            [--runs 15] [--no-uncached]
+    .venv/bin/python tests/benchmarks/bench_cold_start.py            [--runs 15] [--no-uncached] [--baseline OTHER/.venv/bin/clawkit]
     /tmp/benchvenv/bin/python tests/benchmarks/bench_cold_start.py   (adds ``llm --help`` when installed)
 
 Each command is a fresh subprocess of this interpreter's environment, timed from spawn
@@ -65,7 +65,12 @@ def targets() -> list[tuple[str, list[str], dict[str, str], str]]:
     llm = command("llm")
     if llm:
         out.append(("llm --help", llm + ["--help"], {}, "Usage: llm"))
+    if BASELINE:
+        out.append(("clawkit --help [baseline]", [BASELINE, "--help"], {}, "usage: clawkit"))
     return out
+
+
+BASELINE = ""  # --baseline: another checkout's clawkit (e.g. the commit before a change), measured interleaved
 
 
 def run_once(argv: list[str], env: dict[str, str], expect: str) -> float:
@@ -85,6 +90,7 @@ def pct(samples: list[float], q: float) -> float:
 def measure(runs: int, cache_dir: str, write: bool) -> dict[str, list[float]]:
     base = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "CLAWKIT_LOAD_PLUGINS")}
     base["PYTHONPYCACHEPREFIX"] = cache_dir
+    base["XDG_CACHE_HOME"] = os.path.join(cache_dir, "xdg")  # the plugin-hook cache, primed like the bytecode
     if not write:
         base["PYTHONDONTWRITEBYTECODE"] = "1"
     todo = targets()
@@ -231,7 +237,11 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=15, help="runs per command and bytecode mode (default 15)")
     ap.add_argument("--no-uncached", dest="uncached", action="store_false", help="skip the no-bytecode-cache mode")
     ap.add_argument("--importtime-runs", type=int, default=5)
+    ap.add_argument("--baseline", default="", metavar="CLAWKIT",
+                    help="another install's clawkit executable (e.g. a venv of the commit before a change), run interleaved")
     args = ap.parse_args()
+    global BASELINE
+    BASELINE = args.baseline
 
     plugins = sorted({ep.name for ep in metadata.entry_points(group="clawkit")})
     print(f"Python {sys.version.split()[0]} ({sys.executable}) on {os.cpu_count()} CPUs, "
@@ -267,6 +277,9 @@ def main() -> int:
         kern = statistics.median(samples["clawkit --help (no plugins)"])
         line = (f"{mode}: clawkit --help {ck * 1e3:.0f} ms = {ck / bare:.1f}x a bare interpreter "
                 f"(+{(ck - bare) * 1e3:.0f} ms; plugins +{(ck - kern) * 1e3:.0f} ms)")
+        if "clawkit --help [baseline]" in samples:
+            base_ck = statistics.median(samples["clawkit --help [baseline]"])
+            line += f"; baseline {base_ck * 1e3:.0f} ms, clawkit --help / baseline = {ck / base_ck:.3f}"
         if "llm --help" in samples:
             line += f"; llm --help / clawkit --help = {statistics.median(samples['llm --help']) / ck:.1f}x"
         print(line)

@@ -30,40 +30,57 @@ import re
 import sys
 import threading
 import types
-from dataclasses import dataclass, field
 from importlib import import_module
 from importlib.machinery import PathFinder
 from typing import Any
 
 PROJECT = "clawkit"
 _OPT_KEYS = ("wrapper", "hookwrapper", "optionalhook", "tryfirst", "trylast", "specname")
-_DECORATED = re.compile(r"^@", re.M)
-_FROM = re.compile(r"^from[ \t]+([\w.]+)[ \t]+import\b", re.M)
-_DEF = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]", re.M)
-_SIMPLE_NAMES = re.compile(r"[ \t]+\w+(?:[ \t]+as[ \t]+\w+)?(?:[ \t]*,[ \t]*\w+(?:[ \t]+as[ \t]+\w+)?)*[ \t]*(?:#.*)?$")
+_PATTERNS = {  # compiled on the first scan (a start from the cache scans nothing)
+    "decorated": r"^@",
+    "from": r"^from[ \t]+([\w.]+)[ \t]+import\b",
+    "def": r"^(?:async[ \t]+def|def|class)[ \t]",
+    "simple_names": r"[ \t]+\w+(?:[ \t]+as[ \t]+\w+)?(?:[ \t]*,[ \t]*\w+(?:[ \t]+as[ \t]+\w+)?)*[ \t]*(?:#.*)?$",
+}
+
+
+def _rx(name: str) -> re.Pattern[str]:
+    return re.compile(_PATTERNS[name], re.M)
 
 
 class LazyPluginError(Exception):
     """A lazily registered plugin's module does not match what was read from its source."""
 
 
-@dataclass(frozen=True)
 class HookDecl:
-    """One hook implementation as read from source."""
+    """One hook implementation as read from source (a plain class: a dataclass costs start-up)."""
 
-    attr: str  # the function's name in the front door
-    module: str  # the module that defines it
-    name: str  # the function's own name there
-    opts: dict[str, Any]
-    argnames: tuple[str, ...]
-    order: int | None = None
-    events: frozenset[str] | None = None
+    __slots__ = ("attr", "module", "name", "opts", "argnames", "order", "events")
+
+    def __init__(self, attr: str, module: str, name: str, opts: dict[str, Any], argnames: tuple[str, ...],
+                 order: int | None = None, events: frozenset[str] | None = None):
+        self.attr = attr  # the function's name in the front door
+        self.module = module  # the module that defines it
+        self.name = name  # the function's own name there
+        self.opts = opts
+        self.argnames = argnames
+        self.order = order
+        self.events = events
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.attr, self.module, self.name, self.opts, self.argnames, self.order, self.events)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HookDecl) and self._key() == other._key()
+
+    def __repr__(self) -> str:
+        return "HookDecl(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
 
 
-@dataclass
 class _Scan:
-    hooks: dict[str, HookDecl] = field(default_factory=dict)
-    reexports: list[tuple[str, str, str]] = field(default_factory=list)  # (module, name, as)
+    def __init__(self) -> None:
+        self.hooks: dict[str, HookDecl] = {}
+        self.reexports: list[tuple[str, str, str]] = []  # (module, name, as)
 
 
 def _spec(module: str) -> Any:
@@ -87,6 +104,13 @@ def _spec(module: str) -> Any:
 
 def _source(module: str) -> tuple[str, bool] | None:
     """(source text, is a package) of ``module``, without importing anything."""
+    found = _read_source(module)
+    if _READ is not None:
+        _READ.append(found[2] if found else "")  # "": not found, the answer is not cached
+    return found[:2] if found else None
+
+
+def _read_source(module: str) -> tuple[str, bool, str] | None:
     try:
         spec = _spec(module)
     except (ImportError, ValueError):
@@ -95,9 +119,12 @@ def _source(module: str) -> tuple[str, bool] | None:
         return None
     try:
         with open(spec.origin, encoding="utf-8") as fh:
-            return fh.read(), spec.submodule_search_locations is not None
+            return fh.read(), spec.submodule_search_locations is not None, spec.origin
     except OSError:
         return None
+
+
+_READ: list[str] | None = None  # the files :func:`declare` read, while :mod:`clawkit.lazycache` records
 
 
 def _statement(source: str, start: int, header: bool) -> tuple[ast.Module, int] | None:
@@ -172,10 +199,10 @@ def _scan(module: str) -> _Scan | None:
     package = module if is_package else module.rpartition(".")[0]
     scan = _Scan()
     done = 0
-    for match in _DECORATED.finditer(source) if "hookimpl" in source else ():
+    for match in _rx("decorated").finditer(source) if "hookimpl" in source else ():
         if match.start() < done:
             continue  # inside the block just read
-        body = _DEF.search(source, match.start())
+        body = _rx("def").search(source, match.start())
         if body is None:
             break
         if "hookimpl" not in source[match.start() : body.start()]:
@@ -193,7 +220,7 @@ def _scan(module: str) -> _Scan | None:
             return None
         if decl is not None:
             scan.hooks[node.name] = decl
-    for match in _FROM.finditer(source):
+    for match in _rx("from").finditer(source):
         source_module = match.group(1)
         if source_module.startswith("."):
             source_module = importlib.util.resolve_name(source_module, package)
@@ -202,7 +229,7 @@ def _scan(module: str) -> _Scan | None:
         if source_module in (package, module):
             continue  # ``from . import submodule``
         line = source[match.end() : source.find("\n", match.end())]
-        if _SIMPLE_NAMES.match(line):  # ``from .x import a, b as c`` on one line: no parser needed
+        if _rx("simple_names").match(line):  # ``from .x import a, b as c`` on one line: no parser needed
             names = [tuple(n.split()[::2]) if " as " in n else (n.strip(), n.strip())
                      for n in line.split("#", 1)[0].split(",")]
         else:
@@ -301,6 +328,10 @@ class LazyPlugin:
         for attr, decl in hooks.items():
             setattr(self, attr, _proxy(decl, self._load))
 
+    def __dir__(self) -> list[str]:
+        # what pluggy's register walks: only the hooks (each other name costs it a static lookup)
+        return list(self._clawkit_hooks)
+
     def __repr__(self) -> str:
         return f"<lazy clawkit plugin {self._clawkit_module} ({len(self._clawkit_hooks)} hooks)>"
 
@@ -345,6 +376,7 @@ def _mismatch(decl: HookDecl, fn: Any) -> str:
 
 
 def lazy_plugin(module: str) -> LazyPlugin | None:
-    """A :class:`LazyPlugin` for ``module``, or None when it must be imported (see module doc)."""
+    """A :class:`LazyPlugin` for ``module``, or None when it must be imported (see module doc).
+    The kernel passes declarations from :mod:`clawkit.lazycache` instead (see ``plugins._load``)."""
     hooks = declare(module)
     return LazyPlugin(module, hooks) if hooks else None

@@ -7,6 +7,8 @@ Switches:
 * ``CLAWKIT_TRACE_PLUGINS=1`` — print every hook call with its timing to stderr.
 * ``CLAWKIT_EAGER_PLUGINS=1`` — import every plugin module at start instead of registering it
   lazily (see :mod:`clawkit.lazyplugin`; for debugging a plugin's import-time behaviour).
+* ``CLAWKIT_PLUGIN_CACHE=0`` — read the plugins' hooks from their sources on every start
+  instead of from the cache of what was read (:mod:`clawkit.lazycache`).
 * per agent: ``plugins: {name: {enabled: false}}`` (pass ``disabled=``).
 """
 
@@ -94,6 +96,8 @@ def get_plugin_manager(
             pm.register(plugin, name=ep.name)
             pm._clawkit_dists = getattr(pm, "_clawkit_dists", {})  # type: ignore[attr-defined]
             pm._clawkit_dists[ep.name] = ep.dist  # type: ignore[attr-defined]
+        if "clawkit.lazycache" in sys.modules:
+            sys.modules["clawkit.lazycache"].flush()  # what was read from plugin sources, for the next start
     for obj in extra:
         name = getattr(obj, "name", None) if not isinstance(obj, type(sys)) else obj.__name__
         if name in skip or pm.is_registered(obj):
@@ -115,11 +119,12 @@ def _load(ep: metadata.EntryPoint) -> Any:
     from its source (:mod:`clawkit.lazyplugin`); ``module:attr`` and anything else is imported."""
     value = getattr(ep, "value", None)
     if isinstance(value, str) and ":" not in value and "[" not in value and os.environ.get("CLAWKIT_EAGER_PLUGINS") != "1":
-        from .lazyplugin import lazy_plugin
+        from .lazycache import cached_declare  # lazyplugin.declare, kept between runs
+        from .lazyplugin import LazyPlugin
 
-        lazy = lazy_plugin(value.strip())
-        if lazy is not None:
-            return lazy
+        hooks = cached_declare(value.strip())
+        if hooks:
+            return LazyPlugin(value.strip(), hooks)
     return ep.load()
 
 
