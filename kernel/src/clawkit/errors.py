@@ -95,3 +95,63 @@ def _kind_for_status(status: int | None) -> str:
 
 def _retryable_status(status: int | None) -> bool:
     return status is not None and (status in (408, 409, 429) or status >= 500)
+
+
+# --- what a failed model call means: shared by the provider plugins --------------------------
+
+#: what servers say when a request does not fit the model's context window
+OVERFLOW_MARKERS = ("context_length_exceeded", "maximum context length", "context window", "prompt is too long",
+                    "too many tokens")
+
+
+def is_overflow_message(text: str) -> bool:
+    """Whether an error text says the request exceeds the context window (never for a 429: "tokens
+    per minute" rate limits mention tokens too — the caller checks the status)."""
+    lowered = text.lower()
+    return any(m in lowered for m in OVERFLOW_MARKERS)
+
+
+def exception_chain(exc: BaseException, limit: int = 8) -> list[BaseException]:
+    """``exc`` and its causes (``__cause__``, else ``__context__``), without cycles."""
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen and len(chain) < limit:
+        seen.add(id(e))
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    return chain
+
+
+_CONNECTION_NAMES = frozenset((
+    "APIConnectionError", "ConnectError", "RemoteProtocolError", "ReadError", "ServerDisconnected",
+    "ServerDisconnectedError", "ClientPayloadError", "ClientOSError", "MidStreamFallbackError", "IncompleteRead",
+    "ProtocolError"))
+
+
+def transport_cause(exc: BaseException) -> tuple[str, str, bool] | None:
+    """``(kind, what, retryable)`` when the exception chain holds a network-level cause — TLS, DNS, a
+    refused connection, a timeout, a dropped connection — else None. Classes are read by name
+    (httpx, aiohttp, the OpenAI SDK, litellm), so no client library is imported here. ``what`` says
+    it in a few words for the one-line retry notices."""
+    import errno
+    import socket
+    import ssl
+
+    chain = exception_chain(exc)
+    names: set[str] = set()
+    for e in chain:
+        cls_names = {c.__name__ for c in type(e).__mro__}
+        if isinstance(e, ssl.SSLError) or cls_names & {"SSLError", "ClientSSLError", "ClientConnectorCertificateError"} \
+                or "certificate verify" in str(e).lower():
+            return "tls", "TLS failure", False
+        if isinstance(e, socket.gaierror) or "ClientConnectorDNSError" in cls_names:
+            return "dns", "the host name does not resolve", isinstance(e, socket.gaierror) and e.errno == socket.EAI_AGAIN
+        if isinstance(e, ConnectionRefusedError) or getattr(e, "errno", None) == errno.ECONNREFUSED:
+            return "connection", "connection refused", True
+        if isinstance(e, (TimeoutError, socket.timeout)) or any("Timeout" in n for n in cls_names):
+            return "timeout", "timed out", True
+        names |= cls_names
+    if names & _CONNECTION_NAMES or any(isinstance(e, ConnectionError) for e in chain):
+        return "connection", "the connection failed", True
+    return None

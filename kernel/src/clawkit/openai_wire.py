@@ -1,6 +1,7 @@
-"""Reading the OpenAI chat-completions format — whole answers and streamed chunks — into
-:class:`~clawkit.types.LlmResponse`, for every provider plugin that receives it (the native
-HTTP provider parses the JSON itself; litellm hands over its own objects of the same shape).
+"""The OpenAI chat-completions format, for every provider plugin that speaks it (the native HTTP
+provider sends and parses the JSON itself; litellm takes the same request keys and hands over its
+own objects of the same shape): the request's common keys (:func:`request_keys`), and whole
+answers and streamed chunks read into :class:`~clawkit.types.LlmResponse`.
 
 Every field is read by key *or* attribute (:func:`field`), so plain dicts and SDK objects go
 through the same code, and a malformed answer yields empty fields, never an exception.
@@ -13,6 +14,34 @@ from typing import Any
 
 from .toolargs import tool_call
 from .types import LlmResponse, Usage
+
+
+def structured_output(request: Any) -> dict[str, Any]:
+    """``response_format`` and ``tool_choice`` in the OpenAI form (typed output, :mod:`clawkit.output`)."""
+    out: dict[str, Any] = {}
+    if request.response_format:
+        out["response_format"] = request.response_format
+    choice = request.tool_choice
+    if isinstance(choice, dict) and choice.get("name"):
+        out["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
+    elif choice:
+        out["tool_choice"] = choice
+    return out
+
+
+def request_keys(request: Any, model: str, config: Any) -> dict[str, Any]:
+    """What every OpenAI-format request says: model, messages, tools, structured output, and the
+    model config's temperature and max_tokens. Each provider adds its own keys (endpoint, retries,
+    the model's extra settings, streaming) after these."""
+    body: dict[str, Any] = {"model": model, "messages": request.openai_messages()}
+    if request.tools:
+        body["tools"] = [t.openai_schema() for t in request.tools]
+    body.update(structured_output(request))
+    if config.temperature is not None:
+        body["temperature"] = config.temperature
+    if config.max_tokens is not None:
+        body["max_tokens"] = config.max_tokens
+    return body
 
 
 def field(obj: Any, name: str, default: Any = None) -> Any:

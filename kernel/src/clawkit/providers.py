@@ -9,6 +9,7 @@ registered without ``serves``, ``litellm`` first) takes it.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Awaitable, Callable, Protocol, runtime_checkable
 
 from .errors import ProviderError
@@ -78,3 +79,25 @@ class ProviderRegistry:
             known = ", ".join(sorted(self.factories)) or "none (is clawkit-litellm installed?)"
             raise ProviderError(f"no model provider named {name!r}; installed: {known}") from None
         return factory(model_config)
+
+
+class DeliveryError(Exception):
+    """An exception raised by a provider's ``on_text`` callback (the display): the caller's, not a
+    model failure — never retried or classified as one. ``error`` is the original exception."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
+async def deliver_text(on_text: Callable[[str], Any] | None, delta: str) -> None:
+    """Hand a streamed text delta to ``on_text`` (sync or async); what it raises comes back as a
+    :class:`DeliveryError`, so a provider's retry loop can tell it from a model failure."""
+    if on_text is None:
+        return
+    try:
+        result = on_text(delta)
+        if inspect.isawaitable(result):
+            await result
+    except Exception as exc:
+        raise DeliveryError(exc) from exc

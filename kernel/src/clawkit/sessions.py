@@ -17,85 +17,20 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from pydantic_core import to_json as _to_json
 
 from .checkpoint import Checkpointer
 from .errors import UsageError
 from .sessionlock import SessionLocks
 from .storewriter import LockedConnection, StoreWriter, run_write
-from .storage import POSTGRESQL, SQLITE, Column, Index, Table, declare, is_postgres_url, script
-from .types import Message, SessionClassification, ToolResult, Usage, new_id
+from .storage import POSTGRESQL, SQLITE, declare, is_postgres_url, script
+from .types import Message, SessionClassification, ToolResult, new_id
+from .runlog import RunRecords
+from .session_schema import (  # noqa: F401  (TABLES, SCHEMA: importable from here too)
+    _DATA_FIELDS, _EVENT_SQL, _MESSAGE_SQL, _META_KEY_SQL, _META_KEY_SQL_PG, _PG_FUNCTIONS, _RESULT_TEXT, _RUN_END_SQL,
+    _RUN_END_SQL_PG, SCHEMA, TABLES, _dump, _map_strings, _scrub,
+)
 
 log = logging.getLogger("clawkit.sessions")
-
-TABLES = (
-    Table("sessions", (
-        Column("id", nullable=False), Column("agent", nullable=False),
-        Column("created", "real", nullable=False), Column("updated", "real", nullable=False),
-        Column("metadata", nullable=False, default="{}"), Column("classification"),
-    ), primary_key=("id",)),
-    Table("messages", (
-        Column("id", "integer", autoincrement=True), Column("session_id", nullable=False, references="sessions(id)"),
-        Column("run_id"), Column("role", nullable=False), Column("content", nullable=False), Column("data"),
-        Column("created", "real", nullable=False),
-    ), indexes=(Index("messages_session", ("session_id", "id")),)),
-    Table("events", (
-        Column("id", "integer", autoincrement=True), Column("session_id"), Column("run_id"),
-        Column("type", nullable=False), Column("data", nullable=False), Column("ts", "real", nullable=False),
-    ), indexes=(Index("events_session", ("session_id", "id")),)),
-    Table("usage", (
-        Column("id", "integer", autoincrement=True), Column("session_id", nullable=False), Column("run_id"),
-        Column("model"), Column("prompt_tokens", "integer"), Column("completion_tokens", "integer"),
-        Column("total_tokens", "integer"), Column("cost", "real"), Column("ts", "real", nullable=False),
-    )),
-    Table("runs", (
-        Column("id", nullable=False), Column("trace_id", nullable=False), Column("task_id"),
-        Column("session_id", nullable=False), Column("agent", nullable=False), Column("parent_run_id"),
-        Column("parent_step_id"), Column("started", "real", nullable=False), Column("ended", "real"),
-        Column("status", nullable=False, default="running"), Column("data", nullable=False, default="{}"),
-    ), primary_key=("id",), indexes=(Index("runs_session", ("session_id", "started")),
-                                     Index("runs_parent", ("parent_run_id",)), Index("runs_trace", ("trace_id",)))),
-    Table("steps", (
-        Column("id", nullable=False), Column("run_id", nullable=False), Column("kind", nullable=False), Column("name"),
-        Column("started", "real", nullable=False), Column("ended", "real"), Column("status"),
-        Column("data", nullable=False, default="{}"),
-    ), primary_key=("run_id", "id")),
-)
-#: the kernel's tables as one SQLite script (what a plain sqlite3 reader may run)
-SCHEMA = script(TABLES, SQLITE)
-
-
-_DATA_FIELDS = {"tool_calls", "tool_result", "blocks", "metadata"}  # a message's structured part (the data column)
-_RESULT_TEXT = {"tool_result": {"content"}}
-_MESSAGE_SQL = "INSERT INTO messages (session_id, run_id, role, content, data, created) VALUES (?, ?, ?, ?, ?, ?)"
-_EVENT_SQL = "INSERT INTO events (session_id, run_id, type, data, ts) VALUES (?, ?, ?, ?, ?)"
-_USAGE_SQL = (
-    "INSERT INTO usage (session_id, run_id, model, prompt_tokens, completion_tokens, total_tokens, cost, ts)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-
-
-_RUN_SQL = (
-    "INSERT OR REPLACE INTO runs (id, trace_id, task_id, session_id, agent, parent_run_id, parent_step_id, started, status, data)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)"
-)
-_RUN_END_SQL = "UPDATE runs SET ended = ?, status = ?, data = json_patch(data, ?) WHERE id = ?"
-_META_KEY_SQL = ("UPDATE sessions SET metadata = json_set(CASE WHEN json_valid(metadata) THEN metadata ELSE '{}' END, ?, json(?)),"
-                 " updated = ? WHERE id = ?")
-_META_KEY_SQL_PG = ("UPDATE sessions SET metadata = jsonb_set(clawkit_jsonb(metadata), ARRAY[?], ?::jsonb)::text,"
-                    " updated = ? WHERE id = ?")
-# a text column read as JSON, '{}' when it is not an object (json_valid's role on SQLite)
-_PG_FUNCTIONS = {"clawkit_jsonb": """CREATE OR REPLACE FUNCTION clawkit_jsonb(t text) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $f$
-BEGIN
-  IF jsonb_typeof(t::jsonb) = 'object' THEN RETURN t::jsonb; END IF;
-  RETURN '{}'::jsonb;
-EXCEPTION WHEN others THEN RETURN '{}'::jsonb;
-END $f$"""}
-# PostgreSQL has no json_patch: a top-level merge (every run_end caller passes a flat object)
-_RUN_END_SQL_PG = "UPDATE runs SET ended = ?, status = ?, data = (data::jsonb || ?::jsonb)::text WHERE id = ?"
-_STEP_SQL = "INSERT OR REPLACE INTO steps (id, run_id, kind, name, started, ended, status, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-_RUN_COLUMNS = ("id", "trace_id", "task_id", "session_id", "agent", "parent_run_id", "parent_step_id", "started", "ended", "status", "data")
-
 
 class SessionNotFound(KeyError):
     pass
@@ -107,37 +42,6 @@ class SessionBusy(UsageError):
 
 #: seconds a turn waits for another process to finish its turn on the same session
 LOCK_WAIT = float(__import__("os").environ.get("CLAWKIT_SESSION_LOCK_WAIT") or 10.0)
-
-
-def _scrub(value: Any) -> Any:
-    """``value`` with lone surrogates (not encodable as UTF-8) replaced by U+FFFD, in every string inside."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-            return value
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    if isinstance(value, dict):
-        return {_scrub(k): _scrub(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_scrub(v) for v in value]
-    return value
-
-
-def _map_strings(value: Any, fn: Any) -> Any:
-    if isinstance(value, str):
-        return fn(value)
-    if isinstance(value, dict):
-        return {k: _map_strings(v, fn) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_map_strings(v, fn) for v in value]
-    return value
-
-
-def _dump(value: Any) -> str:
-    """Compact JSON text (pydantic-core's serializer: ~5x json.dumps on the small dicts of events and
-    steps); what JSON cannot hold becomes its ``str``. A lone surrogate raises ValueError."""
-    return _to_json(value, fallback=str).decode()
 
 
 def _label_of(classification: Any) -> str:
@@ -152,7 +56,7 @@ def _label_of(classification: Any) -> str:
     return label if isinstance(label, str) else ""
 
 
-class SessionStore:
+class SessionStore(RunRecords):
     """One SQLite file (opened, and created, with WAL) or a PostgreSQL database (a ``postgresql://``
     URL, see :mod:`clawkit.storage`). Use one store per process/thread.
 
@@ -580,74 +484,6 @@ class SessionStore:
             args += (type,)
         rows = self.conn.execute(sql + " ORDER BY id", args).fetchall()
         return [{"type": t, "data": json.loads(d), "ts": ts, "run_id": r} for t, d, ts, r in rows]
-
-    def record_usage(self, session_id: str, run_id: str | None, model: str | None, usage: Usage) -> None:
-        """Queue one model call's usage (committed at the turn's end, like events)."""
-        self._observe(
-            _USAGE_SQL,
-            (session_id, run_id, model, usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, usage.cost, time.time()),
-        )
-
-    def usage_totals(self, session_id: str) -> dict[str, Any]:
-        self.flush()
-        r = self.conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(prompt_tokens),0), COALESCE(SUM(completion_tokens),0),"
-            " COALESCE(SUM(total_tokens),0), SUM(cost) FROM usage WHERE session_id = ?",
-            (session_id,),
-        ).fetchone()
-        return dict(zip(("calls", "prompt_tokens", "completion_tokens", "total_tokens", "cost"), r))
-
-    # runs and steps: the Task/Run/Step/Trace vocabulary, persisted ----------------------
-
-    def run_start(self, run: dict[str, Any]) -> None:
-        """Record a run (one turn of one agent) as started, with the turn's first commit (so a run
-        whose process died stays visible as ``running``).
-
-        ``run`` holds ``id, trace_id, task_id, session_id, agent`` and optionally
-        ``parent_run_id``/``parent_step_id`` (the step of another run that spawned it)
-        and ``data`` (anything else worth showing: the tools it was offered).
-        """
-        self._pending.append((_RUN_SQL, (run["id"], run["trace_id"], run.get("task_id"), run["session_id"], run["agent"],
-                              run.get("parent_run_id"), run.get("parent_step_id"), run.get("started") or time.time(),
-                              _dump(run.get("data") or {}))))
-
-    def run_end(self, run_id: str, status: str, data: dict[str, Any] | None = None) -> None:
-        """Close a run with its outcome (``done``, ``error``, ``cancelled``…); ``data`` is merged in."""
-        self._observe(self._run_end_sql, (time.time(), status, _dump(data or {}), run_id))
-
-    def step(self, run_id: str, step_id: str, kind: str, name: str, started: float, ended: float | None,
-             status: str, data: dict[str, Any] | None = None) -> None:
-        """Record one step of a run: a model call (``llm``) or a tool call (``tool``)."""
-        self._observe(_STEP_SQL, (step_id, run_id, kind, name, started, ended, status, _dump(data or {})))
-
-    def _runs(self, where: str, args: tuple) -> list[dict[str, Any]]:
-        self.flush()
-        rows = self.conn.execute(f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs WHERE {where} ORDER BY started", args).fetchall()
-        out = []
-        for r in rows:
-            d = dict(zip(_RUN_COLUMNS, r))
-            d["data"] = json.loads(d["data"] or "{}")
-            out.append(d)
-        return out
-
-    def runs(self, session_id: str) -> list[dict[str, Any]]:
-        """A session's runs, oldest first."""
-        return self._runs("session_id = ?", (session_id,))
-
-    def child_runs(self, run_id: str) -> list[dict[str, Any]]:
-        """Runs another run spawned (sub-agents), oldest first."""
-        return self._runs("parent_run_id = ?", (run_id,))
-
-    def trace_runs(self, trace_id: str) -> list[dict[str, Any]]:
-        """Every run of one trace, across agents and sessions."""
-        return self._runs("trace_id = ?", (trace_id,))
-
-    def steps(self, run_id: str) -> list[dict[str, Any]]:
-        self.flush()
-        rows = self.conn.execute(
-            "SELECT id, kind, name, started, ended, status, data FROM steps WHERE run_id = ? ORDER BY started", (run_id,)
-        ).fetchall()
-        return [dict(zip(("id", "kind", "name", "started", "ended", "status", "data"), r[:6]), data=json.loads(r[6])) for r in rows]
 
     def export_jsonl(self, session_id: str) -> Iterator[str]:
         """The session as JSON lines: a header, then every message and event in order."""

@@ -7,17 +7,13 @@ The kinds are those of :class:`clawkit.errors.ProviderError` (``connection``, ``
 
 from __future__ import annotations
 
-import errno
-import socket
-import ssl
 from dataclasses import dataclass
 from typing import Any
 
+from clawkit.errors import is_overflow_message, transport_cause
 from clawkit.retry import parse_retry_after
 
 RETRYABLE_STATUS = {408, 409, 429}
-OVERFLOW_MARKERS = ("context_length_exceeded", "maximum context length", "context window", "prompt is too long",
-                    "too many tokens")
 
 
 @dataclass
@@ -34,8 +30,7 @@ class Failure:
 
 def from_status(status: int, message: str, headers: Any) -> Failure:
     """An HTTP error answer."""
-    lowered = message.lower()
-    if status != 429 and any(m in lowered for m in OVERFLOW_MARKERS):
+    if status != 429 and is_overflow_message(message):
         return Failure("context_overflow", message, False, status)
     if status == 429:
         return Failure("rate_limit", message, True, status, parse_retry_after(headers))
@@ -48,33 +43,18 @@ def from_status(status: int, message: str, headers: Any) -> Failure:
     return Failure(kind, message, retryable, status, parse_retry_after(headers) if retryable else None)
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    chain: list[BaseException] = []
-    e: BaseException | None = exc
-    while e is not None and len(chain) < 8:
-        chain.append(e)
-        e = e.__cause__ or e.__context__
-    return chain
-
-
 def from_exception(exc: BaseException, *, streaming: bool) -> Failure:
-    """A transport failure (httpx's exception classes, read by name so httpx loads lazily);
-    ``reason`` says it in a few words for the one-line retry notices."""
-    names = {cls.__name__ for cls in type(exc).__mro__}
+    """A transport failure (the kernel reads the cause from the exception chain, by class name, so
+    httpx loads lazily); ``reason`` says it in a few words for the one-line retry notices."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     message = f"{type(exc).__name__}: {text}"
-    chain = _chain(exc)
-    if "TimeoutException" in names or any(isinstance(e, (TimeoutError, socket.timeout)) for e in chain):
-        return Failure("timeout", message, True, reason="timed out")
-    if any(isinstance(e, ssl.SSLError) for e in chain) or "certificate" in text.lower():
-        return Failure("tls", message, False, reason="TLS failure")
-    if any(isinstance(e, socket.gaierror) for e in chain):
-        temporary = any(isinstance(e, socket.gaierror) and e.errno == socket.EAI_AGAIN for e in chain)
-        return Failure("dns", message, temporary, reason="the host name does not resolve")
-    if any(isinstance(e, ConnectionRefusedError) or getattr(e, "errno", None) == errno.ECONNREFUSED for e in chain):
-        return Failure("connection", message, True, reason="connection refused")
+    cause = transport_cause(exc)
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if cause is not None and (cause[0] != "connection" or cause[1] == "connection refused"):  # tls, dns, timeout, refused
+        kind, what, retryable = cause
+        return Failure(kind, message, retryable, reason=what)
     if "ConnectError" in names:
         return Failure("connection", message, True, reason="the connection failed")
-    if streaming or names & {"RemoteProtocolError", "ReadError"}:
+    if streaming or names & {"RemoteProtocolError", "ReadError"}:  # the connection went while the answer came
         return Failure("stream_cut", message, True, reason="the answer was cut off")
     return Failure("connection", message, True, reason="the connection failed")

@@ -23,12 +23,11 @@ delivered so far in ``partial_text``.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import os
 from typing import Any, Awaitable, Callable
 
-from clawkit.providers import OnText, ProviderError
+from clawkit.providers import DeliveryError, OnText, ProviderError, deliver_text
 from clawkit.retry import OnRetry, RetryPolicy, call_with_retries
 from clawkit.types import LlmRequest, LlmResponse
 
@@ -44,14 +43,6 @@ DEFAULTS = {
     "openai": ("OPENAI_BASE_URL", "https://api.openai.com/v1", "OPENAI_API_KEY"),
     "anthropic": ("ANTHROPIC_BASE_URL", "https://api.anthropic.com", "ANTHROPIC_API_KEY"),
 }
-
-
-class _CallbackError(Exception):
-    """An exception from ``on_text``: the caller's, not a model failure."""
-
-    def __init__(self, error: BaseException):
-        super().__init__(str(error))
-        self.error = error
 
 
 class _Failed(Exception):
@@ -253,14 +244,14 @@ class HttpProvider:
                 raise self._error(request, exc.failure, partial="".join(delivered)) from exc.__cause__
 
         def classify(exc: BaseException) -> ProviderError:
-            if isinstance(exc, _CallbackError):
+            if isinstance(exc, DeliveryError):
                 raise exc  # a display failure is the caller's, not the model's
             return self._error(request, from_exception(exc, streaming=bool(body["stream"])))
 
         try:
             response = await call_with_retries(attempt, policy=self.policy, classify=classify,
                                                on_retry=self.on_retry, sleep=self.sleep)
-        except _CallbackError as exc:
+        except DeliveryError as exc:
             raise exc.error from None
         if not response.usage.total_tokens:  # the server sent none (even when asked): counted here, marked estimated
             from clawkit.tokens import estimate_usage
@@ -321,11 +312,11 @@ class HttpProvider:
                             continue  # read on to the body's end: a connection left mid-body cannot be reused
                         delta = assembler.add(json.loads(payload))
                         if delta:
-                            await self._deliver(on_text, delta)
+                            await deliver_text(on_text, delta)
                             delivered.append(delta)
             finally:
                 await response.aclose()
-        except (_Failed, _CallbackError):
+        except (_Failed, DeliveryError):
             raise
         except anthropic_format.StreamError as exc:
             retryable = exc.type in ("overloaded_error", "api_error", "rate_limit_error")
@@ -337,17 +328,6 @@ class HttpProvider:
         if not assembler.complete:
             raise _Failed(Failure("stream_cut", "the stream ended before the model finished its answer", True))
         return assembler.response()
-
-    @staticmethod
-    async def _deliver(on_text: OnText | None, delta: str) -> None:
-        if on_text is None:
-            return
-        try:
-            result = on_text(delta)
-            if inspect.isawaitable(result):
-                await result
-        except Exception as exc:
-            raise _CallbackError(exc) from exc
 
     # --- reporting ----------------------------------------------------------------------
 

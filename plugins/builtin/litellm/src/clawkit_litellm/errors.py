@@ -9,31 +9,20 @@ module stays cheap and testable without importing litellm.
 
 from __future__ import annotations
 
-import errno
 import re
-import socket
-import ssl
 from typing import Any, Iterator
 
-from clawkit.errors import ProviderError
+from clawkit.errors import ProviderError, exception_chain, is_overflow_message, transport_cause
 from clawkit.retry import parse_retry_after
 
 _CLASS_PREFIXES = re.compile(r"^(?:(?:litellm\.)?\w*(?:Error|Exception|Timeout): )+")
-_CONNECTION_NAMES = ("APIConnectionError", "ConnectError", "RemoteProtocolError", "ReadError", "ServerDisconnected",
-                     "ServerDisconnectedError", "ClientPayloadError", "ClientOSError", "MidStreamFallbackError",
-                     "IncompleteRead", "ProtocolError")
 _MISSING_KEY = re.compile(r"missing credentials|api[_ ]?key (?:client option )?must be set|no (?:api )?key is set|"
                           r"missing \w+ api key|api_key.*(?:not set|is required)", re.I)
 _UNKNOWN_PROVIDER = re.compile(r"LLM Provider NOT provided", re.I)
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        yield e
-        e = e.__cause__ or e.__context__
+    yield from exception_chain(exc, limit=32)
 
 
 def _status(exc: BaseException) -> int | None:
@@ -57,11 +46,7 @@ def _headers(exc: BaseException) -> Any:
 def is_context_overflow(exc: BaseException) -> bool:
     if type(exc).__name__ == "ContextWindowExceededError":
         return True
-    if _status(exc) == 429:  # "tokens per minute" rate limits mention tokens too
-        return False
-    text = str(exc).lower()
-    return any(s in text for s in ("context_length_exceeded", "maximum context length", "context window",
-                                   "prompt is too long"))
+    return _status(exc) != 429 and is_overflow_message(str(exc))  # "tokens per minute" rate limits mention tokens too
 
 
 def summary(exc: BaseException, limit: int = 300) -> str:
@@ -72,25 +57,12 @@ def summary(exc: BaseException, limit: int = 300) -> str:
 
 
 def _transport_kind(exc: BaseException) -> tuple[str, str, bool] | None:
-    """(kind, what, retryable) when the chain holds a network-level cause."""
-    names = set()
-    for e in _chain(exc):
-        if isinstance(e, ssl.SSLError) or type(e).__name__ in ("SSLError", "ClientSSLError",
-                                                               "ClientConnectorCertificateError"):
-            return "tls", f"TLS failure ({summary(e, 160)})", False
-        if isinstance(e, socket.gaierror) or type(e).__name__ == "ClientConnectorDNSError":
-            temporary = isinstance(e, socket.gaierror) and e.errno == socket.EAI_AGAIN
-            return "dns", "the host name does not resolve", temporary
-        if isinstance(e, ConnectionRefusedError) or getattr(e, "errno", None) == errno.ECONNREFUSED:
-            return "connection", "connection refused", True
-        if isinstance(e, (TimeoutError, socket.timeout)):
-            return "timeout", "timed out", True
-        names.update(c.__name__ for c in type(e).__mro__)
-    if any("Timeout" in n for n in names):
-        return "timeout", "timed out", True
-    if any(n in names for n in _CONNECTION_NAMES) or any(isinstance(e, ConnectionError) for e in _chain(exc)):
-        return "connection", "the connection failed", True
-    return None
+    """(kind, what, retryable) when the chain holds a network-level cause (the kernel's reading)."""
+    cause = transport_cause(exc)
+    if cause is not None and cause[0] == "tls":
+        tls = next((e for e in _chain(exc) if "SSL" in type(e).__name__ or "Certificate" in type(e).__name__), exc)
+        return "tls", f"TLS failure ({summary(tls, 160)})", False
+    return cause
 
 
 def classify(exc: BaseException, *, model: str = "", endpoint: str | None = None,

@@ -22,12 +22,11 @@ litellm does not know). Every other extra key is passed to ``litellm.acompletion
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from typing import Any, Awaitable, Callable
 
-from clawkit.openai_wire import StreamAssembler, response_from_completion
-from clawkit.providers import OnText, ProviderError
+from clawkit.openai_wire import StreamAssembler, request_keys, response_from_completion
+from clawkit.providers import DeliveryError, OnText, ProviderError, deliver_text
 from clawkit.retry import OnRetry, RetryPolicy, call_with_retries
 from clawkit.types import LlmRequest, LlmResponse, Usage
 
@@ -55,14 +54,6 @@ def litellm_api_base(api_base: str, model: str) -> str:
     return base
 
 
-class _CallbackError(Exception):
-    """Wraps an exception raised by ``on_text`` so it is not mistaken for a model failure."""
-
-    def __init__(self, error: BaseException):
-        super().__init__(str(error))
-        self.error = error
-
-
 def _server_reported_usage(stream: Any) -> bool:
     """Whether the server sent usage in this stream. litellm answers ``include_usage`` itself when
     the server did not (with its own count, indistinguishable from a reported one); the chunks it
@@ -71,20 +62,6 @@ def _server_reported_usage(stream: Any) -> bool:
     if not isinstance(chunks, list):
         return True
     return any(getattr(c, "usage", None) for c in chunks)
-
-
-def _structured_output(request: LlmRequest) -> dict[str, Any]:
-    """``response_format`` and ``tool_choice`` (typed output, clawkit.output) in the OpenAI form
-    litellm takes and translates for each provider."""
-    out: dict[str, Any] = {}
-    if request.response_format:
-        out["response_format"] = request.response_format
-    choice = request.tool_choice
-    if isinstance(choice, dict) and choice.get("name"):
-        out["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
-    elif choice:
-        out["tool_choice"] = choice
-    return out
 
 
 class LitellmProvider:
@@ -114,26 +91,18 @@ class LitellmProvider:
         """The keyword arguments for ``litellm.acompletion`` (without ``stream``)."""
         cfg = self.config
         model = request.model or cfg.name
-        params: dict[str, Any] = {
-            "model": model,
-            "messages": request.openai_messages(),
+        params = request_keys(request, model, cfg)  # the OpenAI form litellm takes and translates per provider
+        params.update({
             "timeout": cfg.timeout,
             "max_retries": 0,  # the OpenAI SDK's own retries: clawkit retries instead
             "num_retries": 0,  # litellm's (would need tenacity)
             "drop_params": True,  # a setting the model does not take is dropped, not an error
-        }
-        if request.tools:
-            params["tools"] = [t.openai_schema() for t in request.tools]
-        params.update(_structured_output(request))
+        })
         if cfg.api_base:
             params["api_base"] = litellm_api_base(cfg.api_base, model)
         api_key = cfg.api_key or (LOCAL_API_KEY if cfg.api_base else None)
         if api_key:
             params["api_key"] = api_key
-        if cfg.temperature is not None:
-            params["temperature"] = cfg.temperature
-        if cfg.max_tokens is not None:
-            params["max_tokens"] = cfg.max_tokens
         params.update(self.extra_params)
         params.update(request.settings)
         for key in ("stream", "stream_options"):  # request.stream decides, not a stray setting
@@ -171,7 +140,7 @@ class LitellmProvider:
                 if request.stream:
                     return await self._stream(litellm, params, on_text, received, delivered)
                 return response_from_completion(await litellm.acompletion(**params))
-            except _CallbackError:
+            except DeliveryError:
                 raise
             except Exception as exc:
                 error = classify(exc, model=params["model"], endpoint=endpoint, timeout=params.get("timeout"))
@@ -190,7 +159,7 @@ class LitellmProvider:
         try:
             response = await call_with_retries(attempt, policy=self.policy, classify=self._classify(params, endpoint),
                                                on_retry=self.on_retry, sleep=self.sleep)
-        except _CallbackError as exc:
+        except DeliveryError as exc:
             raise exc.error from None
         if not response.usage.total_tokens:  # the server sent none (even when asked): counted here, marked estimated
             from clawkit.tokens import estimate_usage
@@ -207,7 +176,7 @@ class LitellmProvider:
 
     def _classify(self, params: dict[str, Any], endpoint: str):
         def fn(exc: BaseException) -> ProviderError:
-            if isinstance(exc, _CallbackError):
+            if isinstance(exc, DeliveryError):
                 raise exc  # a display failure is the caller's, not the model's
             return classify(exc, model=params["model"], endpoint=endpoint, timeout=params.get("timeout"))
 
@@ -223,12 +192,7 @@ class LitellmProvider:
                 continue
             received.append(delta)
             if on_text is not None:
-                try:
-                    result = on_text(delta)
-                    if inspect.isawaitable(result):
-                        await result
-                except Exception as exc:
-                    raise _CallbackError(exc) from exc
+                await deliver_text(on_text, delta)
                 delivered[0] += len(delta)
         if not _server_reported_usage(stream):
             assembler.usage = None  # litellm's own count, unmarked: counted (and marked estimated) by complete()
