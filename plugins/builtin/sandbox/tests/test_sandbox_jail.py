@@ -90,7 +90,7 @@ def test_granted_paths_are_mounted_as_granted(jailed, tmp_path):
 @needs_bwrap
 def test_limits_fork_bomb_memory_and_timeout(jailed, workspace):
     agent = jailed()
-    results, _ = shell(agent, "python3 -c 'a = []\nwhile True: a.append(bytearray(1 << 24))'", "b(){ b | b & }; b; wait",
+    results, _ = shell(agent, "python3 -c 'a = []\nwhile True: a.append(bytearray(1 << 24))'", "b(){ b | b & }; b; sleep 3",  # the shell outlives the bomb until a fork fails ('wait' could end first)
                        timeout=5)
     assert "MemoryError" in results[0] and "256 MiB memory" in results[0]
     # held at the process limit; the jail dies with its first shell (or at the timeout)
