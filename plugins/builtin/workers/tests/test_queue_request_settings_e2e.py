@@ -7,6 +7,7 @@ every builtin loaded). Old main refused all three with a 400 (``unsupported_para
   server got the json_schema ``response_format`` (OpenAI wire); an answer that never validates is a
   502 ``output_invalid``, as in process;
 * ``temperature`` / ``max_tokens`` reach the model request;
+* on the Anthropic wire: typed output as a forced ``final_answer`` tool, an image as an image block;
 * an image part reaches the model request as an image part; its bytes are in ``clawkit_attachments``
   (the shared database), and the next turn of the session sends it again from there.
 """
@@ -29,14 +30,14 @@ import psycopg
 import pytest
 from pydantic import BaseModel
 
-from clawkit.testing.server import ModelServer
+from clawkit.testing.server import ModelServer, Reply
 from clawkit_workers.testing import Workers
 
 pytestmark = pytest.mark.e2e
 
 
-def _serve(url: str, yaml) -> tuple[subprocess.Popen, str]:
-    p = subprocess.Popen([sys.executable, "-m", "clawkit", "serve", str(yaml), "--db", url, "--dev", "--port", "0"],
+def _serve(url: str, yamls) -> tuple[subprocess.Popen, str]:
+    p = subprocess.Popen([sys.executable, "-m", "clawkit", "serve", *map(str, yamls), "--db", url, "--dev", "--port", "0"],
                          stderr=subprocess.PIPE, text=True, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     deadline = time.monotonic() + 90
     lines = []
@@ -79,11 +80,18 @@ def test_settings_typed_output_and_images_ride_the_queue(pg_url, tmp_path):
             f"model: {{name: openai/gpt-4o-mini, api_base: \"{model.url}\", api_key: sk-test, timeout: 30, max_retries: 0}}\n"
             f"workspace: {tmp_path / 'ws'}\nstate_db: {tmp_path / 'state.db'}\ninstructions: Answer.\ntools: []\n"
             "plugins:\n  memory: {enabled: false}\n", encoding="utf-8")
-        workers = Workers(pg_url, [yaml])
+        claude = tmp_path / "claude.yaml"
+        claude.write_text(
+            "name: claude\n"
+            f"model: {{name: anthropic/claude-3-5-haiku-20241022, api_base: \"{model.url}\", api_key: sk-test, timeout: 30, "
+            "max_retries: 0, supports_vision: true}\n"
+            f"workspace: {tmp_path / 'ws'}\nstate_db: {tmp_path / 'state.db'}\ninstructions: Answer.\ntools: []\n"
+            "plugins:\n  memory: {enabled: false}\n", encoding="utf-8")
+        workers = Workers(pg_url, [yaml, claude])
         served = None
         try:
             workers.start(1)
-            served, base = _serve(pg_url, yaml)
+            served, base = _serve(pg_url, [yaml, claude])
             client = openai.OpenAI(base_url=base + "/v1", api_key="sk-dev", max_retries=0, timeout=120)
 
             # typed output: parse() with a pydantic model, the schema sent natively, a bad answer retried
@@ -127,6 +135,19 @@ def test_settings_typed_output_and_images_ride_the_queue(pg_url, tmp_path):
             assert r2.choices[0].message.content == "still a pixel"
             one, two = model.requests
             assert _images(one.body) == [image] and _images(two.body) == [image]
+
+            # the Anthropic wire: typed output as a forced final_answer tool, the image as an image block
+            model.reset()
+            model.script(Reply.tool_calls([("final_answer", {"name": "Bo", "age": 5})]))
+            done = client.chat.completions.parse(model="claude", messages=[{"role": "user", "content": [
+                {"type": "text", "text": "who is in the picture?"}, {"type": "image_url", "image_url": {"url": image}}]}],
+                response_format=Person, temperature=0.2)
+            assert done.choices[0].message.parsed == Person(name="Bo", age=5)
+            (req,) = model.requests
+            assert req.body["tool_choice"] == {"type": "tool", "name": "final_answer"} and req.body["temperature"] == 0.2
+            data = base64.b64encode(png()).decode()
+            parts = [{k: v for k, v in p.items() if k != "cache_control"} for p in req.body["messages"][-1]["content"]]
+            assert {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}} in parts
             with psycopg.connect(pg_url) as conn:
                 (count,) = conn.execute("SELECT COUNT(*) FROM clawkit_attachments").fetchone()
             assert count == 1
