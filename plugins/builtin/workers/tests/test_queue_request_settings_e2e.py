@@ -148,6 +148,14 @@ def test_settings_typed_output_and_images_ride_the_queue(pg_url, tmp_path):
             data = base64.b64encode(png()).decode()
             parts = [{k: v for k, v in p.items() if k != "cache_control"} for p in req.body["messages"][-1]["content"]]
             assert {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}} in parts
+            # a bad part is refused by the server before anything is queued, as in process
+            model.reset()
+            junk = "data:application/octet-stream;base64," + base64.b64encode(b"\x00\x01\x02binary").decode()
+            with pytest.raises(openai.BadRequestError) as refused:
+                client.chat.completions.create(model="typed", messages=[{"role": "user", "content": [
+                    {"type": "text", "text": "?"}, {"type": "file", "file": {"file_data": junk, "filename": "x.bin"}}]}])
+            assert refused.value.body["code"] == "bad_attachment" and "x.bin" in refused.value.body["message"]
+            assert model.requests == []
             with psycopg.connect(pg_url) as conn:
                 (count,) = conn.execute("SELECT COUNT(*) FROM clawkit_attachments").fetchone()
             assert count == 1
