@@ -65,7 +65,9 @@ class TurnQueue:
         if parent:
             kwargs["traceparent"] = parent
         if settings:
-            kwargs["settings"] = settings
+            from .queued import check_settings
+
+            kwargs["settings"] = check_settings(settings)
         if attachments:
             kwargs["attachments"] = attachments
         self.client.enqueue({"queue_name": QUEUE, "workflow_name": WORKFLOW, "workflow_id": turn_id,

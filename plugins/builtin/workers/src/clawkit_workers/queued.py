@@ -26,6 +26,22 @@ from . import pg
 CURRENT: contextvars.ContextVar[tuple[str, dict[str, Any]] | None] = contextvars.ContextVar("clawkit_workers_turn_settings",
                                                                                            default=None)
 
+#: the model settings a queued turn may carry (serve's openai_request checks their values; anything
+#: else — an endpoint, a key — is never taken from a queued record)
+ALLOWED = frozenset({"temperature", "top_p", "presence_penalty", "frequency_penalty", "seed", "max_tokens", "stop",
+                     "response_format", "reasoning_effort"})
+
+
+def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
+    """``settings`` if every key is one a queued turn may carry; else ``ValueError`` naming the others."""
+    settings = dict(settings or {})
+    unknown = sorted(set(settings) - ALLOWED)
+    if unknown:
+        raise ValueError(f"settings {', '.join(unknown)}: not model settings a queued turn takes "
+                         f"({', '.join(sorted(ALLOWED))})")
+    return settings
+
+
 DDL = """
 CREATE TABLE IF NOT EXISTS clawkit_attachments (
     sha256 TEXT PRIMARY KEY, data BYTEA NOT NULL,
@@ -41,7 +57,7 @@ class QueuedSettings:
         current = CURRENT.get()
         if current is None or ctx.session is None or ctx.session.id != current[0]:
             return None
-        settings = dict(current[1])
+        settings = {k: v for k, v in current[1].items() if k in ALLOWED}
         settings.pop("response_format", None)  # the turn's output_type sends it
         effort = settings.pop("reasoning_effort", None)
         if effort is not None:
