@@ -199,7 +199,12 @@ class BlobStore:
 
 def blob_store(agent: Any) -> BlobStore:
     """Next to the SQLite session file (``.clawkit/attachments``); the workspace's ``.clawkit`` for
-    another backend; none for an in-memory store (the bytes then live in the messages in memory)."""
+    another backend; none for an in-memory store (the bytes then live in the messages in memory).
+    An agent given its own (``agent.attachment_store``: an object with ``put(block)`` and ``get(sha)``,
+    e.g. the workers' table in the PostgreSQL database several machines share) uses that one."""
+    own = getattr(agent, "attachment_store", None)
+    if own is not None:
+        return own
     path = getattr(agent.store, "path", None)
     if isinstance(path, Path):
         return BlobStore(None if str(path) == ":memory:" else path.parent / "attachments")

@@ -95,7 +95,7 @@ def routes(server: Server) -> list[Route]:
         token = CURRENT.set((sid, req.settings) if req.settings else None)
         try:  # the turn's task copies this context: its model calls see the settings
             task = asyncio.ensure_future(_run(server, agent, sid, req.text, _deliver(server, sid, queue) if queue else None, wait,
-                                              req.attachments))
+                                              req.attachments, req.settings))
         finally:
             CURRENT.reset(token)
         server.replays.begin(key.id, idem, attempt, task)
@@ -199,12 +199,14 @@ def _deliver(server: Server, sid: str, queue: asyncio.Queue):
 
 
 async def _run(server: Server, agent: str, sid: str, text: str, deliver: Any, wait: bool,
-               attachments: list[Any] | None = None) -> Any:
+               attachments: list[Any] | None = None, settings: dict[str, Any] | None = None) -> Any:
     from clawkit.errors import ProviderError
     from clawkit.output import OutputValidationError
 
     try:
-        extra = {"attachments": attachments} if attachments else {}
+        extra: dict[str, Any] = {"attachments": attachments} if attachments else {}
+        if settings:  # an in-process turn reads them from CURRENT too; a queued one carries them to its worker
+            extra["settings"] = settings
         return await server.runner.turn(agent, sid, text, deliver, wait=wait, **extra)
     except AttachmentError as exc:  # refused before the turn touched the session (a URL: before any model call)
         raise HttpError(400, str(exc), code="bad_attachment") from None

@@ -188,8 +188,9 @@ class InProcessRunner:
         return session.id
 
     async def turn(self, agent: str, session_id: str, text: str, deliver: Deliver | None, *, wait: bool = False,
-                   attachments: list[Any] | None = None) -> Any:
+                   attachments: list[Any] | None = None, settings: dict[str, Any] | None = None) -> Any:
         """Run one turn; raises :class:`SessionBusy` when the session has one running (unless ``wait``).
+        ``settings`` are applied through ``turn_settings.CURRENT`` (the request's context), not here.
 
         The turn is a task of the runner, not of the request: a client that disconnects
         does not cut it short, and shutdown can wait for it.

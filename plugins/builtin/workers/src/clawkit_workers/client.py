@@ -47,19 +47,29 @@ class TurnQueue:
         self.client = DBOSClient(system_database_url=url, application_name=APP_NAME)
 
     def submit(self, agent: str, text: str, session_id: str | None = None, turn_id: str | None = None,
-               *, stream: bool = False, traceparent: str | None = None) -> str:
+               *, stream: bool = False, traceparent: str | None = None, settings: dict[str, Any] | None = None,
+               attachments: list[Any] | None = None) -> str:
         """Enqueue a turn of ``agent`` on ``session_id`` (a new session when None); returns the turn id.
         Turns of one session run one at a time, in the order they were submitted; resubmitting a
         ``turn_id`` returns the same turn, never a second one. ``stream``: the worker writes what the
         turn delivers as it goes (``chunks.ChunkFeed`` reads it). ``traceparent``: the caller's W3C trace
         context (default: the served request's, ``clawkit.context.incoming_traceparent``, else
-        ``TRACEPARENT``); the worker runs the turn under it, so its spans join the caller's trace."""
+        ``TRACEPARENT``); the worker runs the turn under it, so its spans join the caller's trace.
+        ``settings``: model settings for this turn's calls (checked by the caller: serve's
+        ``openai_request``; ``response_format`` makes it typed). ``attachments``: references from
+        :func:`clawkit_workers.queued.references` (the bytes are in ``clawkit_attachments``) and URLs."""
         session_id = session_id or new_id("ses")
         turn_id = turn_id or new_id("turn")
         kwargs: dict[str, Any] = {"stream": True} if stream else {}
         parent = traceparent or caller_traceparent()
         if parent:
             kwargs["traceparent"] = parent
+        if settings:
+            from .queued import check_settings
+
+            kwargs["settings"] = check_settings(settings)
+        if attachments:
+            kwargs["attachments"] = attachments
         self.client.enqueue({"queue_name": QUEUE, "workflow_name": WORKFLOW, "workflow_id": turn_id,
                              "queue_partition_key": session_id, "app_version": APP_VERSION}, agent, session_id, text, **kwargs)
         return turn_id

@@ -44,8 +44,11 @@ def active() -> bool:
 
 
 @DBOS.workflow(name=WORKFLOW)
-async def run_turn(agent: str, session_id: str, text: str, stream: bool = False, traceparent: str | None = None) -> dict[str, Any]:
-    """``stream``: what the turn delivers (model text as it arrives, a reply not streamed) is
+async def run_turn(agent: str, session_id: str, text: str, stream: bool = False, traceparent: str | None = None,
+                   settings: dict[str, Any] | None = None, attachments: list[Any] | None = None) -> dict[str, Any]:
+    """``settings``: the request's model settings, checked by the front-end (``response_format`` makes
+    the turn typed); ``attachments``: references to bytes in ``clawkit_attachments`` and URLs (:mod:`.queued`).
+``stream``: what the turn delivers (model text as it arrives, a reply not streamed) is
     written to the chunk table for the front-end that waits on it (:mod:`.chunks`).
     ``traceparent``: the submitter's W3C trace context; the turn runs under it (the kernel's
     ``incoming_traceparent``, which telemetry joins), so a served turn's spans join the caller's trace."""
@@ -53,12 +56,17 @@ async def run_turn(agent: str, session_id: str, text: str, stream: bool = False,
 
     token = incoming_traceparent.set(traceparent)
     try:
-        return await _run_turn(agent, session_id, text, stream)
+        return await _run_turn(agent, session_id, text, stream, settings or {}, attachments)
     finally:
         incoming_traceparent.reset(token)
 
 
-async def _run_turn(agent: str, session_id: str, text: str, stream: bool) -> dict[str, Any]:
+async def _run_turn(agent: str, session_id: str, text: str, stream: bool, settings: dict[str, Any],
+                    attachments: list[Any] | None) -> dict[str, Any]:
+    from clawkit.output import OutputValidationError
+
+    from . import queued
+
     worker = _worker
     if worker is None:  # pragma: no cover - DBOS only runs workflows in a launched worker
         raise RuntimeError("clawkit.turn runs only inside `clawkit worker`")
@@ -69,9 +77,20 @@ async def _run_turn(agent: str, session_id: str, text: str, stream: bool) -> dic
     if stream:
         turn_id = DBOS.workflow_id
         sink = chunks.TurnSink(worker.chunks, turn_id, await asyncio.to_thread(worker.chunks.stored, turn_id))
+    extra: dict[str, Any] = {}
+    if settings.get("response_format"):
+        extra["output_type"] = settings["response_format"]
+    if attachments:
+        extra["attachments"] = await asyncio.to_thread(queued.blocks, attachments, a)
+    token = queued.CURRENT.set((session_id, settings) if settings else None)
     try:
-        result = await a.turn(text, session_id=session_id, deliver=sink)
+        result = await a.turn(text, session_id=session_id, deliver=sink, **extra)
+    except OutputValidationError as exc:  # the turn ended; the front-end answers as in process (502 output_invalid)
+        await a.drain(timeout=5)
+        return {"session_id": session_id, "output_invalid": {"errors": exc.errors, "reply": exc.reply,
+                "attempts": exc.attempts, "run_id": exc.run_id}}
     finally:
+        queued.CURRENT.reset(token)
         if sink is not None:  # every chunk is in the table before the result is
             await asyncio.to_thread(worker.chunks.flush)
     await a.drain(timeout=5)
@@ -189,10 +208,13 @@ class Worker:
             cfg = self.configs.get(name)
             if cfg is None:
                 raise KeyError(f"this worker does not serve agent {name!r} (it serves: {', '.join(self.configs)})")
-            pm = get_plugin_manager(disabled=cfg.disabled_plugins())
+            from .queued import PgBlobStore, QueuedSettings
+
+            pm = get_plugin_manager(disabled=cfg.disabled_plugins(), extra=(QueuedSettings(),))
             section = cfg.plugin("workers")
             approver = approvals_mod.durable_approver(self.url, float(getattr(section, "approval_timeout", 3600.0)))
             a = self._agents[name] = Agent(cfg, pm=pm, approver=approver, channel="worker")
+            a.attachment_store = PgBlobStore(self.url)  # shared by every machine (docs/scale-out.md)
         return a
 
     def start(self) -> None:

@@ -30,20 +30,30 @@ def _result(data: dict[str, Any]) -> Any:
 
 class QueueRunner:
     """serve's ``TurnRunner`` for queued turns: agents are loaded for their config, tools and
-    session store (the shared PostgreSQL); their turns run on ``clawkit worker`` processes."""
+    session store (the shared PostgreSQL); their turns run on ``clawkit worker`` processes.
+    A request's model settings, typed-output spec and attachments ride the queued turn (:mod:`.queued`)."""
+
+    #: a request's model settings (and response_format) reach its queued turn's model calls
+    request_settings = True
+    #: a request's image and file parts reach its queued turn (bytes in ``clawkit_attachments``)
+    attachments = True
 
     def __init__(self, queue: Any, paths: list[Any], *, overrides: dict | None, hub: Any, errors: dict[str, type]):
         from clawkit.loop import Agent
         from clawkit.plugins import get_plugin_manager
         from clawkit.runtime import load_config
 
+        from .queued import PgBlobStore
+
         self.queue, self.hub, self.errors = queue, hub, errors
+        blobs = PgBlobStore(queue.url)
         self.agents: dict[str, Any] = {}
         for path in paths:
             cfg, _ = load_config(path, overrides)
             if cfg.name in self.agents:
                 raise ValueError(f"{path}: an agent named {cfg.name!r} is served already (names pick agents: make them unique)")
             self.agents[cfg.name] = Agent(cfg, pm=get_plugin_manager(disabled=cfg.disabled_plugins()), channel="http")
+            self.agents[cfg.name].attachment_store = blobs
         self.stopping = False
         self.waiting_sessions: Callable[[], set[str]] = set
         self.before_turn: Callable[[str], None] = lambda session_id: None
@@ -74,27 +84,49 @@ class QueueRunner:
             if self.agent_of(session_id) != agent:
                 raise self.errors["UnknownSession"](session_id)
             return session_id
+        from clawkit.attachments import check_vision
+
+        for m in history or ():
+            if m.blocks:
+                check_vision(a.config.model, m.blocks)  # AttachmentError (a 400) before the session exists
         sid = a.store.create(agent)
         for m in history or ():
+            for block in m.blocks:  # an earlier message's attachments: their bytes where every worker reads them
+                a.attachment_store.put(block)
             a.store.append(sid, m)
         return sid
 
-    async def turn(self, agent: str, session_id: str, text: str, deliver: Any, *, wait: bool = False) -> Any:
+    async def turn(self, agent: str, session_id: str, text: str, deliver: Any, *, wait: bool = False,
+                   attachments: list[Any] | None = None, settings: dict[str, Any] | None = None) -> Any:
         """Enqueue the turn and wait for its result. Turns of a session queue behind each other
         (the queue runs them in order), so ``wait=False`` refuses only a turn this server is
-        already waiting on for the same session."""
+        already waiting on for the same session. ``settings`` (checked by serve) and ``attachments``
+        (checked here as in process: ``AttachmentError``, bytes stored once) ride the queued turn."""
         if self.stopping:
             raise self.errors["Checkpointed"]("the server is stopping: no new turns")
         if self.busy(session_id) and not wait:
             raise self.errors["SessionBusy"](session_id)
+        refs = None
+        if attachments:
+            from .queued import references
+
+            refs = await asyncio.to_thread(references, attachments, self.agents[agent])
         self._running[session_id] = self._running.get(session_id, 0) + 1
         turn_id, streamed = new_id("turn"), 0
         try:
             if deliver is not None:  # the worker's chunks reach ``deliver`` as they are written
                 await asyncio.to_thread(self.feed.watch, turn_id, deliver, asyncio.get_running_loop())
-            await asyncio.to_thread(self.queue.submit, agent, text, session_id, turn_id, stream=deliver is not None)
+            await asyncio.to_thread(lambda: self.queue.submit(agent, text, session_id, turn_id, stream=deliver is not None,
+                                                              settings=settings or None, attachments=refs))
             self.hub.publish(session_id, {"type": "turn.queued", "turn_id": turn_id})
             data = await self._wait(turn_id)
+            if data.get("output_invalid"):  # the response_format was never met: as in process (502 output_invalid)
+                from clawkit.output import OutputValidationError
+
+                bad = data["output_invalid"]
+                raise OutputValidationError(list(bad.get("errors") or []), reply=bad.get("reply", ""),
+                                            attempts=int(bad.get("attempts") or 1), session_id=session_id,
+                                            run_id=bad.get("run_id", ""))
             if deliver is not None:
                 streamed = await self.feed.finish(turn_id)
         except Exception as exc:
