@@ -87,7 +87,8 @@ def test_chat_shows_each_tool_call_and_verbose_shows_it_all(tmp_path, wire):
             term.send("what is here")
             screen = term.expect(rb"you> ")
             # by default: one dim line per call, the result itself not shown
-            first, second = dim_lines(screen)
+            # the two calls run at once: each line is printed as its call ends, in either order
+            first, second = sorted(dim_lines(screen))
             assert re.fullmatch(r'· list_dir\(path="\."\) → ok, \d+ lines?, \d+ B', first), first
             assert re.fullmatch(r'· read_file\(path="notes\.txt"\) → ok, \d+ lines?, \d+ B', second), second
             assert b"Two fruits." in screen and b"apples" not in screen
