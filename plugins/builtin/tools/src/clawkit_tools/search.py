@@ -64,11 +64,7 @@ class SearxngBackend:
         return SearchRequest("GET", "/search", params=params, headers={"Accept": "application/json"})
 
     def parse(self, data: Any) -> list[SearchResult]:
-        items = data.get("results") if isinstance(data, dict) else None
-        if not isinstance(items, list):
-            raise ValueError("no 'results' list in the answer")
-        return [SearchResult(str(i.get("title") or ""), str(i.get("url") or ""), str(i.get("content") or ""))
-                for i in items if isinstance(i, dict) and i.get("url")]
+        return _results(data.get("results") if isinstance(data, dict) else None, "results", "content")
 
 
 class BraveBackend:
@@ -90,10 +86,7 @@ class BraveBackend:
     def parse(self, data: Any) -> list[SearchResult]:
         web = data.get("web") if isinstance(data, dict) else None
         items = web.get("results") if isinstance(web, dict) else [] if isinstance(data, dict) else None
-        if not isinstance(items, list):
-            raise ValueError("no 'web.results' list in the answer")
-        return [SearchResult(str(i.get("title") or ""), str(i.get("url") or ""), str(i.get("description") or ""))
-                for i in items if isinstance(i, dict) and i.get("url")]
+        return _results(items, "web.results", "description")
 
 
 class TavilyBackend:
@@ -113,11 +106,16 @@ class TavilyBackend:
                              headers={"Accept": "application/json", "Authorization": f"Bearer {key or ''}"})
 
     def parse(self, data: Any) -> list[SearchResult]:
-        items = data.get("results") if isinstance(data, dict) else None
-        if not isinstance(items, list):
-            raise ValueError("no 'results' list in the answer")
-        return [SearchResult(str(i.get("title") or ""), str(i.get("url") or ""), str(i.get("content") or ""))
-                for i in items if isinstance(i, dict) and i.get("url")]
+        return _results(data.get("results") if isinstance(data, dict) else None, "results", "content")
+
+
+def _results(items: Any, where: str, snippet: str) -> list[SearchResult]:
+    """A backend's result list as title/url/snippet (``snippet`` names the backend's field); entries
+    without a URL are dropped; no list at ``where`` is an error naming it."""
+    if not isinstance(items, list):
+        raise ValueError(f"no '{where}' list in the answer")
+    return [SearchResult(str(i.get("title") or ""), str(i.get("url") or ""), str(i.get(snippet) or ""))
+            for i in items if isinstance(i, dict) and i.get("url")]
 
 
 BUILTIN_BACKENDS: dict[str, Callable[[WebSearchConfig], Any]] = {
