@@ -189,3 +189,19 @@ def test_every_installed_plugin_is_registered_lazily_as_pluggy_would_read_it(mon
             assert (dict(eager[attr]), getattr(fn, "clawkit_order", None), getattr(fn, "clawkit_events", None),
                     tuple(varnames(fn)[0])) == (decl.opts, decl.order, decl.events, decl.argnames), (ep.name, attr)
     assert eager_only == []
+
+
+def test_an_entry_point_naming_a_module_without_hooks_is_reported(pkg, monkeypatch, caplog):
+    """A stale install (the entry point names the package, the hooks moved to a submodule) used to
+    register a plugin that does nothing, silently: its config section then "does not exist"."""
+    monkeypatch.setattr(plugins_mod, "_WARNED_EMPTY", set())
+    with caplog.at_level("WARNING", logger="clawkit.plugins"):
+        pm = _pm(monkeypatch, "lazypkg_demo")
+        _pm(monkeypatch, "lazypkg_demo")  # managers are built per agent: said once
+    assert pm.get_plugin("demo") is not None
+    said = [r.getMessage() for r in caplog.records if r.name == "clawkit.plugins"]
+    assert len(said) == 1 and "'demo'" in said[0] and "implements no hooks" in said[0] and "'lazypkg_demo'" in said[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="clawkit.plugins"):
+        _pm(monkeypatch, "lazypkg_demo.hooks")
+    assert not [r for r in caplog.records if r.name == "clawkit.plugins"]

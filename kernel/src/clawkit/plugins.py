@@ -14,6 +14,7 @@ Switches:
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -26,6 +27,8 @@ import pluggy
 from . import hookspecs
 
 GROUP = "clawkit"
+log = logging.getLogger("clawkit.plugins")
+_WARNED_EMPTY: set[str] = set()
 
 
 class PluginError(Exception):
@@ -94,6 +97,10 @@ def get_plugin_manager(
             except Exception as exc:  # a broken plugin must say which one it is
                 raise PluginError(f"plugin {ep.name!r} from {dist} failed to import: {exc!r}") from exc
             pm.register(plugin, name=ep.name)
+            if not pm.get_hookcallers(plugin) and ep.name not in _WARNED_EMPTY:
+                _WARNED_EMPTY.add(ep.name)  # once per process: managers are built per agent
+                log.warning("plugin %r from %s implements no hooks: its entry point names %r — a stale install "
+                            "(reinstall %s) or the wrong module", ep.name, dist, getattr(ep, "value", "?"), dist)
             pm._clawkit_dists = getattr(pm, "_clawkit_dists", {})  # type: ignore[attr-defined]
             pm._clawkit_dists[ep.name] = ep.dist  # type: ignore[attr-defined]
         if "clawkit.lazycache" in sys.modules:
