@@ -148,6 +148,24 @@ def _routed_skills(ctx: Any, step_id: str) -> list[str]:
     return [str(n) for n in routed.get("skills") or []]
 
 
+def _routed_attachments(ctx: Any, step_id: str) -> list[Any]:
+    """A routed task is the user's message handed on: the images and files attached to it go with
+    it (copies of the blocks, their bytes filled from the parent's store). A call the model made
+    carries only its task text. The child checks them as its own run would (size, type, whether
+    its model takes images); their provenance is the parent's, which the child inherits."""
+    from .dispatch import ROUTED_KEY
+
+    if step_id not in (ctx.state.get(ROUTED_KEY) or {}):
+        return []
+    message = next((m for m in reversed(ctx.session.history) if m.role == "user"), None)
+    blocks = [b for b in (message.blocks if message is not None else []) if b.type in ("image", "file")]
+    if any(b.data is None for b in blocks):
+        from clawkit.attachments import blob_store, hydrate
+
+        hydrate([message], blob_store(ctx.runtime))
+    return [b.model_copy() for b in blocks if b.data is not None]
+
+
 async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_id: str | None = None) -> Outcome:
     """Run sub-agent ``name`` on ``task`` for the turn ``ctx``; never raises but for cancellation."""
     parent = ctx.runtime
@@ -174,6 +192,7 @@ async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_i
         return out
     kin = lineage(child)
     skills = _routed_skills(ctx, step_id)
+    attachments = _routed_attachments(ctx, step_id)
     sent = await parent.send(ctx, "routed", task, None, to=name, ct1=_dispatch_record(name, step_id, task, skills),
                              dispatch=True, agent=name)
     if sent.cancelled:
@@ -199,7 +218,7 @@ async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_i
     started = time.time()
     try:
         async with _semaphore(ctx, lineage(parent).max_parallel):
-            await asyncio.wait_for(_run(ctx, child, session.id, spec, task, step_id, out), spec.timeout)
+            await asyncio.wait_for(_run(ctx, child, session.id, spec, task, step_id, out, attachments), spec.timeout)
     except asyncio.TimeoutError:
         out.status, out.error = "timeout", f"sub-agent {name!r} did not finish within {spec.timeout:g} s"
     except asyncio.CancelledError:
@@ -230,7 +249,8 @@ async def delegate(ctx: Any, name: str, spec: SubagentSpec, task: str, *, step_i
     return out
 
 
-async def _run(ctx: Any, child: Any, session_id: str, spec: SubagentSpec, task: str, step_id: str, out: Outcome) -> None:
+async def _run(ctx: Any, child: Any, session_id: str, spec: SubagentSpec, task: str, step_id: str, out: Outcome,
+               attachments: list[Any] = ()) -> None:
     """The child's turn. An ``output_schema`` (or the child's own YAML ``output:``) makes it a typed
     run (clawkit.output): the schema goes to the child's model the way it takes it best, the answer
     is validated and sent back with its errors ``output_retries`` times; the parent then gets the
@@ -242,7 +262,8 @@ async def _run(ctx: Any, child: Any, session_id: str, spec: SubagentSpec, task: 
     if spec.output_schema is not None:
         typed = OutputSpec.of(spec.output_schema, retries=spec.output_retries)
     try:
-        result = await child.turn(task, session_id=session_id, output_type=typed, **links)
+        result = await child.turn(task, session_id=session_id, output_type=typed, attachments=list(attachments) or None,
+                                  **links)
     except OutputValidationError as exc:
         out.run_id = exc.run_id or out.run_id
         raise SpawnFailed(f"sub-agent {out.agent!r} answered {exc.attempts} time(s) without satisfying its output "
