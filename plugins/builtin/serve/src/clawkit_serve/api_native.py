@@ -6,9 +6,12 @@ See docs/serve.md for the reference; every route needs a key (read unless noted)
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 from typing import TYPE_CHECKING, Any
 
+from clawkit.attachments import Attachment, AttachmentError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
@@ -79,18 +82,25 @@ def routes(server: Server) -> list[Route]:
 
     async def _turn(request: Request, agent: str, sid: str, body: dict[str, Any]):
         wait = bool(body.get("wait")) or request.headers.get("x-clawkit-wait", "").lower() in ("1", "true", "yes")
+        attached = attachments(body)
+        if attached and not getattr(runner, "attachments", False):
+            raise HttpError(400, "'attachments' are not supported by this server's turn runner", code="unsupported_content")
+        extra = {"attachments": attached} if attached else {}
         if not wait and runner.busy(sid):
             raise HttpError(409, f"session {sid} is running a turn; retry later or pass \"wait\": true", code="session_busy")
         if not body.get("stream"):
             try:
-                result = await runner.turn(agent, sid, body["message"], _hub_deliver(runner, sid), wait=wait)
+                result = await runner.turn(agent, sid, body["message"], _hub_deliver(runner, sid), wait=wait, **extra)
             except SessionBusy:
                 raise HttpError(409, f"session {sid} is running a turn", code="session_busy") from None
+            except AttachmentError as exc:  # refused before the turn touched the session
+                raise HttpError(400, str(exc), code="bad_attachment") from None
             return JSONResponse(_turn_json(result), headers={"X-Clawkit-Session": sid})
         queue = runner.hub.subscribe(sid)
 
         async def events():
-            task = asyncio.ensure_future(runner.turn(agent, sid, body["message"], _hub_deliver(runner, sid), wait=wait))
+            task = asyncio.ensure_future(runner.turn(agent, sid, body["message"], _hub_deliver(runner, sid), wait=wait,
+                                                     **extra))
             try:
                 yield sse({"type": "session", "session_id": sid})
                 while not task.done() or not queue.empty():
@@ -190,6 +200,33 @@ def routes(server: Server) -> list[Route]:
         Route("/api/audit", audit_list),
         Route("/api/audit/verify", audit_verify),
     ]
+
+
+def attachments(body: dict[str, Any]) -> list[Any]:
+    """``"attachments": [{"data": <base64>, "name"?}, {"url": "https://…"}]`` of a native message
+    (docs/serve.md): bytes typed and bounded by the turn, a URL fetched through its gates."""
+    items = body.get("attachments")
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise HttpError(400, "'attachments' must be a list of {\"data\": base64, \"name\"} or {\"url\"} objects",
+                        code="bad_attachment")
+    out: list[Any] = []
+    for i, item in enumerate(items):
+        where = f"attachments[{i}]"
+        if not isinstance(item, dict) or ("data" in item) == ("url" in item):
+            raise HttpError(400, f"{where}: give exactly one of 'data' (base64) or 'url'", code="bad_attachment")
+        if "url" in item:
+            if not isinstance(item["url"], str) or not item["url"].lower().startswith(("https://", "http://")):
+                raise HttpError(400, f"{where}.url: an http(s) URL is required", code="bad_attachment")
+            out.append(item["url"])
+            continue
+        try:
+            data = base64.b64decode(str(item["data"]), validate=True)
+        except (binascii.Error, ValueError):
+            raise HttpError(400, f"{where}.data: not valid base64", code="bad_attachment") from None
+        out.append(Attachment(data, str(item.get("name") or f"attachment-{i}")[:200], "upload"))
+    return out
 
 
 def _int(request: Request, name: str, default: int) -> int:
