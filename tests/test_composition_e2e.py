@@ -98,7 +98,7 @@ def test_unknown_tool_name_is_a_config_error_with_file_line_and_known_tools(tmp_
     agent = write_agent(tmp_path, model, "instructions: hi\ntools:\n  - read_file\n  - lst_dir\n")
     r = clawkit(tmp_path, "run", str(agent), "hello")
     assert r.returncode == 2
-    assert f"{agent}:6: tools[1]: unknown tool 'lst_dir'" in r.stderr
+    assert f"{agent}:6: tools[1]: unknown tool 'lst_dir' (did you mean 'list_dir'?)" in r.stderr
     assert "list_dir" in r.stderr and "read_file" in r.stderr
     assert model.requests == []
 

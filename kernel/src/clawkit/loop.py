@@ -187,8 +187,16 @@ class Agent(TurnSide, ModelSide):
         unknown = self.tools.unknown_entries()
         if not unknown:
             return
-        known = ", ".join(self.tools.known_names()) or "none (no plugin registers tools)"
-        lines = [f"{self.config.where('tools', i)}: tools[{i}]: unknown tool {name!r}" for i, name in unknown]
+        import difflib
+
+        names = list(self.tools.known_names())
+        known = ", ".join(names) or "none (no plugin registers tools)"
+
+        def hint(name: str) -> str:
+            near = difflib.get_close_matches(str(name), names, n=1)
+            return f" (did you mean {near[0]!r}?)" if near else ""
+
+        lines = [f"{self.config.where('tools', i)}: tools[{i}]: unknown tool {name!r}{hint(name)}" for i, name in unknown]
         raise ConfigError("\n".join(lines) + f"\nknown tools: {known} (glob patterns such as 'mcp__*' are accepted too)")
 
     def _emit_global(self, type: str, **data: Any) -> None:
