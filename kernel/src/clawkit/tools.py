@@ -222,12 +222,13 @@ def tool_from_function(
     definition = ToolDef(name=tool_name, description=description or desc, parameters=schema, risk=level,
                          trusted_output=bool(getattr(fn, "__clawkit_trusted_output__", False)),
                          confined=bool(getattr(fn, "__clawkit_confined__", False)),
-                         inherits_provenance=bool(getattr(fn, "__clawkit_inherits_provenance__", False)))
+                         inherits_provenance=bool(getattr(fn, "__clawkit_inherits_provenance__", False)),
+                         capability=getattr(fn, "__clawkit_capability__", None))
     return Tool(definition, fn, model, wants_ctx, inspect.iscoroutinefunction(fn))
 
 
 def tool(fn: Callable[..., Any] | None = None, *, risk: Risk | str = Risk.SAFE, trusted_output: bool = False,
-         confined: bool = False, inherits_provenance: bool = False):
+         confined: bool = False, inherits_provenance: bool = False, capability: str | None = None):
     """Decorator to mark a function's (or toolbox method's) risk level: ``@tool(risk="unsafe")``.
 
     ``trusted_output=True``: what the tool returns is its own making (a plan, a confirmation), never
@@ -235,7 +236,9 @@ def tool(fn: Callable[..., Any] | None = None, *, risk: Risk | str = Risk.SAFE, 
     ``confined=True``: every process it starts goes through :func:`clawkit.process.confine` (a
     sandbox can jail it; see :attr:`clawkit.types.ToolDef.confined`).
     ``inherits_provenance=True``: it hands its work to a session that starts with the caller's
-    provenance (:func:`clawkit.provenance.inherit`; see :attr:`clawkit.types.ToolDef.inherits_provenance`)."""
+    provenance (:func:`clawkit.provenance.inherit`; see :attr:`clawkit.types.ToolDef.inherits_provenance`).
+    ``capability="net.http"``: what it does, in the names skill manifests grant and deny, so the gates
+    that enforce manifests govern it (:mod:`clawkit.effects`)."""
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
         f.__clawkit_risk__ = Risk(risk)  # type: ignore[attr-defined]
@@ -245,6 +248,8 @@ def tool(fn: Callable[..., Any] | None = None, *, risk: Risk | str = Risk.SAFE, 
             f.__clawkit_confined__ = True  # type: ignore[attr-defined]
         if inherits_provenance:
             f.__clawkit_inherits_provenance__ = True  # type: ignore[attr-defined]
+        if capability:
+            f.__clawkit_capability__ = str(capability)  # type: ignore[attr-defined]
         return f
 
     return mark(fn) if fn is not None else mark

@@ -52,6 +52,9 @@ class ToolDef(Model):
     #: sub-agent: :func:`clawkit.provenance.inherit`), so that session's own calls are gated as this one's
     #: would be; a gate need not ask for the hand-over itself on account of untrusted content
     inherits_provenance: bool = False
+    #: what the tool does, in the names skill manifests use (``fs.read``, ``net.http``…): the gates that
+    #: enforce manifests read it through :func:`clawkit.effects.capability_of` (None: the standard table)
+    capability: str | None = None
 
     def openai_schema(self) -> dict[str, Any]:
         return {

@@ -29,6 +29,7 @@ from clawkit import hook_order, hookimpl
 if TYPE_CHECKING:
     import jsonschema
 
+    from clawkit.effects import capability_of
     from clawkit.types import Decision, ToolCall, ToolResult
 
     from .attestation import Attestation, Attestor, NoopAttestor
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 # patterns load on first use instead (see :func:`_load`). name -> (module, attribute)
 _LAZY: dict[str, tuple[str, str | None]] = {
     **{n: ("clawkit.types", n) for n in ("Decision", "ToolCall", "ToolResult")},
+    "capability_of": ("clawkit.effects", "capability_of"),
     **{n: (".attestation", n) for n in ("Attestation", "Attestor", "NoopAttestor")},
     **{n: (".capabilities", n) for n in ("TOOL_CAPABILITIES", "check", "extract_resources", "parse_permissions",
                                          "pii_scanning")},
@@ -115,7 +117,7 @@ class Shield:
         if problem:
             return self._block(ctx, call, "schema", f"invalid arguments for {call.name}: {problem}")
         workspace = os.fspath(ctx.agent.workspace)
-        capability = self.config.capability_map.get(call.name) or TOOL_CAPABILITIES.get(call.name)
+        capability = capability_of(call.name, definition, self.config.capability_map)
         resources = extract_resources(call.arguments, workspace)
         if capability in ("fs.read", "fs.write", "shell.exec") and not resources.paths:
             resources.paths.append(self._real_workspace(workspace))  # the tools' default directory

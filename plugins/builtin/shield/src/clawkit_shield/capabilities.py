@@ -33,29 +33,14 @@ from fnmatch import fnmatchcase
 from typing import Any, Iterable
 from urllib.parse import urlsplit
 
+from clawkit.effects import ALIASES, STANDARD, canonical
 from wcmatch import glob as wglob
 
 GLOB_FLAGS = wglob.GLOBSTAR | wglob.DOTGLOB | wglob.BRACE
 
-# tool → capability; more can be added in the shield's config (capability_map)
-TOOL_CAPABILITIES = {
-    "read_file": "fs.read",
-    "list_dir": "fs.read",
-    "glob": "fs.read",
-    "write_file": "fs.write",
-    "edit_file": "fs.write",
-    "shell_exec": "shell.exec",
-    "web_fetch": "net.http",
-    "web_search": "net.http",
-}
-
-# the names manifests use for the same capability
-ALIASES = {
-    "fs.read": {"fs.read", "filesystem.read", "file.read", "files.read", "fs", "filesystem", "files", "read"},
-    "fs.write": {"fs.write", "filesystem.write", "file.write", "files.write", "fs", "filesystem", "files", "write"},
-    "shell.exec": {"shell.exec", "shell", "exec", "process.exec", "process.spawn", "command", "commands", "system.exec"},
-    "net.http": {"net.http", "net.fetch", "net", "network", "network.http", "http", "https", "web", "web.fetch", "internet"},
-}
+# tool → capability and the names manifests use for each: one table in the kernel, shared with every
+# gate that enforces manifests (clawkit.effects); more tools in the shield's config (capability_map)
+TOOL_CAPABILITIES = STANDARD
 
 PATH_ARGS = ("path", "file", "file_path", "filepath", "filename", "directory", "dir", "root", "target", "source",
              "src", "dest", "destination", "dst", "cwd", "workdir", "working_dir")
@@ -69,8 +54,7 @@ class ManifestError(ValueError):
     """A permission item that cannot be understood (the shield fails closed on it)."""
 
 
-def canonical_capability(name: str) -> str:
-    return re.sub(r"[\s_:/-]+", ".", str(name).strip().lower())
+canonical_capability = canonical
 
 
 def capability_matches(declared: str, capability: str, tool: str) -> bool:

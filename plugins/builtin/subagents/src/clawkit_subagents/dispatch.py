@@ -19,24 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from clawkit.effects import canonical, capability_of, covers as _covers
+
 ORIGIN = "router"
 ROUTED_KEY = "subagents.routed"  # turn state: call id -> {"agent", "intent", "skills"}
-
-# tool -> capability, for the tools a child can be given (the names skill manifests use; more
-# can be mapped in the shield's ``capability_map`` — the check here covers the builtin tools)
-TOOL_CAPABILITIES = {
-    "read_file": "fs.read", "list_dir": "fs.read", "glob": "fs.read", "grep": "fs.read", "read_tool_output": "fs.read",
-    "write_file": "fs.write", "edit_file": "fs.write",
-    "shell_exec": "shell.exec",
-    "web_fetch": "net.http", "web_search": "net.http",
-}
-ALIASES = {
-    "fs.read": {"fs.read", "filesystem.read", "file.read", "files.read", "fs", "filesystem", "files", "read"},
-    "fs.write": {"fs.write", "filesystem.write", "file.write", "files.write", "fs", "filesystem", "files", "write"},
-    "shell.exec": {"shell.exec", "shell", "exec", "process.exec", "process.spawn", "command", "commands", "system.exec"},
-    "net.http": {"net.http", "net.fetch", "net", "network", "network.http", "http", "https", "web", "web.fetch", "internet"},
-}
-
 
 def dispatch(ctx: Any, items: list[dict[str, Any]]) -> None:
     """Plan one routed ``agent_<name>`` call per dispatch entry naming a declared sub-agent."""
@@ -61,15 +47,13 @@ def _names(value: Any) -> set[str]:
     if value is None:
         return set()
     items = value if isinstance(value, (list, tuple, set)) else [value]
-    return {str(v).strip().lower() for v in items}
+    return {canonical(str(v)) for v in items}
 
 
-def _covers(names: set[str], capability: str) -> bool:
-    return bool(names & ALIASES.get(capability, {capability}))
-
-
-def manifest_refusal(skill: str, items: list[dict[str, Any]], agent: str, tools: list[str]) -> tuple[str, str] | None:
-    """How skill ``skill``'s manifest permission ``items`` rule on a child with ``tools``:
+def manifest_refusal(skill: str, items: list[dict[str, Any]], agent: str, tools: list[str],
+                     definitions: dict[str, Any] | None = None) -> tuple[str, str] | None:
+    """How skill ``skill``'s manifest permission ``items`` rule on a child with ``tools`` (their
+    :class:`~clawkit.types.ToolDef` in ``definitions``: a declared capability counts, as at the shield):
     ``("block", reason)`` when a capability a child tool needs is denied (deny wins),
     ``("require_approval", reason)`` when no ``capability:`` item grants it (the shield's
     permissive rule for an ungranted capability), None when every such capability is granted."""
@@ -77,7 +61,7 @@ def manifest_refusal(skill: str, items: list[dict[str, Any]], agent: str, tools:
     granted = set().union(*(_names(i.get("capability")) for i in items if "capability" in i)) if items else set()
     ungranted = None
     for tool in tools:
-        capability = TOOL_CAPABILITIES.get(tool)
+        capability = capability_of(tool, (definitions or {}).get(tool))
         if capability is None:
             continue
         if _covers(denied, capability):
@@ -89,11 +73,14 @@ def manifest_refusal(skill: str, items: list[dict[str, Any]], agent: str, tools:
     return ("require_approval", ungranted) if ungranted else None
 
 
-def _child_tools(ctx: Any, name: str, spec: Any) -> list[str]:
-    """The tools the child would have: its effective (attenuated) tool list."""
+def _child_tools(ctx: Any, name: str, spec: Any) -> tuple[list[str], dict[str, Any]]:
+    """The tools the child would have: its effective (attenuated) tool list, with their definitions."""
     from .children import child_for, lineage
 
-    return list(lineage(child_for(ctx.runtime, name, spec)).tools)
+    child = child_for(ctx.runtime, name, spec)
+    names = list(lineage(child).tools)
+    found = {n: child.tools.get(n) for n in names}
+    return names, {n: t.definition for n, t in found.items() if t is not None}
 
 
 def _manifests(ctx: Any, call: Any) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -123,12 +110,12 @@ def skill_decision(ctx: Any, call: Any, agent: str) -> tuple[str, str] | None:
         return None
     spec = ctx.agent.subagents.get(agent)
     try:
-        tools = _child_tools(ctx, agent, spec)
+        tools, definitions = _child_tools(ctx, agent, spec)
     except Exception as exc:  # a child that cannot be built cannot be checked: refused, with why
         return "block", f"sub-agent {agent!r} cannot start, so the skill manifests cannot be checked: {exc}"
     asked = None
     for skill, items in manifests:
-        ruling = manifest_refusal(skill, items, agent, tools)
+        ruling = manifest_refusal(skill, items, agent, tools, definitions)
         if ruling is not None and ruling[0] == "block":
             return ruling
         asked = asked or ruling
