@@ -3,7 +3,8 @@ every gate that enforces skill manifests — the Kernel Shield on the agent's ow
 clawkit-subagents before a child is spawned (``clawkit.effects``). Before, each gate kept its own
 copy of a tool → capability table: a user's own tool had no capability anywhere, so a manifest
 that denies ``fs.write`` or limits ``net.http`` to one host did not govern it, and the two copies
-had drifted (``read_tool_output`` was ``fs.read`` for sub-agents only).
+had drifted (``read_tool_output`` was ``fs.read`` for sub-agents only; now for neither: it re-reads
+the stored output of a call that already passed the gates).
 
 Through ``clawkit.Agent`` (where users register their own tools), every builtin loaded, against
 the loopback model: the weather skill (``skills/weather.claws``: ``net.http`` to open-meteo only,
@@ -110,4 +111,5 @@ def test_one_table_precedence_override_then_declared_then_standard():
     assert capability_of("read_file", declared) == "net.http"
     assert capability_of("read_file", declared, {"read_file": "shell exec"}) == "shell.exec"
     assert capability_of("count_words", ToolDef(name="count_words")) is None
-    assert STANDARD["read_tool_output"] == "fs.read"  # the shield's copy lacked it; the sub-agents' had it
+    # the two copies disagreed on it; it re-reads a gated call's stored output, so manifests do not govern it
+    assert "read_tool_output" not in STANDARD

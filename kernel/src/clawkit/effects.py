@@ -21,13 +21,14 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
-#: the standard tools' capabilities (clawkit-tools, clawkit-truncator's ``read_tool_output``)
+#: the standard tools' capabilities (clawkit-tools'). ``read_tool_output`` has none: it re-reads the
+#: stored output of a call that already passed the gates (the sub-agents' copy once called it fs.read,
+#: the shield's did not)
 STANDARD: dict[str, str] = {
     "read_file": "fs.read",
     "list_dir": "fs.read",
     "glob": "fs.read",
     "grep": "fs.read",
-    "read_tool_output": "fs.read",
     "write_file": "fs.write",
     "edit_file": "fs.write",
     "shell_exec": "shell.exec",
