@@ -40,6 +40,10 @@ def register(cli: Any) -> None:
     s.add_argument("--wait", action="store_true", help="wait for the turn and print its reply")
     s.add_argument("--timeout", type=float, default=None, help="with --wait: give up after this many seconds")
     s.add_argument("--json", action="store_true")
+    s.add_argument("-a", "--attachment", action="append", default=[], metavar="PATH_OR_URL",
+                   help="an image or file sent with the message (repeatable; a URL is fetched by the worker, through its gates)")
+    s.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE", dest="settings",
+                   help="a model setting for this turn: temperature, max_tokens, top_p, seed, stop… (VALUE read as JSON, else text)")
     s.set_defaults(handler=cmd_submit)
 
     a = cli.command("approvals", help="list and answer approvals of queued turns, from any machine")
@@ -110,6 +114,11 @@ def cmd_submit(args: Any) -> int:
     from .client import TurnFailed, TurnQueue
 
     try:
+        settings, files = _settings(args.settings), _attachments(args.attachment)
+    except ValueError as exc:
+        print(f"clawkit submit: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
         q = TurnQueue(url)
     except Exception as exc:
         from clawkit.storage import redact_url
@@ -117,7 +126,8 @@ def cmd_submit(args: Any) -> int:
         print(f"clawkit submit: cannot reach the queue at {redact_url(url)}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_RUNTIME
     with q:
-        turn = q.submit(args.agent, args.text, session_id=args.session)
+        turn = q.submit(args.agent, args.text, session_id=args.session, settings=settings or None,
+                        attachments=_stored(files, url) or None)
         if not args.wait:
             print(json.dumps({"turn_id": turn}) if args.json else turn)
             return EXIT_OK
@@ -131,6 +141,53 @@ def cmd_submit(args: Any) -> int:
             return EXIT_RUNTIME
     print(json.dumps({"turn_id": turn, **result}) if args.json else result["reply"])
     return EXIT_OK
+
+
+def _settings(items: list[str]) -> dict[str, Any]:
+    """``--setting temperature=0.2`` … as the model settings a queued turn may carry."""
+    from .queued import check_settings
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--setting {item!r}: expected KEY=VALUE (e.g. temperature=0.2)")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key.strip()] = raw
+    return check_settings(out)
+
+
+def _attachments(items: list[str]) -> list[Any]:
+    """Local files read and typed here (a bad one is a usage error before anything is queued); URLs kept."""
+    if not items:
+        return []
+    from clawkit.attachments import DEFAULT_MAX_BYTES, AttachmentError, is_url, read_local, to_block
+
+    out: list[Any] = []
+    for item in items:
+        try:
+            out.append(item if is_url(item) else to_block(read_local(item, DEFAULT_MAX_BYTES), DEFAULT_MAX_BYTES))
+        except AttachmentError as exc:
+            raise ValueError(str(exc)) from None
+    return out
+
+
+def _stored(items: list[Any], url: str) -> list[Any]:
+    """The bytes in ``clawkit_attachments`` (where every worker reads them); the queued record carries references."""
+    if not items:
+        return []
+    from .queued import PgBlobStore
+
+    store, out = PgBlobStore(url), []
+    for item in items:
+        if isinstance(item, str):
+            out.append(item)
+        else:
+            store.put(item)
+            out.append(item.model_dump(exclude={"data"}, exclude_none=True))
+    return out
 
 
 def cmd_approvals_list(args: Any) -> int:
