@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import gcfreeze
 from .context import TurnContext
 from .agent_model import Deliver
 from .hooks import maybe_await
@@ -95,6 +96,8 @@ class TurnSide:
                                            pending)
         finally:
             self.store.unlock(session.id)
+            if not gcfreeze._done:
+                gcfreeze.after_first_turn()  # the start-up heap out of the cycle collector's walks (see gcfreeze)
 
     async def _locked_session(self, session_id: str | None) -> Session:
         """The session, taken for this turn before anything is read from it: a process running a turn

@@ -233,16 +233,56 @@ async def compact(mem: Any, state_db: Any, summarize: Summarize) -> list[str]:
         mem._merging = False
 
 
-async def after_turn(mem: Any, state_db: Any, runtime: Any, model: str) -> None:
-    """After a turn: merge old episodes if enough are due (a background task; failures are logged)."""
+def _state(mem: Any) -> tuple | None:
+    """What :func:`plan`'s answer depends on: the index's own writes (``generation``, bumped by every
+    committed transaction), other connections' commits (``PRAGMA data_version``: another process, the CLI)
+    and the compaction settings. None when the index is busy (the lock is not taken: the turn's loop
+    never waits for the indexer)."""
+    index = mem.index
+    if not index.lock.acquire(blocking=False):
+        return None
     try:
+        version = index.conn.execute("PRAGMA data_version").fetchone()[0]
+        return (id(index), index.generation, version, mem.partition, mem.cfg.compaction.keep_recent, mem.cfg.compaction.batch)
+    except Exception:  # a closed or broken index: plan() says so on its thread
+        return None
+    finally:
+        index.lock.release()
+
+
+#: seconds before a turn tries a merge again after one failed (a summariser that is down or answers
+#: nothing would otherwise be called, and the due-check run, after every turn); doubles up to RETRY_MAX
+RETRY_AFTER = 30.0
+RETRY_MAX = 900.0
+
+
+async def after_turn(mem: Any, state_db: Any, runtime: Any, model: str) -> None:
+    """After a turn: merge old episodes if enough are due (a background task; failures are logged,
+    and the next attempt waits :data:`RETRY_AFTER` seconds, doubling while they fail).
+
+    The due-check is a GROUP BY over the episodes on a thread: with many sessions at once it cost
+    ~0.4 ms of CPU per turn. It is skipped while a merge runs, and while nothing changed since it last
+    found nothing due (:func:`_state`: no episode written by this process or any other, same settings)."""
+    if getattr(mem, "_merging", False) or time.monotonic() < getattr(mem, "_retry_at", 0.0):
+        return
+    try:
+        state = _state(mem)
+        if state is not None and getattr(mem, "_nothing_due", None) == state:
+            return
         if not await asyncio.to_thread(plan, mem):
+            if state is not None:  # read before the check: a write meanwhile changes it, so the next turn looks again
+                mem._nothing_due = state
             return
         await compact(mem, state_db, model_summarizer(runtime.provider, model, mem.cfg.compaction.summary_max_tokens))
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # the episodes stay as they are; a later turn tries again
-        log.warning("memory %s: merging old episodes failed: %s: %s", mem.partition, type(exc).__name__, exc)
+        delay = mem._retry_delay = min(RETRY_MAX, getattr(mem, "_retry_delay", RETRY_AFTER / 2) * 2)
+        mem._retry_at = time.monotonic() + delay
+        log.warning("memory %s: merging old episodes failed: %s: %s (tried again after a turn in %.0f s)",
+                    mem.partition, type(exc).__name__, exc, delay)
+    else:
+        mem._retry_delay = RETRY_AFTER / 2
 
 
 def model_summarizer(provider: Any, model: str, max_tokens: int) -> Summarize:

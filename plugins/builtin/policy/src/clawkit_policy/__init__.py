@@ -211,15 +211,48 @@ def after_tool_call(ctx, call, result):
     try:
         _record_execution(turn, ctx, call, result, p, content)
         if turn.writer is not None and turn.cfg.audit:
+            if turn.writer.path is not None and _loop_running():
+                # committed with every record the loop's other sessions queue meanwhile: one transaction for a
+                # burst of tool calls; the result is held (awaited) until its record is committed
+                return _when_flushed(turn, ctx, call, result, out)
             turn.writer.flush()
-            if turn.writer.error is not None:
-                raise RuntimeError(f"the audit ledger cannot be written: {turn.writer.error}")
+            _check_written(turn)
     except Exception as exc:
-        ctx.state["stop_turn"] = "Stopped: the audit ledger cannot be written, so no further tool calls can run."
-        return result.model_copy(update={
-            "content": f"Error: the result of {call.name} was withheld because the audit ledger cannot record it "
-                       f"({type(exc).__name__}); further tool calls are blocked.",
-            "is_error": True, "metadata": {**result.metadata, "withheld": True}})
+        return _withheld(ctx, call, result, exc)
+    return out
+
+
+def _loop_running() -> bool:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _check_written(turn: Turn) -> None:
+    if turn.writer.error is not None:
+        raise RuntimeError(f"the audit ledger cannot be written: {turn.writer.error}")
+
+
+def _withheld(ctx: Any, call: Any, result: Any, exc: BaseException) -> Any:
+    ctx.state["stop_turn"] = "Stopped: the audit ledger cannot be written, so no further tool calls can run."
+    return result.model_copy(update={
+        "content": f"Error: the result of {call.name} was withheld because the audit ledger cannot record it "
+                   f"({type(exc).__name__}); further tool calls are blocked.",
+        "is_error": True, "metadata": {**result.metadata, "withheld": True}})
+
+
+async def _when_flushed(turn: Turn, ctx: Any, call: Any, result: Any, out: Any) -> Any:
+    """``after_tool_call``'s answer once the execution record is committed (see ``LedgerWriter.flush_soon``);
+    the result withheld when it cannot be."""
+    try:
+        await turn.writer.flush_soon()
+        _check_written(turn)
+    except Exception as exc:
+        return _withheld(ctx, call, result, exc)
     return out
 
 

@@ -103,6 +103,7 @@ class LedgerWriter:
         self._sync_at = 0.0  # monotonic time by which the thread syncs what is committed (0: nothing to sync)
         self._sync_now = False  # a caller waits for durability: the thread syncs without waiting for _sync_at
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future]] = []
+        self._soon: tuple[asyncio.AbstractEventLoop, asyncio.Future] | None = None  # the flush_soon of a loop
         _live.add(self)
 
     def submit(self, kind: str, fields: dict[str, Any]) -> None:
@@ -149,6 +150,32 @@ class LedgerWriter:
             self._drain(nice=False)
         finally:
             self._io.release()
+
+    def flush_soon(self) -> "asyncio.Future":
+        """A future of the running loop, done once every record submitted before this call is committed
+        (or the failure recorded in :attr:`error`): one :meth:`flush` for every caller of the same loop
+        iteration. Many sessions' tool calls that end together then share one transaction instead of a
+        transaction each (with 500 concurrent sessions this was a transaction per tool call)."""
+        loop = asyncio.get_running_loop()
+        soon = self._soon
+        if soon is not None and soon[0] is loop and not soon[1].done():
+            return soon[1]
+        fut = loop.create_future()
+        self._soon = (loop, fut)
+        loop.call_soon(self._flush_for, fut)
+        return fut
+
+    def _flush_for(self, fut: "asyncio.Future") -> None:
+        if self._soon is not None and self._soon[1] is fut:
+            self._soon = None  # a later caller gets a later flush: its record may not be queued yet for this one
+        try:
+            self.flush()
+        except BaseException as exc:  # flush records write failures in ``error``; anything else fails the waiters
+            if not fut.done():
+                fut.set_exception(exc)
+            return
+        if not fut.done():
+            fut.set_result(None)
 
     # durability ------------------------------------------------------------------------
 
