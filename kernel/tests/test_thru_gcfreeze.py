@@ -1,6 +1,7 @@
 """After the process's first turn the kernel freezes the heap (clawkit.gcfreeze): the start-up objects of a
-full install leave the cycle collector's walks (issue 29 goal 5); once per process; CLAWKIT_GC_FREEZE=0 turns
-it off. Run in a child process: the freeze is process-wide."""
+full install leave the cycle collector's walks (issue 29 goal 5); once per process; only in a process the
+``clawkit`` command owns, or with CLAWKIT_GC_FREEZE=1 (an embedding application keeps its collector);
+CLAWKIT_GC_FREEZE=0 turns it off. Run in a child process: the freeze is process-wide."""
 
 from __future__ import annotations
 
@@ -44,11 +45,23 @@ def run(env_value: str | None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_the_first_turn_freezes_the_heap_once_and_the_switch_turns_it_off():
-    on = run(None)
+def test_the_first_turn_freezes_the_heap_once_when_switched_on_and_a_host_keeps_its_collector():
+    on = run("1")
     assert on["replies"] == ["one", "two"]
     assert on["before"] == 0 and on["after_first"] > 10_000  # the full install's start-up heap
     assert on["calls"] == 1  # once per process: later objects stay collectable
-    off = run("0")
-    assert off["replies"] == ["one", "two"]
-    assert off["before"] == off["after_first"] == off["after_second"] == 0 and off["calls"] == 0
+    for value in (None, "0"):  # an application embedding clawkit: its collector is its own
+        off = run(value)
+        assert off["replies"] == ["one", "two"]
+        assert off["before"] == off["after_first"] == off["after_second"] == 0 and off["calls"] == 0
+
+
+def test_the_clawkit_command_owns_its_process():
+    code = ("import json, sys; from clawkit import cli, gcfreeze; before = gcfreeze.enabled(); "
+            "rc = cli.main(['plugins', '--json']); print(json.dumps([before, gcfreeze.enabled(), rc]), file=sys.stderr)")
+    for value, expected in ((None, [False, True, 0]), ("0", [False, False, 0])):
+        env = {k: v for k, v in os.environ.items() if k != "CLAWKIT_GC_FREEZE"}
+        if value is not None:
+            env["CLAWKIT_GC_FREEZE"] = value
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        assert json.loads(out.stderr.strip().splitlines()[-1]) == expected, out.stderr[-2000:]

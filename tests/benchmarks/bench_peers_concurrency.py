@@ -258,6 +258,8 @@ def main() -> int:
             for n in names:
                 python = sys.executable if n in ("clawkit", "kernel") else args.peer_python
                 cenv = {**env, "CLAWKIT_LOAD_PLUGINS": "clawkit-http"} if n == "kernel" else env
+                if n in ("clawkit", "kernel"):  # the children serve, as `clawkit serve` would: its heap freeze on
+                    cenv = {"CLAWKIT_GC_FREEZE": "1", **cenv}  # (docs/gc-freeze.md; the API alone leaves it off)
                 t0 = time.perf_counter()
                 try:
                     p = subprocess.run([python, __file__, "--child", n, "--url", url, "--sessions", str(args.sessions)],

@@ -81,6 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .plugins import PluginError, get_plugin_manager
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    from . import gcfreeze
+
+    gcfreeze.own_process()  # the command's own process: its start-up heap may leave the collector's walks
     try:
         pm = get_plugin_manager()
     except PluginError as exc:

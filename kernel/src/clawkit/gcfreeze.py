@@ -13,8 +13,12 @@ generation, which no collection walks. Frozen objects are still freed by referen
 only a reference cycle among them that becomes garbage later is not collected (a one-time, bounded
 amount: the first turn's own cycles). ``gc.freeze`` itself costs no walk (it moves a list head).
 
-``CLAWKIT_GC_FREEZE=0`` (or ``false``/``no``/``off``) leaves the collector alone: a host application
-that manages the collector itself, or that must get back every cycle it creates before that turn.
+Only in a process clawkit owns: the ``clawkit`` command (``run``, ``chat``, ``serve``, ``worker``,
+``mcp serve``…) marks its process as its own (:func:`own_process`); an application that embeds
+clawkit through the Python API keeps its collector as it set it, since a freeze would take the
+host's own start-up objects out of collection too. ``CLAWKIT_GC_FREEZE=1`` turns it on for such a
+host (a server built on ``clawkit.Agent``), ``CLAWKIT_GC_FREEZE=0`` (or ``false``/``no``/``off``)
+off for the command.
 """
 
 from __future__ import annotations
@@ -23,10 +27,20 @@ import gc
 import os
 
 _done = False
+_owned = False
+
+
+def own_process() -> None:
+    """The process is the ``clawkit`` command's own (called by :func:`clawkit.cli.main`)."""
+    global _owned
+    _owned = True
 
 
 def enabled() -> bool:
-    return os.environ.get("CLAWKIT_GC_FREEZE", "1").strip().lower() not in ("0", "false", "no", "off")
+    switch = os.environ.get("CLAWKIT_GC_FREEZE")
+    if switch is None or not switch.strip():
+        return _owned
+    return switch.strip().lower() not in ("0", "false", "no", "off")
 
 
 def after_first_turn() -> None:
