@@ -94,7 +94,8 @@ def evaluate(provider, ws: Path, queries: list[dict]) -> dict:
         out[name] = {"recall@3": sum(1 for r in ranks if r and r <= 3) / n,
                      **{f"recall@3 {h}": sum(1 for r in rs if r and r <= 3) / len(rs) for h, rs in halves.items()},
                      "recall@1": sum(1 for r in ranks if r == 1) / n,
-                     "mrr@10": sum(1 / r for r in ranks if r) / n}
+                     "mrr@10": sum(1 / r for r in ranks if r) / n,
+                     "ranks": {q["id"]: r for q, r in zip(queries, ranks)}}  # --json: per question
     out["query_cpu_ms"] = (time.process_time() - c0) * 1000 / (len(queries) * len(MODES))
     index.close()
     return out
