@@ -76,8 +76,12 @@ def pytest_configure(config: pytest.Config) -> None:
             config.option.loadgroup = True
         return
     # the controller of an xdist run: "load" is what -n gives when no --dist is given
+    import os
+    import shlex
+
+    given = [*config.invocation_params.args, *config.getini("addopts"), *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
     if getattr(config.option, "dist", "no") == "load" and not any(
-            a == "--dist" or a.startswith("--dist=") or a == "-d" for a in config.invocation_params.args):
+            a in ("--dist", "-d", "--load") or a.startswith("--dist=") for a in given):
         config.option.dist = "loadgroup"
         config.option.loadscopereorder = False  # keep the slow-first order below
 
