@@ -124,15 +124,30 @@ def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
     raise SystemExit(f"server-everything (streamableHttp) did not listen on {port}")
 
 
-def reference_servers(bin_dir: Path, tmp: Path, http_url: str) -> dict[str, dict]:
-    """The four reference servers as ``mcp.servers`` entries (the HTTP one is already running)."""
+def reference_servers(bin_dir: Path, tmp: Path, http_url: str, pin: list[str] | None = None) -> dict[str, dict]:
+    """The four reference servers as ``mcp.servers`` entries (the HTTP one is already running).
+    ``pin``: a ``taskset`` prefix each stdio server is launched through (``--pin``)."""
     (tmp / "files").mkdir(exist_ok=True)
+
+    def stdio(cmd: str, *args: str) -> dict:
+        return {"command": pin[0], "args": [*pin[1:], cmd, *args]} if pin else {"command": cmd, "args": list(args)}
+
     return {
-        "fs": {"command": str(bin_dir / "mcp-server-filesystem"), "args": [str(tmp / "files")]},
-        "everything": {"command": str(bin_dir / "mcp-server-everything"), "args": ["stdio"]},
+        "fs": stdio(str(bin_dir / "mcp-server-filesystem"), str(tmp / "files")),
+        "everything": stdio(str(bin_dir / "mcp-server-everything"), "stdio"),
         "everything_http": {"url": http_url},
-        "memory": {"command": str(bin_dir / "mcp-server-memory"), "env": {"MEMORY_FILE_PATH": str(tmp / "memory.jsonl")}},
+        "memory": {**stdio(str(bin_dir / "mcp-server-memory")), "env": {"MEMORY_FILE_PATH": str(tmp / "memory.jsonl")}},
     }
+
+
+def pin_prefixes() -> tuple[list[str], list[str]]:
+    """``--pin``: clawkit on the first CPU it may use, the servers on the others (an experiment: it shows
+    how much of the four-server start is the servers' boots sharing the CPUs with clawkit's own work)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin needs at least two CPUs")
+    rest = ",".join(map(str, cpus[1:]))
+    return ["taskset", "-c", str(cpus[0])], ["taskset", "-c", rest]
 
 
 async def sdk_start(spec: dict) -> float:
@@ -163,9 +178,12 @@ def _write_agent(path: Path, model_url: str, servers: dict) -> None:
     path.write_text(body)
 
 
+_CLI_PREFIX: list[str] = []
+
+
 def _cli(ws: Path, env: dict, *args: str) -> tuple[float, subprocess.CompletedProcess]:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "clawkit", *args], cwd=ws, env=env, capture_output=True, text=True,
+    proc = subprocess.run([*_CLI_PREFIX, sys.executable, "-m", "clawkit", *args], cwd=ws, env=env, capture_output=True, text=True,
                           timeout=300, stdin=subprocess.DEVNULL)
     return time.perf_counter() - start, proc
 
@@ -227,6 +245,9 @@ def bench_startup(args: argparse.Namespace) -> None:
             tmp = Path(tmp_name)
             env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
             servers = reference_servers(bin_dir, tmp, f"http://127.0.0.1:{port}/mcp")
+            if args.pin:
+                _CLI_PREFIX[:], server_prefix = pin_prefixes()
+                pinned = reference_servers(bin_dir, tmp, f"http://127.0.0.1:{port}/mcp", server_prefix)
             alone: dict[str, list[float]] = {name: [] for name in servers}
             with open(os.devnull, "w") as quiet:
                 saved, sys.stderr = sys.stderr, quiet  # the servers' banners
@@ -236,6 +257,8 @@ def bench_startup(args: argparse.Namespace) -> None:
                             alone[name].append(asyncio.run(sdk_start(spec)))
                 finally:
                     sys.stderr = saved
+            if args.pin:
+                servers = pinned
             _write_agent(tmp / "four.yaml", model.url, servers)
             _write_agent(tmp / "none.yaml", model.url, {})
             for name, spec in servers.items():
@@ -249,7 +272,8 @@ def bench_startup(args: argparse.Namespace) -> None:
         http.wait(10)
     med = {k: statistics.median(v) for k, v in walls.items()}
     sdk = {n: statistics.median(v) for n, v in alone.items()}
-    print(f"load average: {os.getloadavg()[0]:.2f}; {args.runs} runs of each (medians)")
+    print(f"load average: {os.getloadavg()[0]:.2f}; {args.runs} runs of each (medians)"
+          + ("; --pin: clawkit on one CPU, the servers on the others" if args.pin else ""))
     print("each server alone: bare SDK (spawn/connect + initialize + tools/list) | clawkit mcp list | clawkit run (wall)")
     for name in servers:
         print(f"  {name:16} {sdk[name] * 1e3:8.1f} ms | {med[f'list {name}'] * 1e3:8.1f} ms | {med[f'run {name}'] * 1e3:8.1f} ms")
@@ -273,6 +297,8 @@ def main() -> int:
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument("--runs", type=int, default=5, help="start-up: runs of each measurement")
     parser.add_argument("--only", choices=("startup", "calls"))
+    parser.add_argument("--pin", action="store_true",
+                        help="start-up: clawkit on one CPU, the servers on the others (taskset), to separate CPU sharing from waiting")
     parser.add_argument("--npm", default=str(REPO / "tests" / "npm" / "node_modules"), help="node_modules with the reference servers")
     args = parser.parse_args()
     if args.only != "calls":
