@@ -143,6 +143,8 @@ def message_received(ctx, message):
     state_db = recall.state_db_of(ctx)
     if _idle(ctx, state_db):
         if state_db is not None and _PLACES[id(ctx.agent)][1].sessions:  # (episodes off: nothing to index, ever)
+            if len(_IDLE_ENDING) >= 1024:  # bounded like _ENDING: a caller that never ends its turns
+                _IDLE_ENDING.clear()
             _IDLE_ENDING[ctx.session.id] = (ctx.agent, ctx.hooks, state_db)
         return
     mem = _service().memory_for(ctx.agent, ctx.hooks)
