@@ -13,31 +13,19 @@ import http.server
 import json
 import os
 import sqlite3
-import struct
 import subprocess
 import sys
 import threading
-import zlib
 from pathlib import Path
 
 import pytest
 
+from clawkit.testing.media import png
 from clawkit.testing.server import ModelServer
 
 pytestmark = pytest.mark.e2e
 
 FORMATS = {"openai": "openai/test", "anthropic": "anthropic/claude-test"}
-
-
-def png(width: int = 1, height: int = 1, extra: int = 0) -> bytes:
-    """A valid PNG (``extra`` pads it with an ancillary chunk, to make a large one)."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    raw = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
-    pad = chunk(b"tEXt", b"pad\x00" + os.urandom(extra // 2).hex().encode()[:extra]) if extra else b""
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) + pad
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n2 0 obj << /Type /Page >> endobj\n%%EOF\n"

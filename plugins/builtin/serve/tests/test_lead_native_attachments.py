@@ -7,23 +7,14 @@ from __future__ import annotations
 
 import base64
 import json
-import struct
-import zlib
 
 import httpx
 import pytest
 
+from clawkit.testing.media import png
 from clawkit_serve.testing import make_key, serve, write_agent
 
 pytestmark = pytest.mark.e2e
-
-
-def png() -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
 
 
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj\n%%EOF\n"

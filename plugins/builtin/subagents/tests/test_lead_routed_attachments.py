@@ -10,22 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
-import struct
-import zlib
 
 import pytest
 
+from clawkit.testing.media import png
 from clawkit.testing.server import Reply
 
 pytestmark = pytest.mark.e2e
-
-
-def png() -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
 
 
 def _agents(tmp_path, kit, server, vision: bool = True):

@@ -7,25 +7,17 @@ from __future__ import annotations
 
 import base64
 import os
-import struct
 import subprocess
 import sys
-import zlib
 
 import pytest
 
 from clawkit.cli import main
+from clawkit.testing.media import png
 from clawkit.testing.server import ModelServer
 from clawkit_workers.testing import Workers
 
 pytestmark = pytest.mark.e2e
-
-
-def png() -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
 
 
 def test_submit_sends_an_image_and_settings_through_the_queue(pg_url, tmp_path):

@@ -18,18 +18,17 @@ import base64
 import json
 import os
 import re
-import struct
 import subprocess
 import sys
 import threading
 import time
-import zlib
 
 import openai
 import psycopg
 import pytest
 from pydantic import BaseModel
 
+from clawkit.testing.media import png
 from clawkit.testing.server import ModelServer, Reply
 from clawkit_workers.testing import Workers
 
@@ -57,13 +56,6 @@ def _serve(url: str, yamls) -> tuple[subprocess.Popen, str]:
 class Person(BaseModel):
     name: str
     age: int
-
-
-def png() -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
 
 
 def _images(body: dict) -> list[str]:
