@@ -89,8 +89,6 @@ def workspace_db(args: argparse.Namespace) -> Any:
 
 
 def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
-    from . import safeyaml
-
     out: dict[str, Any] = {}
     if getattr(args, "model", None):
         out["model"] = args.model
@@ -100,11 +98,20 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
         out["workspace"] = os.path.abspath(os.path.expanduser(args.workspace))
     if getattr(args, "db", None):
         out["state_db"] = args.db
-    for item in getattr(args, "overrides", []) or []:
+    out.update(key_values(getattr(args, "overrides", []) or [], "--set"))
+    return out
+
+
+def key_values(items: list[str], flag: str) -> dict[str, Any]:
+    """``KEY=VALUE`` arguments of ``flag`` (``--set``, ``submit --setting``): each VALUE read as YAML."""
+    from . import safeyaml
+
+    out: dict[str, Any] = {}
+    for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--set {item!r}: expected KEY=VALUE")
-        out[key.strip()] = safeyaml.safe_load(value, f"--set {key.strip()}") if value else ""
+        if not sep or not key.strip():
+            raise UsageError(f"{flag} {item!r}: expected KEY=VALUE")
+        out[key.strip()] = safeyaml.safe_load(value, f"{flag} {key.strip()}") if value else ""
     return out
 
 

@@ -43,7 +43,7 @@ def register(cli: Any) -> None:
     s.add_argument("-a", "--attachment", action="append", default=[], metavar="PATH_OR_URL",
                    help="an image or file sent with the message (repeatable; a URL is fetched by the worker, through its gates)")
     s.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE", dest="settings",
-                   help="a model setting for this turn: temperature, max_tokens, top_p, seed, stop… (VALUE read as JSON, else text)")
+                   help="a model setting for this turn: temperature, max_tokens, top_p, seed, stop… (VALUE read as YAML, as --set's)")
     s.set_defaults(handler=cmd_submit)
 
     a = cli.command("approvals", help="list and answer approvals of queued turns, from any machine")
@@ -145,18 +145,15 @@ def cmd_submit(args: Any) -> int:
 
 def _settings(items: list[str]) -> dict[str, Any]:
     """``--setting temperature=0.2`` … as the model settings a queued turn may carry."""
+    from clawkit.cliopts import key_values
+    from clawkit.errors import UsageError
+
     from .queued import check_settings
 
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--setting {item!r}: expected KEY=VALUE (e.g. temperature=0.2)")
-        try:
-            out[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key.strip()] = raw
-    return check_settings(out)
+    try:
+        return check_settings(key_values(items, "--setting"))
+    except UsageError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _attachments(items: list[str]) -> list[Any]:
