@@ -126,8 +126,12 @@ def cmd_submit(args: Any) -> int:
         print(f"clawkit submit: cannot reach the queue at {redact_url(url)}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_RUNTIME
     with q:
+        if files:
+            from .queued import PgBlobStore, stored
+
+            files = stored(files, PgBlobStore(url))  # the bytes where every worker reads them; references queued
         turn = q.submit(args.agent, args.text, session_id=args.session, settings=settings or None,
-                        attachments=_stored(files, url) or None)
+                        attachments=files or None)
         if not args.wait:
             print(json.dumps({"turn_id": turn}) if args.json else turn)
             return EXIT_OK
@@ -168,22 +172,6 @@ def _attachments(items: list[str]) -> list[Any]:
             out.append(item if is_url(item) else to_block(read_local(item, DEFAULT_MAX_BYTES), DEFAULT_MAX_BYTES))
         except AttachmentError as exc:
             raise ValueError(str(exc)) from None
-    return out
-
-
-def _stored(items: list[Any], url: str) -> list[Any]:
-    """The bytes in ``clawkit_attachments`` (where every worker reads them); the queued record carries references."""
-    if not items:
-        return []
-    from .queued import PgBlobStore
-
-    store, out = PgBlobStore(url), []
-    for item in items:
-        if isinstance(item, str):
-            out.append(item)
-        else:
-            store.put(item)
-            out.append(item.model_dump(exclude={"data"}, exclude_none=True))
     return out
 
 

@@ -95,12 +95,19 @@ def references(items: list[Any], agent: Any) -> list[Any]:
     (type, size, vision: ``AttachmentError`` before anything is queued), their bytes stored, and
     what the queued record carries: block references (JSON, no bytes) and URL strings."""
     from clawkit.attachments import prepare
+
+    return stored(prepare(items, agent.config), agent.attachment_store)
+
+
+def stored(items: list[Any], store: Any) -> list[Any]:
+    """Checked attachments (blocks, URL strings) as a queued record carries them: each block's bytes
+    put in ``store`` (``clawkit_attachments``), the block kept as a reference (JSON, no bytes)."""
     from clawkit.types import ContentBlock
 
     out: list[Any] = []
-    for item in prepare(items, agent.config):
+    for item in items:
         if isinstance(item, ContentBlock):
-            agent.attachment_store.put(item)
+            store.put(item)
             out.append(item.model_dump(exclude={"data"}, exclude_none=True))
         else:
             out.append(item)
