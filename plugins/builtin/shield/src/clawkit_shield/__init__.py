@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from clawkit.types import Decision, ToolCall, ToolResult
 
     from .attestation import Attestation, Attestor, NoopAttestor
-    from .capabilities import TOOL_CAPABILITIES, check, extract_resources, parse_permissions, pii_scanning
+    from .capabilities import check, extract_resources, parse_permissions, pii_scanning
     from .config import ShieldConfig
     from .risk import Assessment, SensitivePaths, assess
     from .scanner import SEVERITY_WEIGHT, Detection, InjectionScanner, redact, taint_score, wrap
@@ -44,7 +44,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     **{n: ("clawkit.types", n) for n in ("Decision", "ToolCall", "ToolResult")},
     "capability_of": ("clawkit.effects", "capability_of"),
     **{n: (".attestation", n) for n in ("Attestation", "Attestor", "NoopAttestor")},
-    **{n: (".capabilities", n) for n in ("TOOL_CAPABILITIES", "check", "extract_resources", "parse_permissions",
+    **{n: (".capabilities", n) for n in ("check", "extract_resources", "parse_permissions",
                                          "pii_scanning")},
     "ShieldConfig": (".config", "ShieldConfig"),
     **{n: (".risk", n) for n in ("Assessment", "SensitivePaths", "assess")},

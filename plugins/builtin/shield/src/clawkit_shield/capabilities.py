@@ -33,14 +33,13 @@ from fnmatch import fnmatchcase
 from typing import Any, Iterable
 from urllib.parse import urlsplit
 
-from clawkit.effects import ALIASES, STANDARD, canonical
+from clawkit.effects import ALIASES, canonical
 from wcmatch import glob as wglob
 
 GLOB_FLAGS = wglob.GLOBSTAR | wglob.DOTGLOB | wglob.BRACE
 
-# tool → capability and the names manifests use for each: one table in the kernel, shared with every
-# gate that enforces manifests (clawkit.effects); more tools in the shield's config (capability_map)
-TOOL_CAPABILITIES = STANDARD
+# tool → capability (clawkit.effects.capability_of) and the names manifests use for each (ALIASES): one
+# table in the kernel, shared with every gate that enforces manifests; more in the config's capability_map
 
 PATH_ARGS = ("path", "file", "file_path", "filepath", "filename", "directory", "dir", "root", "target", "source",
              "src", "dest", "destination", "dst", "cwd", "workdir", "working_dir")
@@ -54,13 +53,10 @@ class ManifestError(ValueError):
     """A permission item that cannot be understood (the shield fails closed on it)."""
 
 
-canonical_capability = canonical
-
-
 def capability_matches(declared: str, capability: str, tool: str) -> bool:
     """Does a manifest's capability name cover ``capability`` (of ``tool``)?"""
-    d = canonical_capability(declared)
-    if d in ("*", "all") or d == capability or d == canonical_capability(tool):
+    d = canonical(declared)
+    if d in ("*", "all") or d == capability or d == canonical(tool):
         return True
     if d in ALIASES.get(capability, ()):
         return True
@@ -299,7 +295,7 @@ def check(tool: str, capability: str, res: Resources, permissions: list[Permissi
         if p.deny and (_hits(kind, res, p.deny, workspace, every=False) or (kind != "paths" and res.paths and _hits("paths", res, p.deny, workspace, every=False))):
             return Refusal("denied", f"the active skill manifest's deny list for {capability} matches this call")
     if not grants:
-        granted = sorted({canonical_capability(p.capability) for p in permissions if p.kind == "grant"}) or ["nothing"]
+        granted = sorted({canonical(p.capability) for p in permissions if p.kind == "grant"}) or ["nothing"]
         return Refusal("ungranted", f"the active skill manifests do not grant {capability} (granted: {', '.join(granted)})")
     for p in grants:
         if not p.scoped:
