@@ -96,8 +96,7 @@ class TurnSide:
                                            pending)
         finally:
             self.store.unlock(session.id)
-            if not gcfreeze._done:
-                gcfreeze.after_first_turn()  # the start-up heap out of the cycle collector's walks (see gcfreeze)
+            gcfreeze.after_first_turn()  # once per process: the start-up heap out of the collector's walks
 
     async def _locked_session(self, session_id: str | None) -> Session:
         """The session, taken for this turn before anything is read from it: a process running a turn
