@@ -51,9 +51,11 @@ def _names(value: Any) -> set[str]:
 
 
 def manifest_refusal(skill: str, items: list[dict[str, Any]], agent: str, tools: list[str],
-                     definitions: dict[str, Any] | None = None) -> tuple[str, str] | None:
+                     definitions: dict[str, Any] | None = None,
+                     overrides: dict[str, str] | None = None) -> tuple[str, str] | None:
     """How skill ``skill``'s manifest permission ``items`` rule on a child with ``tools`` (their
-    :class:`~clawkit.types.ToolDef` in ``definitions``: a declared capability counts, as at the shield):
+    :class:`~clawkit.types.ToolDef` in ``definitions``: a declared capability counts, as at the shield;
+    ``overrides``: the child's ``shield.capability_map``, the parent's entries winning, which comes first):
     ``("block", reason)`` when a capability a child tool needs is denied (deny wins),
     ``("require_approval", reason)`` when no ``capability:`` item grants it (the shield's
     permissive rule for an ungranted capability), None when every such capability is granted."""
@@ -61,7 +63,7 @@ def manifest_refusal(skill: str, items: list[dict[str, Any]], agent: str, tools:
     granted = set().union(*(_names(i.get("capability")) for i in items if "capability" in i)) if items else set()
     ungranted = None
     for tool in tools:
-        capability = capability_of(tool, (definitions or {}).get(tool))
+        capability = capability_of(tool, (definitions or {}).get(tool), overrides)
         if capability is None:
             continue
         if _covers(denied, capability):
@@ -73,14 +75,23 @@ def manifest_refusal(skill: str, items: list[dict[str, Any]], agent: str, tools:
     return ("require_approval", ungranted) if ungranted else None
 
 
-def _child_tools(ctx: Any, name: str, spec: Any) -> tuple[list[str], dict[str, Any]]:
-    """The tools the child would have: its effective (attenuated) tool list, with their definitions."""
+def _child_tools(ctx: Any, name: str, spec: Any) -> tuple[list[str], dict[str, Any], dict[str, str]]:
+    """The tools the child would have: its effective (attenuated) tool list, with their definitions,
+    and the child's ``shield.capability_map`` (merged: the parent's entries win, :func:`.merge.hold_shield`)
+    — the override the shield reads first, so a tool the user mapped (``{deploy: shell.exec}``) is
+    the same capability here as at the shield."""
     from .children import child_for, lineage
 
     child = child_for(ctx.runtime, name, spec)
     names = list(lineage(child).tools)
     found = {n: child.tools.get(n) for n in names}
-    return names, {n: t.definition for n, t in found.items() if t is not None}
+    return names, {n: t.definition for n, t in found.items() if t is not None}, _capability_map(child)
+
+
+def _capability_map(child: Any) -> dict[str, str]:
+    section = child.config.plugin("shield")
+    cmap = section.get("capability_map") if isinstance(section, dict) else getattr(section, "capability_map", None)
+    return {str(k): str(v) for k, v in (cmap or {}).items() if v}
 
 
 def _manifests(ctx: Any, call: Any) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -110,12 +121,12 @@ def skill_decision(ctx: Any, call: Any, agent: str) -> tuple[str, str] | None:
         return None
     spec = ctx.agent.subagents.get(agent)
     try:
-        tools, definitions = _child_tools(ctx, agent, spec)
+        tools, definitions, overrides = _child_tools(ctx, agent, spec)
     except Exception as exc:  # a child that cannot be built cannot be checked: refused, with why
         return "block", f"sub-agent {agent!r} cannot start, so the skill manifests cannot be checked: {exc}"
     asked = None
     for skill, items in manifests:
-        ruling = manifest_refusal(skill, items, agent, tools, definitions)
+        ruling = manifest_refusal(skill, items, agent, tools, definitions, overrides)
         if ruling is not None and ruling[0] == "block":
             return ruling
         asked = asked or ruling
