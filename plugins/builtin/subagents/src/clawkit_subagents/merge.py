@@ -128,6 +128,23 @@ def hold_shield(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]
     return {k: v for k, v in out.items() if v is not None}
 
 
+def hold_sequence(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    out = dict(child)
+    mine = [r for r in child.get("rules") or [] if isinstance(r, dict)] if isinstance(child.get("rules"), list) else []
+    theirs = list(parent.get("rules") or [])
+    out["rules"] = theirs + [r for r in mine if r not in theirs]  # the parent's rules bind; the child may add
+    out["count_failed"] = _both(parent.get("count_failed", False), child.get("count_failed"))
+    p_dir = dict(parent.get("directives") or {})
+    c_dir = child.get("directives") if isinstance(child.get("directives"), dict) else {}
+    held = dict(c_dir)
+    held["enabled"] = _either(p_dir.get("enabled", True), c_dir.get("enabled"))  # obeying escalateToOwner stays on
+    held["untrusted_tools"] = _union(p_dir.get("untrusted_tools"), c_dir.get("untrusted_tools"))
+    held["trusted_tools"] = _within(p_dir.get("trusted_tools"), c_dir.get("trusted_tools")) if "trusted_tools" in c_dir \
+        else list(p_dir.get("trusted_tools") or [])
+    out["directives"] = held
+    return {k: v for k, v in out.items() if v is not None}
+
+
 def hold_sandbox(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     out = dict(child)
     mode = parent.get("mode")
@@ -194,7 +211,7 @@ def hold_mcp(parent_config: Any, data: dict[str, Any]) -> None:
 
 RULES: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {
     "shield": hold_shield, "sandbox": hold_sandbox, "directives": hold_directives, "tools": hold_tools,
-    "budgets": hold_budgets, "skills": hold_skills,
+    "budgets": hold_budgets, "skills": hold_skills, "sequence": hold_sequence,
 }
 
 

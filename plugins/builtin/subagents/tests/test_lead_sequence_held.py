@@ -1,0 +1,69 @@
+"""A child is held to its parent's tool-sequence rules (``plugins.sequence``), through ``clawkit run``
+with every builtin loaded and the loopback model. The sequence enforcer gates tool calls, so a
+child could not switch it off — but its *rules* were taken as the child's file wrote them: a child
+whose file says ``sequence: {rules: []}`` (or nothing) wrote over a file it never read, where its
+parent is stopped. Now the parent's rules bind the child, which may add its own; the child may
+trust tool-result directives only from tools its parent trusts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clawkit.testing.server import Reply
+from clawkit_subagents.merge import hold_sequence
+
+pytestmark = pytest.mark.e2e
+
+RULE = {"tool": "write_file", "requires": ["read_file"], "match": "path", "existing_only": True,
+        "message": "read {path} before writing it"}
+
+
+def test_a_childs_own_file_cannot_drop_the_parents_sequence_rules(tmp_path, kit, model_server):
+    (tmp_path / "notes.md").write_text("KEEP-THIS-LINE\n")
+    kit.write(tmp_path / "lead.yaml", f"""
+        name: lead
+        model: {kit.model_block(model_server, "lead")}
+        tools: [read_file, write_file]
+        plugins:
+          policy: {{risk: {{write_file: safe, agent_writer: safe}}}}
+          sequence:
+            rules: [{{tool: write_file, requires: [read_file], match: path, existing_only: true,
+                      message: "read {{path}} before writing it"}}]
+        subagents:
+          writer: {{agent: writer.yaml, description: Writes files.}}
+        """)
+    kit.write(tmp_path / "writer.yaml", f"""
+        name: writer
+        model: {kit.model_block(model_server, "writer")}
+        tools: [read_file, write_file]
+        plugins:
+          policy: {{risk: {{write_file: safe}}}}
+          sequence: {{rules: []}}
+        """)
+    model_server.script(kit.ByModel(
+        lead=[Reply.tool_calls([("write_file", {"path": "notes.md", "content": "by the lead"}),
+                                ("agent_writer", {"task": "overwrite notes.md"})]), "done"],
+        writer=[Reply.tool_calls([("write_file", {"path": "notes.md", "content": "by the child"})]), "tried"],
+    ))
+    result = kit.run_json(tmp_path, "lead.yaml", "replace the notes")
+    assert result["reply"] == "done"
+    assert (tmp_path / "notes.md").read_text() == "KEEP-THIS-LINE\n"  # neither wrote over an unread file
+    (child_second,) = kit.requests_for(model_server, "writer")[1:]
+    said = [m["content"] for m in child_second.messages if m["role"] == "tool"]
+    assert any("read notes.md before writing it" in s for s in said), said
+
+
+def test_the_merge_rule_keeps_the_parents_rules_and_trusts_no_more_than_the_parent():
+    parent = {"rules": [RULE], "count_failed": False, "max_blocks": 2,
+              "directives": {"enabled": True, "trusted_tools": ["mcp__mine__*"], "untrusted_tools": ["web_fetch"]}}
+    child_rule = {"tool": "shell_exec", "requires": ["read_file"]}
+    held = hold_sequence(parent, {"rules": [child_rule, RULE], "count_failed": True, "max_blocks": 5,
+                                  "directives": {"enabled": False, "trusted_tools": ["*", "mcp__mine__*"],
+                                                 "untrusted_tools": []}})
+    assert held["rules"] == [RULE, child_rule]  # the parent's first, once; the child's own added
+    assert held["count_failed"] is False and held["max_blocks"] == 5  # a failed call counts only if both say so
+    assert held["directives"] == {"enabled": True, "trusted_tools": ["mcp__mine__*"], "untrusted_tools": ["web_fetch"]}
+    quiet = hold_sequence(parent, {})
+    assert quiet["rules"] == [RULE] and quiet["directives"]["trusted_tools"] == ["mcp__mine__*"]
