@@ -67,3 +67,14 @@ def test_the_merge_rule_keeps_the_parents_rules_and_trusts_no_more_than_the_pare
     assert held["directives"] == {"enabled": True, "trusted_tools": ["mcp__mine__*"], "untrusted_tools": ["web_fetch"]}
     quiet = hold_sequence(parent, {})
     assert quiet["rules"] == [RULE] and quiet["directives"]["trusted_tools"] == ["mcp__mine__*"]
+
+
+def test_a_childs_skill_folder_stays_in_its_workspace_and_routed_manifests_stay_as_strict():
+    from clawkit_subagents.merge import hold_skills
+
+    parent = {"workspace_dir": "skills", "routed_manifests": "ask", "paths": [], "user_dir": "~/.clawkit/skills"}
+    for escaping in ("/etc/skills", "~/elsewhere", "../../shared/skills", "a/../../b"):
+        assert hold_skills(parent, {"workspace_dir": escaping})["workspace_dir"] == "skills", escaping
+    assert hold_skills(parent, {"workspace_dir": "team/skills"})["workspace_dir"] == "team/skills"
+    assert hold_skills(parent, {"routed_manifests": "guide"})["routed_manifests"] == "ask"
+    assert hold_skills({"routed_manifests": "guide"}, {"routed_manifests": "ask"})["routed_manifests"] == "ask"

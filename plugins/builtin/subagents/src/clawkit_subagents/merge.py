@@ -21,6 +21,7 @@ SHIELD_WRAP = {"never": 0, "detected": 1, "always": 2}
 NETWORK = {"all": 0, "proxy": 1, "refuse": 2}
 STEP_SCOPE = {"persistent": 0, "run": 1, "step": 2}  # narrower = stricter
 UNTRUSTED_EGRESS = {"alarm-only": 0, "ask": 1}
+ROUTED_MANIFESTS = {"guide": 0, "ask": 1}
 GATE_HOOKS = ("before_tool_call", "after_tool_call", "confine_process")
 
 
@@ -191,11 +192,16 @@ def hold_budgets(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any
 
 
 def hold_skills(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
-    """Skill folders only from the parent's list and the parent's user folder; disabled skills add up."""
+    """Skill folders only from the parent's list and the parent's user folder, the workspace's skill
+    folder inside the child's workspace; disabled skills add up; the stricter ``routed_manifests``."""
     out = dict(child)
     out["paths"] = _within(parent.get("paths"), child.get("paths")) if "paths" in child else list(parent.get("paths") or [])
     out["user_dir"] = parent.get("user_dir", child.get("user_dir"))
     out["disabled"] = _union(parent.get("disabled"), child.get("disabled"))
+    own = child.get("workspace_dir")
+    if not isinstance(own, str) or own.startswith(("/", "~")) or ".." in own.replace("\\", "/").split("/"):
+        out["workspace_dir"] = parent.get("workspace_dir")  # an absolute or escaping folder reads skills from anywhere
+    out["routed_manifests"] = _strictest(ROUTED_MANIFESTS, parent.get("routed_manifests"), child.get("routed_manifests"))
     return {k: v for k, v in out.items() if v is not None}
 
 
