@@ -78,3 +78,11 @@ def test_a_childs_skill_folder_stays_in_its_workspace_and_routed_manifests_stay_
     assert hold_skills(parent, {"workspace_dir": "team/skills"})["workspace_dir"] == "team/skills"
     assert hold_skills(parent, {"routed_manifests": "guide"})["routed_manifests"] == "ask"
     assert hold_skills({"routed_manifests": "guide"}, {"routed_manifests": "ask"})["routed_manifests"] == "ask"
+
+
+def test_every_size_and_time_cap_of_the_tools_section_is_the_lower():
+    from clawkit_subagents.merge import hold_tools
+
+    caps = {"shell_timeout": 30, "max_list_entries": 500, "glob_timeout": 5, "glob_max_visited": 20000}
+    held = hold_tools(caps, {k: v * 10 for k, v in caps.items()})
+    assert {k: held[k] for k in caps} == caps

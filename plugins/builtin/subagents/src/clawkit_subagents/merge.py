@@ -176,8 +176,9 @@ def hold_tools(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     out["env_allow"] = _within(parent.get("env_allow"), child.get("env_allow")) if "env_allow" in child \
         else list(parent.get("env_allow") or [])
     out["shell"] = parent.get("shell", child.get("shell"))
-    for key in ("max_read_bytes", "max_write_bytes", "shell_max_timeout", "shell_output_bytes", "fetch_max_bytes",
-                "fetch_max_redirects", "fetch_timeout"):
+    for key in ("max_read_bytes", "max_write_bytes", "shell_max_timeout", "shell_timeout", "shell_output_bytes",
+                "fetch_max_bytes", "fetch_max_redirects", "fetch_timeout", "max_list_entries", "glob_timeout",
+                "glob_max_visited"):
         out[key] = _min(parent.get(key), child.get(key))
     return {k: v for k, v in out.items() if v is not None}
 
