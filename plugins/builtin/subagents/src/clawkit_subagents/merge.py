@@ -206,6 +206,15 @@ def hold_skills(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]
     return {k: v for k, v in out.items() if v is not None}
 
 
+def hold_otel(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """One trace: a parent that exports has its children's spans too; message text is captured in a
+    child's spans only if the parent captures it (an operator who keeps content out of telemetry)."""
+    out = dict(child)
+    out["export"] = _either(parent.get("export", False), child.get("export"))
+    out["capture_content"] = _both(parent.get("capture_content", False), child.get("capture_content"))
+    return out
+
+
 def hold_mcp(parent_config: Any, data: dict[str, Any]) -> None:
     """A child starts no MCP server of its own: it has the parent's servers, as the parent defined
     them (a child file could otherwise run any command, or re-point a server name the parent uses)."""
@@ -219,6 +228,7 @@ def hold_mcp(parent_config: Any, data: dict[str, Any]) -> None:
 RULES: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {
     "shield": hold_shield, "sandbox": hold_sandbox, "directives": hold_directives, "tools": hold_tools,
     "budgets": hold_budgets, "skills": hold_skills, "sequence": hold_sequence,
+    "otel": hold_otel,
 }
 
 

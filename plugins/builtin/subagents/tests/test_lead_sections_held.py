@@ -3,7 +3,11 @@ with every builtin loaded and the loopback model. The sequence enforcer gates to
 child could not switch it off — but its *rules* were taken as the child's file wrote them: a child
 whose file says ``sequence: {rules: []}`` (or nothing) wrote over a file it never read, where its
 parent is stopped. Now the parent's rules bind the child, which may add its own; the child may
-trust tool-result directives only from tools its parent trusts."""
+trust tool-result directives only from tools its parent trusts.
+
+The same audit of every section against the merge rules (docs/plugins/subagents.md) found three more
+keys taken as the child wrote them, held here too: the skills folder of the workspace and
+``routed_manifests``, the tools section's remaining caps, and the OpenTelemetry switches."""
 
 from __future__ import annotations
 
@@ -86,3 +90,12 @@ def test_every_size_and_time_cap_of_the_tools_section_is_the_lower():
     caps = {"shell_timeout": 30, "max_list_entries": 500, "glob_timeout": 5, "glob_max_visited": 20000}
     held = hold_tools(caps, {k: v * 10 for k, v in caps.items()})
     assert {k: held[k] for k in caps} == caps
+
+
+def test_a_child_traces_when_its_parent_does_and_captures_text_only_if_the_parent_does():
+    from clawkit_subagents.merge import hold_otel
+
+    assert hold_otel({"export": True, "capture_content": False}, {"export": False, "capture_content": True}) == \
+        {"export": True, "capture_content": False}
+    assert hold_otel({"export": False, "capture_content": True}, {"capture_content": True}) == \
+        {"export": False, "capture_content": True}
