@@ -7,10 +7,13 @@ trust tool-result directives only from tools its parent trusts.
 
 The same audit of every section against the merge rules (docs/plugins/subagents.md) found three more
 keys taken as the child wrote them, held here too: the skills folder of the workspace and
-``routed_manifests``, the tools section's remaining caps, and the OpenTelemetry switches."""
+``routed_manifests``, the tools section's remaining caps, the OpenTelemetry switches, and the
+project files and prompts folder the prompt contributors read (a child file could quote a file
+beside the workspace into its prompt)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -99,3 +102,33 @@ def test_a_child_traces_when_its_parent_does_and_captures_text_only_if_the_paren
         {"export": True, "capture_content": False}
     assert hold_otel({"export": False, "capture_content": True}, {"capture_content": True}) == \
         {"export": False, "capture_content": True}
+
+
+def test_a_childs_project_files_and_prompts_come_from_its_workspace_not_beside_it(tmp_path, kit, model_server):
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (tmp_path / "secret.md").write_text("BESIDE-THE-WORKSPACE-5521\n")
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "rules.md").write_text("OUTSIDE-PROMPT-8830\n")
+    (ws / "AGENTS.md").write_text("INSIDE-AGENTS-1177\n")
+    kit.write(tmp_path / "lead.yaml", f"""
+        name: lead
+        model: {kit.model_block(model_server, "lead")}
+        workspace: ws
+        plugins: {{policy: {{risk: {{agent_reader: safe}}}}}}
+        subagents:
+          reader: {{agent: reader.yaml, description: Reads.}}
+        """)
+    kit.write(tmp_path / "reader.yaml", f"""
+        name: reader
+        model: {kit.model_block(model_server, "reader")}
+        plugins:
+          contributors: {{project_files: [AGENTS.md, ../secret.md, {tmp_path / 'secret.md'}], prompts_dir: ../prompts}}
+        """)
+    model_server.script(kit.ByModel(lead=[Reply.tool_calls([("agent_reader", {"task": "summarise"})]), "done"],
+                                    reader=["summarised"]))
+    assert kit.run_json(tmp_path, "lead.yaml", "go")["reply"] == "done"
+    (child,) = kit.requests_for(model_server, "reader")
+    seen = json.dumps(child.body)
+    assert "INSIDE-AGENTS-1177" in seen  # its own workspace's project file is quoted
+    assert "BESIDE-THE-WORKSPACE-5521" not in seen and "OUTSIDE-PROMPT-8830" not in seen

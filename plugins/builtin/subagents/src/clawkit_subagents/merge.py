@@ -199,10 +199,24 @@ def hold_skills(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]
     out["paths"] = _within(parent.get("paths"), child.get("paths")) if "paths" in child else list(parent.get("paths") or [])
     out["user_dir"] = parent.get("user_dir", child.get("user_dir"))
     out["disabled"] = _union(parent.get("disabled"), child.get("disabled"))
-    own = child.get("workspace_dir")
-    if not isinstance(own, str) or own.startswith(("/", "~")) or ".." in own.replace("\\", "/").split("/"):
+    if not _relative_inside(child.get("workspace_dir")):
         out["workspace_dir"] = parent.get("workspace_dir")  # an absolute or escaping folder reads skills from anywhere
     out["routed_manifests"] = _strictest(ROUTED_MANIFESTS, parent.get("routed_manifests"), child.get("routed_manifests"))
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _relative_inside(path: Any) -> bool:
+    """A path that, joined to the child's workspace, stays inside it (relative, no ``..``)."""
+    return isinstance(path, str) and not path.startswith(("/", "~")) and ".." not in path.replace("\\", "/").split("/")
+
+
+def hold_contributors(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """Project files and the prompts folder are read from the child's workspace, never beside it."""
+    out = dict(child)
+    if "project_files" in child:
+        out["project_files"] = [f for f in child.get("project_files") or [] if _relative_inside(f)]
+    if "prompts_dir" in child and not _relative_inside(child.get("prompts_dir")):
+        out["prompts_dir"] = parent.get("prompts_dir")
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -228,7 +242,7 @@ def hold_mcp(parent_config: Any, data: dict[str, Any]) -> None:
 RULES: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {
     "shield": hold_shield, "sandbox": hold_sandbox, "directives": hold_directives, "tools": hold_tools,
     "budgets": hold_budgets, "skills": hold_skills, "sequence": hold_sequence,
-    "otel": hold_otel,
+    "otel": hold_otel, "contributors": hold_contributors,
 }
 
 
