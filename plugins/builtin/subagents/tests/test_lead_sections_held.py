@@ -5,7 +5,7 @@ whose file says ``sequence: {rules: []}`` (or nothing) wrote over a file it neve
 parent is stopped. Now the parent's rules bind the child, which may add its own; the child may
 trust tool-result directives only from tools its parent trusts.
 
-The same audit of every section against the merge rules (docs/plugins/subagents.md) found three more
+The same audit of every section against the merge rules (docs/plugins/subagents.md) found more
 keys taken as the child wrote them, held here too: the skills folder of the workspace and
 ``routed_manifests``, the tools section's remaining caps, the OpenTelemetry switches, and the
 project files and prompts folder the prompt contributors read (a child file could quote a file
