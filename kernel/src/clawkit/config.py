@@ -402,10 +402,18 @@ def validate_agent(
     lines: dict[tuple, int],
     sections: Iterable[tuple[str, type[BaseModel], bool]] = (),
     base_dir: Path | None = None,
+    model: type[AgentConfig] | None = None,
 ) -> AgentConfig:
-    sections = list(sections)
-    model = build_agent_model(sections) if sections else build_agent_model([])
-    known = {n for n, _, top in sections if not top}
+    """``data`` (read from ``file``; ``lines``: key path → line) as an agent config of the installed
+    plugins' ``sections`` — or of ``model``, an agent class already built from them (``type(config)``
+    of a running agent: a sub-agent's file checked against its parent's plugins). ConfigError names
+    the file, line and field."""
+    if model is None:
+        sections = list(sections)
+        model = build_agent_model(sections)
+        known = {n for n, _, top in sections if not top}
+    else:
+        known = set(getattr(model.model_fields["plugins"].annotation, "model_fields", {}))
     plugins = data.get("plugins") or {}
     if isinstance(plugins, dict):
         for name, section in plugins.items():

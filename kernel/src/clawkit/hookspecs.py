@@ -127,7 +127,11 @@ def register_tools(register, agent):
     exist (tools added at run time through ``ctx.tools.add(tool)``). A tool returning a
     :class:`clawkit.types.ToolResult` with ``metadata["usage"]`` (tokens it spent on
     models) has that usage added to the turn's. Results: ignored.
-    Failure: isolated (that plugin's tools are missing; an event says so).
+    Failure: isolated (that plugin's tools are missing; an event says so) — except
+    :class:`clawkit.errors.ConfigError`, which a plugin raises for configuration the
+    user must fix (a declared sub-agent's file that does not validate): the agent is
+    not built and the error reaches the user as one in the agent file does (``clawkit
+    run`` exits 2 with its message, naming the file, line and field).
     """
 
 

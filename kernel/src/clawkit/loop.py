@@ -108,6 +108,8 @@ class Agent(TurnSide, ModelSide):
                 res = fn(**{k: v for k, v in {"register": self._tool_register(plugin_name), "agent": config}.items() if k in argnames})
                 if inspect.isawaitable(res):
                     self.hooks._settle("register_tools", plugin_name, res)
+            except ConfigError:
+                raise  # the user's configuration is wrong (a sub-agent's file): stop, as for the agent file itself
             except Exception as exc:
                 self.hooks.report("register_tools", plugin_name, exc)
         self._check_allowlist()

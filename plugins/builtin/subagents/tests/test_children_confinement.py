@@ -38,8 +38,9 @@ def _tool_results(request) -> list[str]:
     return [m.get("content") or "" for m in request.messages if m.get("role") == "tool"]
 
 
-def _layout(tmp_path: Path, kit, model_server, child: str) -> tuple[Path, Path]:
-    """lead.yaml (the agent files), ws/ (the workspace given with --workspace) and outside/ beside them."""
+def _layout(tmp_path: Path, kit, model_server, child: str, escaper: bool = False) -> tuple[Path, Path]:
+    """lead.yaml (the agent files), ws/ (the workspace given with --workspace) and outside/ beside them;
+    with ``escaper``, the lead also declares a child whose file names ../outside as its workspace."""
     conf, ws, outside = tmp_path, tmp_path / "ws", tmp_path / "outside"
     for d in (ws, outside):
         d.mkdir()
@@ -54,8 +55,7 @@ def _layout(tmp_path: Path, kit, model_server, child: str) -> tuple[Path, Path]:
           reader:
             description: Reads files.
             agent: {child}
-          escaper: {{agent: escaper.yaml, description: Works elsewhere.}}
-        """)
+        """ + ("  escaper: {agent: escaper.yaml, description: Works elsewhere.}\n" if escaper else ""))
     kit.write(conf / "escaper.yaml", f"""
         name: escaper
         model: {kit.model_block(model_server, "escaper")}
@@ -68,20 +68,17 @@ def _layout(tmp_path: Path, kit, model_server, child: str) -> tuple[Path, Path]:
 INLINE_READER = "{{name: reader, model: {model}, tools: [read_file]}}"
 
 
-def test_cli_child_works_in_the_parents_workspace_and_a_wider_one_is_refused(tmp_path, kit, model_server):
+def test_cli_child_works_in_the_parents_workspace(tmp_path, kit, model_server):
     """``clawkit run lead.yaml --workspace ws``: the inline child reads ``inside.txt`` of ws and
     cannot read ``outside/notes.txt`` beside it (old main: it worked in the YAML's folder, where
-    that file is inside);
-    a child file naming a workspace outside the parent's is refused with a clear error."""
+    that file is inside)."""
     child = INLINE_READER.format(model=kit.model_block(model_server, "reader"))
     lead, ws = _layout(tmp_path, kit, model_server, child)
     model_server.script(kit.ByModel(
-        lead=[Reply.tool_calls([("agent_reader", {"task": "read the notes"}), ("agent_escaper", {"task": "read"})]),
-              "done"],
+        lead=[Reply.tool_calls([("agent_reader", {"task": "read the notes"})]), "done"],
         reader=[Reply.tool_calls([("read_file", {"path": "../outside/notes.txt"}), ("read_file", {"path": "inside.txt"}),
                                   ("read_file", {"path": str(tmp_path / "outside" / "notes.txt")})]),
                 "read them"],
-        escaper=["never asked"],
     ))
     result = kit.run_json(tmp_path, str(lead), "go", "--workspace", str(ws))
     assert result["reply"] == "done"
@@ -89,13 +86,21 @@ def test_cli_child_works_in_the_parents_workspace_and_a_wider_one_is_refused(tmp
     assert "OUTSIDE-SECRET-7731" not in seen  # nothing outside the workspace reached any model
     reader_results = _tool_results(kit.requests_for(model_server, "reader")[1])
     assert any("INSIDE-FACT-4410" in r for r in reader_results), reader_results  # it works in ws
-    lead_results = _tool_results(kit.requests_for(model_server, "lead")[1])
-    refused = [r for r in lead_results if "escaper" in r][0]
-    assert "outside the parent's workspace" in refused and str(tmp_path / "outside") in refused, refused
-    assert not kit.requests_for(model_server, "escaper")
     (stored,) = _child_sessions(ws / ".clawkit" / "state.db")
     assert stored["subagent"]["confinement"]["workspace"] == str(ws.resolve())
     assert stored["subagent"]["confinement"]["channel"] == "subagent"
+
+
+def test_cli_a_child_file_naming_a_wider_workspace_stops_the_start(tmp_path, kit, model_server):
+    """A child file naming a workspace outside the parent's is refused before anything runs: exit 2
+    with the file and why (it used to reach only the parent's model, as a tool error, once called)."""
+    child = INLINE_READER.format(model=kit.model_block(model_server, "reader"))
+    lead, ws = _layout(tmp_path, kit, model_server, child, escaper=True)
+    out = kit.clawkit(tmp_path, "run", str(lead), "go", "--workspace", str(ws), check=False)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "escaper.yaml" in out.stderr and "outside the parent's workspace" in out.stderr, out.stderr
+    assert str(tmp_path / "outside") in out.stderr and "Traceback" not in out.stderr
+    assert not model_server.requests  # nothing ran
 
 
 def test_the_test_kit_and_the_cli_give_a_child_the_same_workspace(tmp_path, kit, model_server, make_agent):

@@ -167,10 +167,13 @@ def test_grants_are_never_wider_than_the_parents(tree, workspace):
 
 
 def test_a_bad_child_file_and_a_blank_task_are_error_results(tree, workspace):
-    (workspace / "broken.yaml").write_text("name: broken\nmodel: x\ntools: [read_file]\nbogus_key: 1\n")
+    # a file broken at the parent's start stops the start (test_lead_child_checked_at_start.py); one
+    # broken afterwards (edited while a chat or a server runs) is checked again at spawn
+    (workspace / "broken.yaml").write_text("name: broken\nmodel: x\ntools: [read_file]\n")
     models = ByName(lead=[[("agent_broken", {"task": "hi"}), ("agent_ok", {"task": "   "})], "done"])
     agent = tree(models, {"broken": {"agent": "broken.yaml"}, "ok": {"agent": child("ok")}})
     agent.config._source = workspace / "lead.yaml"
+    (workspace / "broken.yaml").write_text("name: broken\nmodel: x\ntools: [read_file]\nbogus_key: 1\n")
     result = agent.run("go")
     assert result.reply == "done" and all(c["is_error"] for c in result.tool_calls)
     msgs = {m.tool_result.name: m.content for m in models.requests("lead")[1].messages if m.role == "tool"}

@@ -43,9 +43,11 @@ def register_tools(register, agent):
     declared = _declared(agent)
     if not declared:
         return
+    from .children import check_child
     from .tool import agent_tool
 
     for name, spec in declared.items():
+        check_child(agent, name, spec)  # a broken child file stops the start (ConfigError), named
         register(agent_tool(name, spec), name=f"agent_{name}", risk="safe", allow=True)
 
 

@@ -205,6 +205,20 @@ def build_child(parent: Any, name: str, spec: SubagentSpec) -> Any:
     return child
 
 
+def check_child(config: Any, name: str, spec: SubagentSpec) -> None:
+    """At the parent's start: sub-agent ``name``'s file (or inline mapping) read, its workspace
+    placed and its keys validated against the parent's plugins, as :func:`build_child` will at
+    spawn — so a broken child file stops the run with its file, line and field (ConfigError)
+    instead of reaching only the parent's model, as a tool error, once it is called."""
+    from types import SimpleNamespace
+
+    parent = SimpleNamespace(config=config)
+    data, where, lines, base = _load_data(parent, name, spec)
+    data = dict(data)
+    data["workspace"] = child_workspace(parent, data, where)
+    validate_agent(data, where, lines, base_dir=base, model=type(config))
+
+
 def child_memory(parent: Any, memory: dict[str, Any], mine: dict[str, Any], name: str) -> dict[str, Any]:
     """The child's memory: the parent's file, the child's own partition below the parent's
     (``lead>researcher``: the parent recalls it only as untrusted data), reading the parent's."""
