@@ -107,5 +107,6 @@ def test_docs_benchmark_hybrid_recall_at_3_on_the_fixed_corpus(tmp_path):
         sys.path.remove(str(BENCH))
     queries = json.loads(br.LABELS.read_text(encoding="utf-8"))["queries"]
     out = br.evaluate(LocalStatic(), tmp_path, queries, {"new": {}, "old": br.OLD_PIPELINE})
-    assert out["old"]["hybrid"]["recall@3"] == pytest.approx(56 / 91)
-    assert out["new"]["hybrid"]["recall@3"] >= 59 / 91  # 60 of 91 measured; one question of slack
+    old, new = out["old"]["hybrid"]["recall@3"], out["new"]["hybrid"]["recall@3"]
+    assert new >= 59 / 91, new  # 60 of 91 measured (the old settings: 56); one question of slack
+    assert new >= old + 3 / 91, (old, new)
