@@ -1,6 +1,6 @@
 """clawkit-memory's cost per agent turn, measured in one run against the kernel alone.
 
-    .venv/bin/python tests/benchmarks/bench_memory_turn.py [--rounds 5] [--growth] [--no-fresh]
+    .venv/bin/python tests/benchmarks/bench_memory_turn.py [--rounds 5] [--growth] [--no-fresh] [--old-search]
 
 The workload is bench_turn.py's (user -> add(2, 3) -> answer, every turn checked, a new
 session per turn, a real SQLite file), driven by its harness. Rows:
@@ -61,15 +61,19 @@ class Spy:
 
 
 class MemoryVariant(bt.ClawkitVariant):
-    def __init__(self, name: str, *, memory_md: bool, fresh: bool = False, sessions: bool = True):
+    def __init__(self, name: str, *, memory_md: bool, fresh: bool = False, sessions: bool = True,
+                 search: dict | None = None):
         super().__init__(name, plugins=["memory"], persist=True, group="memory")
         self.memory_md, self.fresh, self.sessions, self.n = memory_md, fresh, sessions, 0
+        self.search = search or {}  # plugins.memory.search overrides
         self.spy = Spy()
         self.per_turn: list[dict | None] = []  # each turn's recall state (None: no recall started)
 
     def setup(self) -> None:
         super().setup()
         self.agent.config.plugins.memory.sessions = self.sessions
+        for key, value in self.search.items():
+            setattr(self.agent.config.plugins.memory.search, key, value)
         if self.memory_md:
             (self.tmp / "workspace" / "MEMORY.md").write_text(MEMORY_MD)
         self.agent.pm.register(self.spy)
@@ -154,6 +158,9 @@ async def main_async(args: argparse.Namespace) -> int:
                               MemoryVariant("+ memory, small MEMORY.md", memory_md=True)]
     if args.fresh:
         rows.append(MemoryVariant("+ memory, MEMORY.md, fresh query", memory_md=True, fresh=True))
+    if args.old_search:  # the same, with the search settings before issue 29's fourth pass: before/after, interleaved
+        rows.append(MemoryVariant("  same, old search settings", memory_md=True, fresh=True,
+                                  search={"candidates": 50, "collapse": False}))
     for v in rows:
         v.setup()
         await v.averify()
@@ -198,6 +205,8 @@ def main() -> int:
     p.add_argument("--growth-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[10, 100, 1000, 10000],
                    metavar="N,N,...", help="stored sessions at which --growth measures (default 10,100,1000,10000)")
     p.add_argument("--no-fresh", dest="fresh", action="store_false", help="skip the fresh-query row")
+    p.add_argument("--old-search", action="store_true", help="also the fresh-query row with the search settings "
+                   "before issue 29's fourth pass (50 candidates, no section collapse), interleaved with it")
     args = p.parse_args()
     try:
         return asyncio.run(main_async(args))

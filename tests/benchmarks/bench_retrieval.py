@@ -12,6 +12,7 @@ recall@1, MRR@10, and the CPU seconds each provider spent embedding docs/ and th
     python tests/benchmarks/bench_retrieval.py --minilm-model model.onnx --minilm-tokenizer tokenizer.json
     python tests/benchmarks/bench_retrieval.py --static-dir DIR   # + a table of scripts/distill_static_embeddings.py
     python tests/benchmarks/bench_retrieval.py --docs-rev 0ce5172  # docs/ as of a commit (git archive)
+    python tests/benchmarks/bench_retrieval.py --before            # + each provider under the old search settings
 
 docs/ grows while the questions stay: ``--docs-rev`` fixes the corpus to a commit's docs/, so figures
 measured at different times compare. 0ce5172 is the corpus of issue 29's before/after (MiniLM's
@@ -71,34 +72,56 @@ def first_relevant(hits, relevant) -> int | None:
     return None
 
 
-def evaluate(provider, ws: Path, queries: list[dict]) -> dict:
-    from clawkit_memory.config import MemoryConfig
+# the search settings before issue 29's fourth pass (docs/plugins/memory.md): 50 candidates per list, no collapse
+OLD_PIPELINE = {"candidates": 50, "collapse": False}
+
+
+def evaluate(provider, ws: Path, queries: list[dict], pipelines: dict[str, dict] | None = None,
+             timing_rounds: int = 0) -> dict:
+    """Index docs/ with ``provider`` once, then score every pipeline (name -> SearchConfig
+    overrides; default: the current defaults). With ``timing_rounds``, the hybrid searches of all
+    questions are also timed per pipeline, interleaved (A, B, A, B…), query vectors cached."""
+    from clawkit_memory.config import MemoryConfig, SearchConfig
     from clawkit_memory.index import MemoryIndex
     from clawkit_memory.search import Searcher
 
+    pipelines = pipelines or {"": {}}
     db = ws / ".clawkit" / f"{re.sub(r'[^a-z0-9]+', '-', provider.model.lower())}.db"
     index = MemoryIndex(db, provider, workspace=ws)
     c0 = time.process_time()
     index.index_paths(["docs"], "default")
     index_cpu = time.process_time() - c0
-    searcher = Searcher(index, MemoryConfig().search)
     sections = {q["id"]: [(f"docs/{r['file']}", *section_range(ws / "docs" / r["file"], r["heading"]))
                           for r in q["relevant"]] for q in queries}
-    out = {"index_cpu_s": index_cpu}
-    c0 = time.process_time()
-    for name, mode in MODES.items():
-        ranks = [first_relevant(searcher.search(q["query"], partitions=["default"], k=10, mode=mode), sections[q["id"]])
-                 for q in queries]
-        n = len(ranks)
-        halves = {h: [r for q, r in zip(queries, ranks) if int(q["id"][1:]) % 2 == (h == "odd")] for h in ("even", "odd")}
-        out[name] = {"recall@3": sum(1 for r in ranks if r and r <= 3) / n,
-                     **{f"recall@3 {h}": sum(1 for r in rs if r and r <= 3) / len(rs) for h, rs in halves.items()},
-                     "recall@1": sum(1 for r in ranks if r == 1) / n,
-                     "mrr@10": sum(1 / r for r in ranks if r) / n,
-                     "ranks": {q["id"]: r for q, r in zip(queries, ranks)}}  # --json: per question
-    out["query_cpu_ms"] = (time.process_time() - c0) * 1000 / (len(queries) * len(MODES))
+    results = {}
+    searchers = {}
+    for pname, overrides in pipelines.items():
+        searcher = searchers[pname] = Searcher(index, SearchConfig(**{**MemoryConfig().search.model_dump(), **overrides}))
+        out = results[pname] = {"index_cpu_s": index_cpu}
+        c0 = time.process_time()
+        for name, mode in MODES.items():
+            ranks = [first_relevant(searcher.search(q["query"], partitions=["default"], k=10, mode=mode), sections[q["id"]])
+                     for q in queries]
+            n = len(ranks)
+            halves = {h: [r for q, r in zip(queries, ranks) if int(q["id"][1:]) % 2 == (h == "odd")] for h in ("even", "odd")}
+            out[name] = {"recall@3": sum(1 for r in ranks if r and r <= 3) / n,
+                         **{f"recall@3 {h}": sum(1 for r in rs if r and r <= 3) / len(rs) for h, rs in halves.items()},
+                         "recall@1": sum(1 for r in ranks if r == 1) / n,
+                         "mrr@10": sum(1 / r for r in ranks if r) / n,
+                         "ranks": {q["id"]: r for q, r in zip(queries, ranks)}}  # --json: per question
+        out["query_cpu_ms"] = (time.process_time() - c0) * 1000 / (len(queries) * len(MODES))
+    if timing_rounds:
+        spent = {p: [] for p in pipelines}
+        for _ in range(timing_rounds):
+            for pname, searcher in searchers.items():
+                c0 = time.process_time()
+                for q in queries:
+                    searcher.search(q["query"], partitions=["default"], k=10)
+                spent[pname].append((time.process_time() - c0) * 1000 / len(queries))
+        for pname in pipelines:
+            results[pname]["hybrid_search_cpu_ms"] = sorted(spent[pname])[len(spent[pname]) // 2]  # median round
     index.close()
-    return out
+    return results if len(pipelines) > 1 or "" not in pipelines else results[""]
 
 
 class WordLlamaProvider:
@@ -124,6 +147,9 @@ def main() -> None:
                     help="another static table (distil_static_embeddings.py output) to measure")
     ap.add_argument("--wordllama", action="store_true", help="also measure WordLlama through its own code (a check)")
     ap.add_argument("--docs-rev", help="index docs/ as of this git revision instead of the working tree's")
+    ap.add_argument("--before", action="store_true",
+                    help="also score every provider with the search settings before issue 29's fourth pass "
+                         "(50 candidates per list, no section collapse), and time both pipelines' searches interleaved")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     from clawkit_memory.config import EmbeddingConfig
@@ -157,19 +183,26 @@ def main() -> None:
         else:
             shutil.copytree(DOCS, ws / "docs")
         for name, provider in providers.items():
-            results[name] = evaluate(provider, ws, queries)
+            if args.before:
+                both = evaluate(provider, ws, queries, {"": {}, "old": OLD_PIPELINE}, timing_rounds=5)
+                results[name] = both[""]
+                results[f"{name} (old pipeline)"] = both["old"]
+            else:
+                results[name] = evaluate(provider, ws, queries)
     if args.json:
         print(json.dumps(results, indent=1))
         return
     print(f"docs/ retrieval ({'docs/ at ' + args.docs_rev if args.docs_rev else 'the working tree'}): "
           f"{len(queries)} labelled questions")
-    print(f"  {'provider':26s} {'retriever':8s} recall@3 recall@1   mrr@10  (recall@3 of even ids / odd ids)")
+    print(f"  {'provider':40s} {'retriever':8s} recall@3 recall@1   mrr@10  (recall@3 of even ids / odd ids)")
     for name, r in results.items():
         for mode in MODES:
             m = r[mode]
-            print(f"  {name:26s} {mode:8s} {m['recall@3']:8.3f} {m['recall@1']:8.3f} {m['mrr@10']:8.3f}"
+            print(f"  {name:40s} {mode:8s} {m['recall@3']:8.3f} {m['recall@1']:8.3f} {m['mrr@10']:8.3f}"
                   f"  ({m['recall@3 even']:.3f} / {m['recall@3 odd']:.3f})")
-        print(f"  {name:26s} indexing docs/: {r['index_cpu_s']:.1f} s CPU; a search: {r['query_cpu_ms']:.1f} ms CPU")
+        print(f"  {name:40s} indexing docs/: {r['index_cpu_s']:.1f} s CPU; a search: {r['query_cpu_ms']:.1f} ms CPU"
+              + (f"; a hybrid search, interleaved rounds: {r['hybrid_search_cpu_ms']:.2f} ms CPU"
+                 if "hybrid_search_cpu_ms" in r else ""))
 
 
 if __name__ == "__main__":

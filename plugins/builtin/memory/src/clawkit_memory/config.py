@@ -69,7 +69,10 @@ class SearchConfig(BaseModel):
     text_weight: float = Field(1.0, ge=0)
     min_should_match: float = Field(0.0, ge=0, le=1, description="in hybrid search, the fraction of the query's words "
                                     "a BM25 hit must contain to take part in the fusion (0 = any word)")
-    candidates: int = Field(50, gt=0, description="candidates taken from each of BM25 and KNN before fusion")
+    candidates: int = Field(20, gt=0, description="candidates taken from each of BM25 and KNN before fusion (50 until "
+                            "issue 29's fourth pass: deeper lists let chunks ranked low by both outrank either's best)")
+    collapse: bool = Field(True, description="one hit per section first: the other windows of a section already "
+                           "found (or, without headings, overlapping windows) move after every section's best")
     bm25_max_postings: int = Field(5_000, ge=0, description="BM25 drops a query's most common words (rarest kept "
                                    "first) once their document counts add up to more than this (0 = never); a word "
                                    "in more than half of the chunks (no weight in BM25) is dropped then even if rarest")

@@ -325,6 +325,8 @@ class Searcher:
                 if h.created and (h.kind == "episode" or _DATED.search(h.path)):
                     h.score *= 0.5 ** (max(0.0, now - h.created) / 86400 / cfg.half_life_days)
         hits.sort(key=lambda h: (-h.score, h.id))
+        if cfg.collapse:
+            hits = collapse_sections(hits)
         if mmr if mmr is not None else cfg.mmr:
             hits = self._mmr(hits, k)
         return hits[:k]
@@ -371,6 +373,30 @@ class Searcher:
         return out
 
 
+def collapse_sections(hits: list[Hit]) -> list[Hit]:
+    """One hit per section first: a hit from a section already represented by a better hit (same
+    path and heading trail — the windows a long section was cut into) moves after every section's
+    best, in order. Where there are no sections (a file without headings, an episode's turn), only
+    windows that overlap a better one's lines count as the same. Nothing is dropped: a caller
+    asking for more results still gets the other windows, after the distinct ones."""
+    seen: set[tuple[str, str]] = set()
+    spans: dict[str, list[tuple[int, int]]] = {}
+    first: list[Hit] = []
+    rest: list[Hit] = []
+    for h in hits:
+        if h.heading:
+            key = (h.path, h.heading)
+            same = key in seen
+            seen.add(key)
+        else:
+            kept = spans.setdefault(h.path, [])
+            same = any(h.start_line <= b and h.end_line >= a for a, b in kept)
+            if not same:
+                kept.append((h.start_line, h.end_line))
+        (rest if same else first).append(h)
+    return first + rest
+
+
 def format_hits(hits: list[Hit], max_chars: int = 700) -> str:
     """Hits as cited text for the model: ``[path#L3-9] (score) heading`` then the snippet."""
     if not hits:
@@ -383,4 +409,4 @@ def format_hits(hits: list[Hit], max_chars: int = 700) -> str:
     return "\n\n".join(out)
 
 
-__all__ = ["Hit", "Searcher", "FilterError", "filter_sql", "fts_query", "fts_words", "format_hits"]
+__all__ = ["Hit", "Searcher", "FilterError", "filter_sql", "fts_query", "fts_words", "format_hits", "collapse_sections"]
