@@ -150,6 +150,9 @@ class AgentMemory:
         self._own = tuple(self.readable())  # the readable partitions of a session that adds none
         self._no_files = False  # the last file sync saw no memory file (on disk or indexed)
         self._absent_at = float("-inf")  # when start_watching last found no memory file root on disk
+        self._absent_sync = AbsentPaths(self._root_paths)  # the same check for refresh, on the memory thread
+        self._no_files_at: tuple | None = None  # the index's _written() at the sync that saw no file
+        self._below_at: tuple | None = None  # the index version find_below last looked at
 
     @property
     def workspace(self) -> Path:
@@ -165,10 +168,15 @@ class AgentMemory:
         return is_below(partition, self.partition)
 
     def find_below(self) -> None:
-        """Look up the partitions of this agent's sub-agents (``<mine>>child`` and deeper)."""
+        """Look up the partitions of this agent's sub-agents (``<mine>>child`` and deeper); asked of the
+        database again only once it has changed (a sub-agent's partition appears with a write)."""
         with self.index.lock:
+            version = self._written()
+            if version == self._below_at:
+                return
             rows = self.index.conn.execute("SELECT DISTINCT partition FROM memory_sources WHERE partition > ? AND "
                                            "partition < ?", (self.partition + ">", self.partition + "?")).fetchall()
+            self._below_at = version
         below = tuple(sorted(p for (p,) in rows if is_below(p, self.partition)))
         if below != self._below:
             self._below = below
@@ -182,10 +190,32 @@ class AgentMemory:
             self.find_below()
             if not force and self.watching and time.monotonic() - self._last_sync < SAFETY_SYNC_SECONDS:
                 return IndexReport()
+            if not force and self._still_no_files():
+                return IndexReport()
             report = self.index.sync(self.partition, self.roots)
             self._last_sync = time.monotonic()
             self._no_files = report.sources == 0
+            with self.index.lock:
+                self._no_files_at = self._written()
             return report
+
+    def _still_no_files(self) -> bool:
+        """Whether a file sync would surely find nothing, without one: the last sync saw no memory file
+        (on disk or indexed), no root is a glob, every root is still absent (one ``stat`` per parent
+        folder while unchanged: a file created there moves its folder's mtime) and no other connection
+        has written to the index since (it could have indexed a file elsewhere). Recall asks this on
+        every message; the full sync read the sources table and walked the roots each time."""
+        if not self._no_files or self._globbed or self.watching:
+            return False
+        if len(self._absent_sync.absent()) != len(self._root_paths):
+            return False
+        with self.index.lock:
+            return self._written() == self._no_files_at
+
+    def _written(self) -> tuple:
+        """What moves with any write to the index: this process's transactions, any statement of this
+        connection (``total_changes``) and other connections' commits. The caller holds the index lock."""
+        return (*self._version(), self.index.conn.total_changes)
 
     def sync_sessions(self, state_db: Any, *, max_sessions: int | None = None) -> IndexReport:
         """Index new finished turns of this agent's sessions now (incremental, see
@@ -388,8 +418,11 @@ class AgentMemory:
         # more candidates than needed: near-duplicates (the same conversation had three times) go; and
         # five more, so that the current session's own turns can be left out of a cached answer too
         hits = self.search(query, k=self._wanted() + 5, extra_partitions=extra_partitions, refresh=False)
+        # distinct() only ever compares hits at or above the similarity floor (_remember, _pick): their vectors
+        floor = self._min_similarity()
+        ids = [h.id for h in hits if h.similarity >= floor]
         with self.index.lock:
-            vecs = self.searcher.vectors([h.id for h in hits]) if len(hits) > 1 else {}
+            vecs = self.searcher.vectors(ids) if len(ids) > 1 else {}
         entry = self._remember(query, parts, version, hits, vecs)
         found = self._pick(entry, session_id)
         t["search_ms"] = (time.perf_counter() - t3) * 1000
