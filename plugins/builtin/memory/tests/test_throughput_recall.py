@@ -120,3 +120,44 @@ def test_episode_provenance_is_read_again_after_the_index_changes(tmp_path):
     finally:
         index.close()
         store.close()
+
+
+def test_maybe_has_memory_follows_the_index_without_a_query_per_message(make_agent, workspace: Path):
+    a = make_agent(script=["ok"], plugins=(clawkit_memory,), tools=TOOLS)
+    mem = memory_for(a.config)
+    assert mem.maybe_has_memory() is False
+    queries: list[str] = []
+    conn = mem.index.conn
+    mem.index.conn = _Spy(conn, queries)
+    try:
+        assert mem.maybe_has_memory() is False and mem.maybe_has_memory() is False
+    finally:
+        mem.index.conn = conn
+    assert not [q for q in queries if "memory_chunks" in q]  # unchanged index: answered from the last look
+    other = workspace / "elsewhere.md"  # not a memory root: only the index knows of it
+    other.write_text("# Elsewhere\n\nThe staging database lives on host db-7.\n")
+    mem.index.index_file(other, mem.partition)
+    assert mem.maybe_has_memory() is True
+    queries.clear()
+    mem.index.conn = _Spy(conn, queries)
+    try:
+        assert mem.maybe_has_memory() is True  # (every message of a session with memory asks this)
+    finally:
+        mem.index.conn = conn
+    assert not [q for q in queries if "memory_chunks" in q]
+    mem.index.forget(mem.partition, "elsewhere.md")
+    assert mem.maybe_has_memory() is False
+
+
+class _Spy:
+    """A connection that records the SQL it runs."""
+
+    def __init__(self, conn, seen):
+        self._conn, self._seen = conn, seen
+
+    def execute(self, sql, *args):
+        self._seen.append(sql)
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)

@@ -136,7 +136,7 @@ class AgentMemory:
         self._root_paths = [os.path.join(self.workspace, r) for r in self.roots if not any(c in r for c in "*?[")]
         self._globbed = len(self._root_paths) < len(self.roots)
         self._absent_roots = AbsentPaths(self._root_paths)  # checked every message: one stat while the workspace is unchanged
-        self._empty_seen: tuple | None = None  # (index generation, data_version, *partitions) last seen empty
+        self._seen: tuple | None = None  # (index version and partitions, whether they held a chunk) last looked at
         self._state_dbs: set[str] = set()  # session databases seen (caught up once per process)
         self._episodes_queued = False
         self._episodes_running = 0
@@ -303,19 +303,19 @@ class AgentMemory:
 
         False only when the readable partitions hold no chunk, no memory file root exists
         and no episode indexing is queued: then there is nothing to embed a query for."""
-        if self._episodes_running or self._globbed or any(os.path.exists(p) for p in self._root_paths):
-            return True
+        if self._episodes_running or self._globbed or len(self._absent_roots.absent()) < len(self._root_paths):
+            return True  # (a root on disk: one stat per parent folder while they are unchanged, see AbsentPaths)
         index = self.index
         if not index.lock.acquire(blocking=False):  # busy writing: something is coming
             return True
         try:
             parts = self.readable(extra_partitions)
-            version = (index.generation, index.conn.execute("PRAGMA data_version").fetchone()[0], *parts)
-            if version == self._empty_seen:
-                return False
+            version = (*self._written(), *parts)
+            if self._seen is not None and self._seen[0] == version:  # the index unchanged since the last look
+                return self._seen[1]
             row = index.conn.execute(f"SELECT 1 FROM memory_chunks WHERE partition IN ({','.join('?' * len(parts))})"
                                      " LIMIT 1", parts).fetchone()
-            self._empty_seen = None if row else version
+            self._seen = (version, row is not None)
             return row is not None
         finally:
             index.lock.release()
