@@ -161,3 +161,29 @@ class _Spy:
 
     def __getattr__(self, name):
         return getattr(self._conn, name)
+
+
+def test_no_recall_starts_while_memory_is_empty_and_turns_wait_for_a_quiet_moment(make_agent, spy):
+    import time
+
+    agent = make_agent(script=["Noted: the wiki moves to Hetzner.", "ok", "On Hetzner."], plugins=(clawkit_memory, spy),
+                       tools=TOOLS)
+    first = agent.run("We decided to host the wiki on Hetzner.")
+    mem = memory_for(agent.config)
+    clawkit_memory._ACTIVE["another-session"] = time.monotonic()  # a reply in the making: the turn waits to be indexed
+    try:
+        submitted = []
+        real_submit = mem.executor.submit
+        mem.executor.submit = lambda fn, *a, **kw: submitted.append(fn) or real_submit(fn, *a, **kw)
+        try:
+            agent.run("Which day is the team lunch?")
+        finally:
+            mem.executor.submit = real_submit
+        assert mem._episodes_running  # the first turn still waits in the background...
+        assert spy.states[-1] is None and submitted == []  # ...and a recall could find nothing: none started
+    finally:
+        clawkit_memory._ACTIVE.pop("another-session", None)
+    mem.wait_idle()  # the quiet moment: the first turn is indexed
+    agent.run("Where do we host the wiki?")
+    hits = spy.states[-1]["hits"]
+    assert any(h.session_id == first.session_id and "Hetzner" in h.text for h in hits)  # recall reaches the prompt

@@ -140,6 +140,9 @@ class AgentMemory:
         self._state_dbs: set[str] = set()  # session databases seen (caught up once per process)
         self._episodes_queued = False
         self._episodes_running = 0
+        # of those, the steps a recall submitted now would wait for: urgent ones queued (they run before it)
+        # and the one running; a background step still waiting runs after any recall queued meanwhile
+        self._episodes_ahead = 0
         self._episodes_guard = threading.Lock()
         self._pending_since: float | None = None  # when the oldest turn not yet indexed ended
         self._flushing = False  # closing: pending turns are indexed now, not in a quiet moment
@@ -244,6 +247,8 @@ class AgentMemory:
                 return
             self._episodes_queued = True
             self._episodes_running += 1
+            if delay is None:
+                self._episodes_ahead += 1
         try:
             if delay is None:  # urgent: ahead of the recall submitted next
                 self.executor.submit(self._index_sessions_step, state_db, True)
@@ -253,10 +258,14 @@ class AgentMemory:
             with self._episodes_guard:
                 self._episodes_queued = False
                 self._episodes_running -= 1
+                if delay is None:
+                    self._episodes_ahead -= 1
 
     def _index_sessions_step(self, state_db: Any, now: bool = False) -> None:
         with self._episodes_guard:
             self._episodes_queued = False  # a turn ending from now on queues another step
+            if not now:  # (an urgent step was counted when queued)
+                self._episodes_ahead += 1
             if self._pending_since is None and not now:  # (a step that just finished had reset it)
                 self._pending_since = time.monotonic()
             since = self._pending_since
@@ -281,6 +290,7 @@ class AgentMemory:
         finally:
             with self._episodes_guard:
                 self._episodes_running -= 1
+                self._episodes_ahead -= 1
 
     def note_state_db(self, state_db: Any) -> None:
         """The first message from a session database in this process catches up on its
@@ -302,8 +312,11 @@ class AgentMemory:
         """Whether a recall could find anything; answers in microseconds and never blocks.
 
         False only when the readable partitions hold no chunk, no memory file root exists
-        and no episode indexing is queued: then there is nothing to embed a query for."""
-        if self._episodes_running or self._globbed or len(self._absent_roots.absent()) < len(self._root_paths):
+        and no episode indexing step would run before a recall queued now (an urgent catch-up, or a
+        step already running): then there is nothing to embed a query for. A background step still
+        waiting for a quiet moment does not count: the worker runs recalls first, so such a recall
+        would find the index as it is (and the turns in flight keep the moment from being quiet)."""
+        if self._episodes_ahead or self._globbed or len(self._absent_roots.absent()) < len(self._root_paths):
             return True  # (a root on disk: one stat per parent folder while they are unchanged, see AbsentPaths)
         index = self.index
         if not index.lock.acquire(blocking=False):  # busy writing: something is coming
