@@ -100,7 +100,7 @@ def make_agent(url: str, workspace: Path, pinger: Pinger, disable: list[str] = (
     from clawkit.loop import Agent
     from clawkit.plugins import get_plugin_manager
 
-    pm = get_plugin_manager(extra=(pinger,))
+    pm = get_plugin_manager(extra=(pinger,), disabled=disable)  # (the Agent applies no `enabled: false` to a pm it is given)
     data = {"name": "bench", "workspace": str(workspace), "tools": ["ping"], "instructions": "Use the ping tool.",
             "model": {"name": "openai/scripted", "api_base": url, "api_key": "sk-loopback", "timeout": 120,
                       "max_retries": 0}}

@@ -2,7 +2,7 @@
 "user → the model asks for one tool call → the tool runs → the model answers", per framework.
 
     .venv/bin/python tests/benchmarks/bench_peers_concurrency.py [--sessions 500] [--rounds 3]
-        [--peer-python /tmp/light_peers/bin/python] [--only clawkit,kernel,llm]
+        [--peer-python /tmp/light_peers/bin/python] [--only clawkit,kernel,llm] [--baseline DIR]
 
 The model is the loopback ``ModelServer`` of ``bench_concurrency.py`` in a process of its own,
 answering every request after ``--latency`` (0.1 s) over the OpenAI Chat Completions wire format.
@@ -25,6 +25,10 @@ and openai pins); a peer that is not importable by ``--peer-python`` is skipped 
 session (the child's user+system CPU during the run / N), KiB per open session ((peak RSS during
 the run − RSS before it) / N), and the child's peak RSS (ru_maxrss: imports included). Ratios:
 clawkit / kernel throughput (goal ≥ 0.8), clawkit's peak RSS against every peer's (goal: not above).
+
+``--baseline DIR`` adds the full install as an earlier commit had it (``git archive <commit> kernel
+plugins | tar -x -C DIR``: its sources go first on the child's ``PYTHONPATH``, the venv's packages stay),
+as one more interleaved row, ``clawkit@baseline``: a change's before/after in one run, on one load.
 """
 
 from __future__ import annotations
@@ -220,6 +224,10 @@ def main() -> int:
                     help="the interpreter whose environment holds the peers (default: this one)")
     ap.add_argument("--only", type=lambda s: s.split(","), default=None, help="a subset: clawkit,kernel,llm,…")
     ap.add_argument("--timeout", type=float, default=900, help="seconds a framework's child may take (default 900)")
+    ap.add_argument("--baseline", type=Path, metavar="DIR",
+                    help="also run the full install from the sources of an earlier commit, interleaved with the rest "
+                         "(`git archive <commit> kernel plugins | tar -x -C DIR`): row 'clawkit@baseline', a before/after "
+                         "in one run")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -241,6 +249,13 @@ def main() -> int:
         '        reply = Reply.tool_calls([("ping", {})])')
     assert server_code != SERVER, "bench_concurrency's server changed: update the smolagents answer"
     names = [n for n in ["clawkit", "kernel", *PEERS] if not args.only or n in args.only]
+    baseline_path = ""
+    if args.baseline is not None:  # its sources first on the path: the venv's packages, the older code
+        srcs = [args.baseline / "kernel" / "src", *sorted(args.baseline.glob("plugins/*/*/src"))]
+        if not srcs[0].is_dir():
+            raise SystemExit(f"--baseline {args.baseline}: no kernel/src there (extract an earlier commit's kernel and plugins)")
+        baseline_path = os.pathsep.join(str(p) for p in srcs)
+        names.insert(names.index("clawkit") if "clawkit" in names else 0, "clawkit@baseline")
     skipped = {}
     for n in PEERS:
         if n in names and not available(args.peer_python, n):
@@ -256,13 +271,17 @@ def main() -> int:
         url = server.stdout.readline().strip()
         for _ in range(args.rounds):
             for n in names:
-                python = sys.executable if n in ("clawkit", "kernel") else args.peer_python
+                ours = n in ("clawkit", "kernel", "clawkit@baseline")
+                python = sys.executable if ours else args.peer_python
                 cenv = {**env, "CLAWKIT_LOAD_PLUGINS": "clawkit-http"} if n == "kernel" else env
-                if n in ("clawkit", "kernel"):  # the children serve, as `clawkit serve` would: its heap freeze on
+                if n == "clawkit@baseline":
+                    cenv = {**cenv, "PYTHONPATH": os.pathsep.join(filter(None, [baseline_path, env.get("PYTHONPATH")]))}
+                if ours:  # the children serve, as `clawkit serve` would: its heap freeze on
                     cenv = {"CLAWKIT_GC_FREEZE": "1", **cenv}  # (docs/gc-freeze.md; the API alone leaves it off)
                 t0 = time.perf_counter()
                 try:
-                    p = subprocess.run([python, __file__, "--child", n, "--url", url, "--sessions", str(args.sessions)],
+                    which = "clawkit" if n == "clawkit@baseline" else n
+                    p = subprocess.run([python, __file__, "--child", which, "--url", url, "--sessions", str(args.sessions)],
                                        capture_output=True, text=True, env=cenv, timeout=args.timeout)
                 except subprocess.TimeoutExpired:
                     print(f"  {n}: no result within {args.timeout:.0f} s (--timeout); left out of this round",
@@ -291,10 +310,10 @@ def main() -> int:
     print(f"load average before {load0[0]:.2f}, after {load1[0]:.2f}; {os.cpu_count()} CPUs")
     print(f"{args.sessions} concurrent sessions, one tool call each, model latency {args.latency * 1000:.0f} ms "
           f"(own process); medians of {args.rounds} interleaved rounds, each framework in a process of its own")
-    print(f"  {'framework':14s} {'turns/s':>8s} {'(rounds)':>20s} {'CPU ms/session':>15s} {'KiB/session':>12s} {'peak RSS':>9s}")
+    print(f"  {'framework':16s} {'turns/s':>8s} {'(rounds)':>20s} {'CPU ms/session':>15s} {'KiB/session':>12s} {'peak RSS':>9s}")
     for n, m in med.items():
         rounds = "/".join(f"{t:.0f}" for t in m["tps_all"])
-        print(f"  {n:14s} {m['tps']:8.0f} {rounds:>20s} {m['cpu_ms']:15.2f} {m['kib']:12.1f} {m['peak']:7.0f} MiB")
+        print(f"  {n:16s} {m['tps']:8.0f} {rounds:>20s} {m['cpu_ms']:15.2f} {m['kib']:12.1f} {m['peak']:7.0f} MiB")
     for n, why in skipped.items():
         print(f"  {n:14s} skipped: {why}")
     for n in sorted(timed_out):
@@ -302,6 +321,10 @@ def main() -> int:
     if "clawkit" in med and "kernel" in med:
         ratio = med["clawkit"]["tps"] / med["kernel"]["tps"]
         print(f"full install / kernel alone, throughput: {ratio:.2f}x (goal >= 0.8: {'met' if ratio >= 0.8 else 'NOT MET'})")
+        if "clawkit@baseline" in med:
+            b = med["clawkit@baseline"]
+            print(f"  baseline ({args.baseline}) / kernel alone: {b['tps'] / med['kernel']['tps']:.2f}x; now / baseline: "
+                  f"throughput {med['clawkit']['tps'] / b['tps']:.2f}x, CPU per session {med['clawkit']['cpu_ms'] / b['cpu_ms']:.2f}x")
     peers = [n for n in med if n in PEERS]
     if "clawkit" in med and peers:
         over = [n for n in peers if med["clawkit"]["peak"] > med[n]["peak"]]

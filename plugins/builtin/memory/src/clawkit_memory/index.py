@@ -101,6 +101,8 @@ class MemoryIndex:
         self._episodes_lock = threading.Lock()
         self._trust_filled: set[tuple[str, str]] = set()  # (partition, session db) whose old episodes got provenance
         self._vectors_model: str | None = None  # the model memory_vec was checked to hold, this process
+        self._trust_seen: dict[tuple[str, str], list] = {}  # episode_trust's lookups at index version _trust_at
+        self._trust_at: tuple | None = None
 
     # --- embeddings --------------------------------------------------------------------
 
@@ -309,6 +311,7 @@ class MemoryIndex:
             self.conn.execute(
                 "INSERT OR REPLACE INTO memory_sources (partition, path, kind, hash, mtime, size, indexed_at, forgotten)"
                 " VALUES (?, ?, 'file', ?, ?, ?, ?, 0)", (partition, key, digest, st.st_mtime, st.st_size, time.time()))
+            self.generation += 1  # a new source row (a sub-agent's first note makes its partition): readers look again
         report.files += 1
         report.paths.append(key)
         self.counters["files_indexed"] += 1
@@ -531,12 +534,18 @@ class MemoryIndex:
         keys = [(h.partition, h.path) for h in hits if h.kind == "episode" and str(h.path).startswith(trust.SESSION)]
         if not keys:
             return
-        with self.lock:
-            found = trust.lookup(self.conn, keys)
+        with self.lock:  # provenance rows change only with a write: looked up once per index version
+            version = (self.generation, self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes)
+            if version != self._trust_at or len(self._trust_seen) > 4096:
+                self._trust_seen, self._trust_at = {}, version
+            missing = [k for k in keys if k not in self._trust_seen]
+            if missing:
+                self._trust_seen.update(trust.lookup(self.conn, missing))
+            found = self._trust_seen
         for h in hits:
             got = found.get((h.partition, h.path))
             if got is not None:
-                h.untrusted_sources = got
+                h.untrusted_sources = list(got)
 
     # --- forgetting and stats ----------------------------------------------------------
 

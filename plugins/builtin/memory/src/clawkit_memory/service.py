@@ -136,10 +136,13 @@ class AgentMemory:
         self._root_paths = [os.path.join(self.workspace, r) for r in self.roots if not any(c in r for c in "*?[")]
         self._globbed = len(self._root_paths) < len(self.roots)
         self._absent_roots = AbsentPaths(self._root_paths)  # checked every message: one stat while the workspace is unchanged
-        self._empty_seen: tuple | None = None  # (index generation, data_version, *partitions) last seen empty
+        self._seen: tuple | None = None  # (index version and partitions, whether they held a chunk) last looked at
         self._state_dbs: set[str] = set()  # session databases seen (caught up once per process)
         self._episodes_queued = False
         self._episodes_running = 0
+        # of those, the steps a recall submitted now would wait for: urgent ones queued (they run before it)
+        # and the one running; a background step still waiting runs after any recall queued meanwhile
+        self._episodes_ahead = 0
         self._episodes_guard = threading.Lock()
         self._pending_since: float | None = None  # when the oldest turn not yet indexed ended
         self._flushing = False  # closing: pending turns are indexed now, not in a quiet moment
@@ -150,6 +153,9 @@ class AgentMemory:
         self._own = tuple(self.readable())  # the readable partitions of a session that adds none
         self._no_files = False  # the last file sync saw no memory file (on disk or indexed)
         self._absent_at = float("-inf")  # when start_watching last found no memory file root on disk
+        self._absent_sync = AbsentPaths(self._root_paths)  # the same check for refresh, on the memory thread
+        self._no_files_at: tuple | None = None  # the index's _written() at the sync that saw no file
+        self._below_at: tuple | None = None  # the index version find_below last looked at
 
     @property
     def workspace(self) -> Path:
@@ -165,10 +171,15 @@ class AgentMemory:
         return is_below(partition, self.partition)
 
     def find_below(self) -> None:
-        """Look up the partitions of this agent's sub-agents (``<mine>>child`` and deeper)."""
+        """Look up the partitions of this agent's sub-agents (``<mine>>child`` and deeper); asked of the
+        database again only once it has changed (a sub-agent's partition appears with a write)."""
         with self.index.lock:
+            version = self._written()
+            if version == self._below_at:
+                return
             rows = self.index.conn.execute("SELECT DISTINCT partition FROM memory_sources WHERE partition > ? AND "
                                            "partition < ?", (self.partition + ">", self.partition + "?")).fetchall()
+            self._below_at = version
         below = tuple(sorted(p for (p,) in rows if is_below(p, self.partition)))
         if below != self._below:
             self._below = below
@@ -182,10 +193,32 @@ class AgentMemory:
             self.find_below()
             if not force and self.watching and time.monotonic() - self._last_sync < SAFETY_SYNC_SECONDS:
                 return IndexReport()
+            if not force and self._still_no_files():
+                return IndexReport()
             report = self.index.sync(self.partition, self.roots)
             self._last_sync = time.monotonic()
             self._no_files = report.sources == 0
+            with self.index.lock:
+                self._no_files_at = self._written()
             return report
+
+    def _still_no_files(self) -> bool:
+        """Whether a file sync would surely find nothing, without one: the last sync saw no memory file
+        (on disk or indexed), no root is a glob, every root is still absent (one ``stat`` per parent
+        folder while unchanged: a file created there moves its folder's mtime) and no other connection
+        has written to the index since (it could have indexed a file elsewhere). Recall asks this on
+        every message; the full sync read the sources table and walked the roots each time."""
+        if not self._no_files or self._globbed or self.watching:
+            return False
+        if len(self._absent_sync.absent()) != len(self._root_paths):
+            return False
+        with self.index.lock:
+            return self._written() == self._no_files_at
+
+    def _written(self) -> tuple:
+        """What moves with any write to the index: this process's transactions, any statement of this
+        connection (``total_changes``) and other connections' commits. The caller holds the index lock."""
+        return (*self._version(), self.index.conn.total_changes)
 
     def sync_sessions(self, state_db: Any, *, max_sessions: int | None = None) -> IndexReport:
         """Index new finished turns of this agent's sessions now (incremental, see
@@ -214,6 +247,8 @@ class AgentMemory:
                 return
             self._episodes_queued = True
             self._episodes_running += 1
+            if delay is None:
+                self._episodes_ahead += 1
         try:
             if delay is None:  # urgent: ahead of the recall submitted next
                 self.executor.submit(self._index_sessions_step, state_db, True)
@@ -223,10 +258,14 @@ class AgentMemory:
             with self._episodes_guard:
                 self._episodes_queued = False
                 self._episodes_running -= 1
+                if delay is None:
+                    self._episodes_ahead -= 1
 
     def _index_sessions_step(self, state_db: Any, now: bool = False) -> None:
         with self._episodes_guard:
             self._episodes_queued = False  # a turn ending from now on queues another step
+            if not now:  # (an urgent step was counted when queued)
+                self._episodes_ahead += 1
             if self._pending_since is None and not now:  # (a step that just finished had reset it)
                 self._pending_since = time.monotonic()
             since = self._pending_since
@@ -251,6 +290,7 @@ class AgentMemory:
         finally:
             with self._episodes_guard:
                 self._episodes_running -= 1
+                self._episodes_ahead -= 1
 
     def note_state_db(self, state_db: Any) -> None:
         """The first message from a session database in this process catches up on its
@@ -272,20 +312,23 @@ class AgentMemory:
         """Whether a recall could find anything; answers in microseconds and never blocks.
 
         False only when the readable partitions hold no chunk, no memory file root exists
-        and no episode indexing is queued: then there is nothing to embed a query for."""
-        if self._episodes_running or self._globbed or any(os.path.exists(p) for p in self._root_paths):
-            return True
+        and no episode indexing step would run before a recall queued now (an urgent catch-up, or a
+        step already running): then there is nothing to embed a query for. A background step still
+        waiting for a quiet moment does not count: the worker runs recalls first, so such a recall
+        would find the index as it is (and the turns in flight keep the moment from being quiet)."""
+        if self._episodes_ahead or self._globbed or len(self._absent_roots.absent()) < len(self._root_paths):
+            return True  # (a root on disk: one stat per parent folder while they are unchanged, see AbsentPaths)
         index = self.index
         if not index.lock.acquire(blocking=False):  # busy writing: something is coming
             return True
         try:
             parts = self.readable(extra_partitions)
-            version = (index.generation, index.conn.execute("PRAGMA data_version").fetchone()[0], *parts)
-            if version == self._empty_seen:
-                return False
+            version = (*self._written(), *parts)
+            if self._seen is not None and self._seen[0] == version:  # the index unchanged since the last look
+                return self._seen[1]
             row = index.conn.execute(f"SELECT 1 FROM memory_chunks WHERE partition IN ({','.join('?' * len(parts))})"
                                      " LIMIT 1", parts).fetchone()
-            self._empty_seen = None if row else version
+            self._seen = (version, row is not None)
             return row is not None
         finally:
             index.lock.release()
@@ -388,8 +431,11 @@ class AgentMemory:
         # more candidates than needed: near-duplicates (the same conversation had three times) go; and
         # five more, so that the current session's own turns can be left out of a cached answer too
         hits = self.search(query, k=self._wanted() + 5, extra_partitions=extra_partitions, refresh=False)
+        # distinct() only ever compares hits at or above the similarity floor (_remember, _pick): their vectors
+        floor = self._min_similarity()
+        ids = [h.id for h in hits if h.similarity >= floor]
         with self.index.lock:
-            vecs = self.searcher.vectors([h.id for h in hits]) if len(hits) > 1 else {}
+            vecs = self.searcher.vectors(ids) if len(ids) > 1 else {}
         entry = self._remember(query, parts, version, hits, vecs)
         found = self._pick(entry, session_id)
         t["search_ms"] = (time.perf_counter() - t3) * 1000
