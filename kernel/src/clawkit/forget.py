@@ -157,6 +157,8 @@ def forget(store: Any, session_ids: Iterable[str], *, hooks: Any = None, config:
         if busy:
             raise BusySessions(busy)
         report = ForgetReport(sessions=ids)
+        if getattr(store, "dialect", "sqlite") == "sqlite":  # plugins' deletions through store.conn too
+            store.conn.execute("PRAGMA secure_delete = ON")
         for plugin, fn, argnames in _hook_impls(hooks):
             try:
                 res = fn(**{k: {"store": store, "session_ids": list(ids), "config": config}[k] for k in argnames})
@@ -190,6 +192,7 @@ def forget(store: Any, session_ids: Iterable[str], *, hooks: Any = None, config:
             if p is not None and p.exists():
                 p.unlink()
                 report.add({"attachments": 1})
+        purge_wal(store)
         return report
     finally:
         for s in taken:
@@ -259,9 +262,32 @@ def delete_rows(store: Any, session_ids: Iterable[str]) -> dict[str, int]:
         ("sessions", f"DELETE FROM sessions WHERE id IN ({marks})", ids),
     )
     conn = store.conn
+    sqlite = getattr(store, "dialect", "sqlite") == "sqlite"
+    if sqlite:  # deleted text is overwritten with zeros, not left in free pages
+        conn.execute("PRAGMA secure_delete = ON")
     with conn:
         conn.execute("BEGIN")
         for kind, sql, args in statements:
             cur = conn.execute(sql, tuple(args))
             counts[kind] = max(int(getattr(cur, "rowcount", 0) or 0), 0)
     return counts
+
+
+def purge_wal(store: Any) -> None:
+    """SQLite: the write-ahead log still holds the pages as they were before the deletion — copy
+    the log into the database and truncate it (a reader in another process may keep part of it
+    until it finishes; the next checkpoint then drops it)."""
+    if getattr(store, "dialect", "sqlite") == "sqlite" and str(getattr(store, "path", ":memory:")) != ":memory:":
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def delete_keyed(conn: Any, table: str, column: str, ids: Iterable[str]) -> int:
+    """``DELETE FROM table WHERE column IN ids`` on either backend, 0 when the table was never
+    created (the plugin never ran in this database) — the helper plugins' ``forget_sessions`` use."""
+    from .storage import table_names
+
+    ids = list(ids)
+    if not ids or table not in table_names(conn):
+        return 0
+    cur = conn.execute(f"DELETE FROM {table} WHERE {column} IN ({','.join('?' * len(ids))})", tuple(ids))
+    return max(int(getattr(cur, "rowcount", 0) or 0), 0)
