@@ -47,7 +47,7 @@ class Keeper:
 
 
 def _hooks(*plugins):
-    pm = get_plugin_manager(load_entry_points=False)
+    pm = get_plugin_manager(load_entry_points=False)  # narrow: only the test's own plugins implement the hook under test
     for p in plugins:
         pm.register(p)
     return HookRunner(pm)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from ..cliopts import EXIT_OK, workspace_config
+from ..cliopts import EXIT_OK, workspace_config, workspace_db
 
 EXIT_FAILED = 1
 
@@ -23,6 +23,18 @@ def register(sub) -> None:
     p.set_defaults(handler=cmd_prune)
 
 
+def _store(args):
+    """The workspace's session store (as ``sessions list`` opens it; see .sessions)."""
+    from ..errors import UsageError
+    from ..sessions import SessionStore
+    from ..storage import is_postgres_url
+
+    db = workspace_db(args)
+    if not is_postgres_url(db) and not db.is_file():
+        raise UsageError(f"{db}: no session database here (pass --db PATH or --agent AGENT.yaml)")
+    return SessionStore(db)
+
+
 def _hooks(args, cfg):
     from ..hooks import HookRunner
     from ..plugins import get_plugin_manager
@@ -35,7 +47,6 @@ def _delete(args, ids: list[str]) -> int:
     import sys
 
     from ..forget import BusySessions, UnknownSessions, describe, dumps, forget
-    from .sessions import _store
 
     cfg = workspace_config(args)
     store = _store(args)
@@ -60,7 +71,6 @@ def cmd_delete(args) -> int:
 
 def cmd_prune(args) -> int:
     from ..forget import older_than, parse_duration
-    from .sessions import _store
 
     seconds = parse_duration(args.older_than)
     store = _store(args)
