@@ -145,3 +145,40 @@ def test_cli_delete_unknown_is_exit_1(tmp_path):
     r = run("delete", a, "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["deleted"]["sessions"] == 1
+
+
+def test_cli_refuses_a_busy_session(tmp_path):
+    store = SessionStore(tmp_path / "state.db")
+    a, _ = _session(store)
+    assert store.try_lock(a)  # a turn of this (other) process runs on it
+    try:
+        r = subprocess.run([sys.executable, "-m", "clawkit", "sessions", "delete", a, "--db", str(tmp_path / "state.db")],
+                           capture_output=True, text=True)
+        assert r.returncode == 1 and a in r.stderr and "busy" in r.stderr
+        assert store.exists(a)
+    finally:
+        store.unlock(a)
+        store.close()
+
+
+def test_agent_delete_session_through_clawkit_agent(tmp_path):
+    from clawkit import Agent
+    from clawkit.config import validate_agent
+    from clawkit.forget import ForgetFailed
+    from clawkit.testing.scripted import ScriptedProvider
+
+    keeper = Keeper()
+    pm = get_plugin_manager(extra=[keeper], load_entry_points=False)  # narrow: only this test's plugin answers the hook
+    cfg = validate_agent({"name": "deleter", "model": "m", "workspace": str(tmp_path)}, "<t>", {})
+    with Agent(cfg, pm=pm, provider=ScriptedProvider(["ok CANARY", "again"])) as agent:
+        sid = agent.run("hello CANARY").session_id
+        report = agent.delete_session(sid)
+        assert report.ok and report.counts["sessions"] == 1 and keeper.seen == [[sid]]
+        assert not agent.store.exists(sid) and "CANARY" not in json.dumps(agent.store.conn.execute("SELECT * FROM messages").fetchall())
+        with pytest.raises(UnknownSessions):
+            agent.delete_session(sid)
+        sid2 = agent.run("hi").session_id
+        keeper.fail = True
+        with pytest.raises(ForgetFailed, match="index offline"):
+            agent.delete_session(sid2)
+        assert agent.store.exists(sid2)
