@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -182,3 +183,24 @@ def test_agent_delete_session_through_clawkit_agent(tmp_path):
         with pytest.raises(ForgetFailed, match="index offline"):
             agent.delete_session(sid2)
         assert agent.store.exists(sid2)
+
+
+def test_an_async_implementation_is_awaited_inside_a_running_loop_too(tmp_path):
+    import asyncio
+
+    class AsyncKeeper:
+        @hookimpl
+        async def forget_sessions(self, session_ids):
+            await asyncio.sleep(0)
+            return {"rows": len(session_ids)}
+
+    store = SessionStore(tmp_path / "state.db")
+    a, _ = _session(store)
+    b, _ = _session(store)
+
+    async def inside() -> Any:
+        return forget(store, [b], hooks=_hooks(AsyncKeeper()))
+
+    assert [v for k, v in forget(store, [a], hooks=_hooks(AsyncKeeper())).counts.items() if k.endswith(".rows")] == [1]
+    assert [v for k, v in asyncio.run(inside()).counts.items() if k.endswith(".rows")] == [1]
+    store.close()

@@ -163,9 +163,7 @@ def forget(store: Any, session_ids: Iterable[str], *, hooks: Any = None, config:
             try:
                 res = fn(**{k: {"store": store, "session_ids": list(ids), "config": config}[k] for k in argnames})
                 if inspect.isawaitable(res):
-                    import asyncio
-
-                    res = asyncio.run(res) if not _running() else None
+                    res = _settle(res)
                 if isinstance(res, dict):
                     report.add(res, f"{plugin}.")
             except Exception as exc:
@@ -208,14 +206,22 @@ def held_by(store: Any) -> set[str]:
     return out
 
 
-def _running() -> bool:
+def _settle(awaitable: Any) -> Any:
+    """An async implementation's result, awaited to the end — on a thread of its own when this
+    thread runs an event loop (serve calls from one): never skipped, so never silently undone."""
     import asyncio
+
+    async def wait() -> Any:
+        return await awaitable
 
     try:
         asyncio.get_running_loop()
-        return True
     except RuntimeError:
-        return False
+        return asyncio.run(wait())
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, wait()).result()
 
 
 def older_than(store: Any, seconds: float, now: float) -> list[str]:
