@@ -145,6 +145,7 @@ def forget(store: Any, session_ids: Iterable[str], *, hooks: Any = None, config:
     ids = with_children(store, wanted) if children else wanted
     held = set(held) | held_by(store)
     taken: list[str] = []
+    secure = False
     try:
         busy = [s for s in ids if s in held]
         for s in ids:
@@ -157,8 +158,7 @@ def forget(store: Any, session_ids: Iterable[str], *, hooks: Any = None, config:
         if busy:
             raise BusySessions(busy)
         report = ForgetReport(sessions=ids)
-        if getattr(store, "dialect", "sqlite") == "sqlite":  # plugins' deletions through store.conn too
-            store.conn.execute("PRAGMA secure_delete = ON")
+        secure = _secure(store, True)  # plugins' deletions through store.conn too
         for plugin, fn, argnames in _hook_impls(hooks):
             try:
                 res = fn(**{k: {"store": store, "session_ids": list(ids), "config": config}[k] for k in argnames})
@@ -193,8 +193,19 @@ def forget(store: Any, session_ids: Iterable[str], *, hooks: Any = None, config:
         purge_wal(store)
         return report
     finally:
+        if secure:
+            _secure(store, False)
         for s in taken:
             store.unlock(s)
+
+
+def _secure(store: Any, on: bool) -> bool:
+    """SQLite ``secure_delete`` on this store's connection (freed pages overwritten, not left holding
+    the deleted text); turned off again after the deletion so turns pay nothing for it."""
+    if getattr(store, "dialect", "sqlite") != "sqlite":
+        return False
+    store.conn.execute(f"PRAGMA secure_delete = {'ON' if on else 'OFF'}")
+    return True
 
 
 def held_by(store: Any) -> set[str]:
@@ -268,14 +279,18 @@ def delete_rows(store: Any, session_ids: Iterable[str]) -> dict[str, int]:
         ("sessions", f"DELETE FROM sessions WHERE id IN ({marks})", ids),
     )
     conn = store.conn
-    sqlite = getattr(store, "dialect", "sqlite") == "sqlite"
-    if sqlite:  # deleted text is overwritten with zeros, not left in free pages
-        conn.execute("PRAGMA secure_delete = ON")
-    with conn:
-        conn.execute("BEGIN")
-        for kind, sql, args in statements:
-            cur = conn.execute(sql, tuple(args))
-            counts[kind] = max(int(getattr(cur, "rowcount", 0) or 0), 0)
+    was = conn.execute("PRAGMA secure_delete").fetchone()[0] if getattr(store, "dialect", "sqlite") == "sqlite" else None
+    if was == 0:
+        _secure(store, True)  # deleted text is overwritten with zeros, not left in free pages
+    try:
+        with conn:
+            conn.execute("BEGIN")
+            for kind, sql, args in statements:
+                cur = conn.execute(sql, tuple(args))
+                counts[kind] = max(int(getattr(cur, "rowcount", 0) or 0), 0)
+    finally:
+        if was == 0:
+            _secure(store, False)
     return counts
 
 

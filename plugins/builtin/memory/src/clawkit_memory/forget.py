@@ -41,10 +41,14 @@ def _opened(path: Path) -> Iterator[tuple[Any, Any]]:
         with index._episodes_lock:
             with index.lock:
                 index.conn.execute("PRAGMA secure_delete = ON")  # deleted text is overwritten, not left in free pages
-            with index.transaction():
-                yield index.conn, index
-            with index.lock:
-                index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # and the WAL's copies of it go
+            try:
+                with index.transaction():
+                    yield index.conn, index
+                with index.lock:
+                    index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # and the WAL's copies of it go
+            finally:
+                with index.lock:
+                    index.conn.execute("PRAGMA secure_delete = OFF")  # the index's own writes pay nothing for it
         return
     conn = mdb.connect(path)
     try:
