@@ -469,6 +469,27 @@ def on_event(event):
     """
 
 
+# --- deletion ------------------------------------------------------------------------------
+
+
+@hookspec
+def forget_sessions(store, session_ids, config):
+    """Delete everything this plugin keeps about ``session_ids``: the user is deleting those
+    conversations (``clawkit sessions delete|prune``, ``Agent.delete_session``, serve's
+    ``DELETE /api/sessions/{id}``; docs/forget.md).
+
+    ``store`` is the :class:`clawkit.sessions.SessionStore` (its rows for the sessions are still
+    there: the kernel deletes them after every plugin has run); ``session_ids`` the sessions, their
+    sub-agent sessions included; ``config`` the agent's config when the caller knows it (else None:
+    find your data from ``store`` — ``store.path``, ``store.conn`` — or the default location).
+    Delete it for good (rows, files, index entries, derived copies such as a summary that quotes
+    a session) and return a dict of counts (kind -> number deleted) or None. Keep only what is
+    kept by design and documented as such (the policy audit ledger). Must be idempotent.
+    Failure: **not silent** — an exception is reported by the command, which exits non-zero and
+    keeps the kernel's rows so the deletion can be run again; the other plugins still run.
+    """
+
+
 # --- shutdown ----------------------------------------------------------------------------
 
 

@@ -255,6 +255,22 @@ class Agent(TurnSide, ModelSide):
         self._sessions[session_id] = s
         return s
 
+    def delete_session(self, session_id: str) -> Any:
+        """Delete one session (with its sub-agent sessions) everywhere it is kept: the store's rows,
+        its transcript and unshared attachments, and every plugin's data (``forget_sessions``).
+        Returns a :class:`clawkit.forget.ForgetReport`; raises ``UnknownSessions``/``BusySessions``
+        (nothing deleted), or ``ForgetFailed`` when a plugin could not delete its part."""
+        from .forget import ForgetFailed, forget
+
+        report = forget(self.store, [session_id], hooks=self.hooks, config=self.config)
+        if not report.ok:
+            raise ForgetFailed(report)
+        for sid in report.sessions:
+            self._sessions.pop(sid, None)
+            if self._session is not None and self._session.id == sid:
+                self._session = None
+        return report
+
     # one turn -----------------------------------------------------------------------------
 
     #: the answer type every run of this agent must match (a pydantic model, any type pydantic can

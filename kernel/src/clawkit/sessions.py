@@ -228,6 +228,14 @@ class SessionStore(RunRecords):
         return [{**dict(zip(("id", "agent", "created", "updated", "messages"), r[:5])), "label": _label_of(r[5])}
                 for r in rows]
 
+    def delete(self, session_ids: Any) -> dict[str, int]:
+        """Delete the sessions' kernel rows (sessions, messages, events, usage, runs, steps) in one
+        transaction; rows deleted per table. Only the rows: transcripts, attachments and what plugins
+        keep are :func:`clawkit.forget.forget`'s (``clawkit sessions delete``)."""
+        from .forget import delete_rows
+
+        return delete_rows(self, [session_ids] if isinstance(session_ids, str) else session_ids)
+
     def load_metadata(self, session_id: str) -> dict[str, Any]:
         """The session's metadata; corrupted JSON yields ``{}`` (callers use safe defaults)."""
         self.flush()

@@ -1,4 +1,4 @@
-"""``clawkit sessions list | show ID | export ID``."""
+"""``clawkit sessions list | show ID | export ID`` (``delete`` and ``prune``: :mod:`.forget`)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ def register(cli) -> None:
     exp = sub.add_parser("export", help="a session as JSON lines")
     exp.add_argument("id")
     exp.set_defaults(handler=cmd_export)
+    from .forget import register as register_forget
+
+    register_forget(sub)  # delete, prune
     add_workspace_options(p)
 
 

@@ -250,3 +250,12 @@ def register_commands(cli: Any):
     from . import cli as _cli
 
     _cli.register(cli)
+
+
+@hookimpl
+def forget_sessions(store, session_ids, config):
+    """Deleted sessions' episodes, and merged summaries that include them, go from the memory
+    database (see :mod:`.forget`)."""
+    from .forget import forget
+
+    return forget(store, list(session_ids), config)

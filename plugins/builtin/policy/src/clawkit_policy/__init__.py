@@ -368,3 +368,13 @@ def register_approvers(register):
     from .approvers import terminal_approver
 
     register("terminal", terminal_approver)
+
+
+@hookimpl
+def forget_sessions(store, session_ids):
+    """The sessions' approvals go with them. The audit ledger (``policy_audit``) is kept by design:
+    it is hash-chained and tamper-evident, so deleting a row would break the chain (docs/forget.md
+    says exactly what its rows retain)."""
+    from clawkit.forget import delete_keyed
+
+    return {"approvals": delete_keyed(store.conn, "policy_approvals", "session_id", session_ids)}

@@ -326,3 +326,11 @@ def register_tools(register, agent):
         config = SequenceConfig.model_validate({k: v for k, v in config.items() if k != "enabled"})
     if isinstance(config, SequenceConfig) and config.checkpoints:
         checkpoint_tools(register, config.checkpoints)
+
+
+@hookimpl
+def forget_sessions(store, session_ids):
+    """The sessions' recorded calls (what prerequisites were met) go with them."""
+    from clawkit.forget import delete_keyed
+
+    return {"calls": delete_keyed(store.conn, TABLE, "session_id", session_ids)}

@@ -32,3 +32,13 @@ def open_api_keys(db):
     from .keys import KeyStore, connect
 
     return KeyStore(connect(db))
+
+
+@hookimpl
+def forget_sessions(store, session_ids):
+    """The request log's rows (a reply's text is in ``outcome``) and the approvals asked in these
+    sessions (the call's arguments) go with them."""
+    from clawkit.forget import delete_keyed
+
+    return {"requests": delete_keyed(store.conn, "serve_requests", "session_id", session_ids),
+            "approvals": delete_keyed(store.conn, "serve_approvals", "session_id", session_ids)}

@@ -20,6 +20,7 @@ from . import audit
 from .httperror import HttpError
 from .approvals import ApprovalError, answered_by, public
 from .runner import SessionBusy
+from .forget_api import delete_route
 
 SHOWN_EVENTS = ("tool.", "turn.", "session.", "approval.", "shield.", "sequence.", "directive.", "llm.", "compaction")
 
@@ -190,7 +191,8 @@ def routes(server: Server) -> list[Route]:
         Route("/api/agents", agents),
         Route("/api/sessions", list_sessions, methods=["GET"]),
         Route("/api/sessions", create_session, methods=["POST"]),
-        Route("/api/sessions/{session_id}", transcript),
+        Route("/api/sessions/{session_id}", transcript, methods=["GET"]),
+        Route("/api/sessions/{session_id}", delete_route(server), methods=["DELETE"]),  # forget_api.py
         Route("/api/sessions/{session_id}/messages", post_message, methods=["POST"]),
         Route("/api/sessions/{session_id}/events", session_events),
         Route("/api/events", all_events),

@@ -248,3 +248,20 @@ def register_tools(register, agent):
 
 
 __all__ = ["TruncatorConfig", "read_tool_output", "marker_text", "budget_tokens", "message_tokens"]
+
+
+@hookimpl
+def forget_sessions(store, session_ids):
+    """The full tool outputs stored for these sessions (``read_tool_output``'s pages) go with them."""
+    from clawkit.forget import delete_keyed
+    from clawkit.storage import table_names
+
+    from . import store as store_mod  # the parameter shadows the module's name
+    store_mod.wait()  # an output still being written lands before it is deleted
+    conn, ids = store.conn, list(session_ids)
+    chunks = 0
+    if store_mod.CHUNKS in table_names(conn) and ids:
+        cur = conn.execute(f"DELETE FROM {store_mod.CHUNKS} WHERE output_id IN (SELECT id FROM {store_mod.TABLE}"
+                           f" WHERE session_id IN ({','.join('?' * len(ids))}))", tuple(ids))
+        chunks = max(int(cur.rowcount or 0), 0)
+    return {"outputs": delete_keyed(conn, store_mod.TABLE, "session_id", ids), "output_chunks": chunks}

@@ -44,3 +44,14 @@ def register_commands(cli):
     from .cli import register
 
     register(cli)
+
+
+@hookimpl
+def forget_sessions(store, session_ids):
+    """Deleted sessions' queued turns (DBOS workflows, their steps' outputs and streamed chunks),
+    approvals and unshared attachments go from the PostgreSQL database (see :mod:`.forget`)."""
+    if getattr(store, "dialect", "sqlite") != "postgresql":
+        return None
+    from .forget import forget
+
+    return forget(store, list(session_ids))
