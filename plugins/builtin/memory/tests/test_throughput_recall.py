@@ -5,16 +5,12 @@ untrusted mark that appears afterwards is still seen by the very next recall."""
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 import clawkit_memory
-from clawkit.provenance import mark_untrusted
 from clawkit.sessions import SessionStore
-from clawkit.types import Message
 from clawkit_memory.embeddings import LocalStatic
 from clawkit_memory.index import MemoryIndex
 from clawkit_memory.search import Searcher
@@ -64,37 +60,12 @@ def test_a_sub_agent_partition_is_seen_after_its_first_note(make_agent, workspac
         mem.untrusted(h.partition) for h in hits if h.partition != mem.partition)
 
 
-def _session(store: SessionStore, question: str, answer: str, sid: str | None = None) -> str:
-    sid = sid or store.create("a")
-    store.append(sid, Message(role="user", content=question))
-    store.append(sid, Message(role="assistant", content=answer))
-    return sid
 
 
-def _untrust(store: SessionStore, sid: str, detail: str) -> None:
-    meta = store.load_metadata(sid)
-    holder = {"untrusted": meta.get("untrusted")}
 
-    class S:
-        def get(self, key):
-            return holder.get(key)
-
-        def set(self, key, value):
-            holder[key] = value
-
-    mark_untrusted(S(), "read_file", detail, kind="file")
-    conn = sqlite3.connect(store.path)
-    try:
-        with conn:
-            conn.execute("UPDATE sessions SET metadata = ? WHERE id = ?",
-                         (json.dumps({**meta, "untrusted": holder["untrusted"]}), sid))
-    finally:
-        conn.close()
-
-
-def test_episode_provenance_is_read_again_after_the_index_changes(tmp_path):
+def test_episode_provenance_is_read_again_after_the_index_changes(tmp_path, episodes):
     store = SessionStore(tmp_path / "state.db")
-    sid = _session(store, "my bicycle is green", "noted, green bicycle")
+    sid = episodes.session(store, "my bicycle is green", "noted, green bicycle")
     ws = tmp_path / "ws"
     ws.mkdir()
     index = MemoryIndex(ws / "memory.db", LocalStatic(), workspace=ws)
@@ -110,8 +81,8 @@ def test_episode_provenance_is_read_again_after_the_index_changes(tmp_path):
         assert hit().untrusted_sources == []
         assert hit().untrusted_sources == []  # (answered from the lookup kept for this index version)
         # the session reads an untrusted file and goes on: its episode is re-indexed, now untrusted
-        _untrust(store, sid, "notes.txt")
-        _session(store, "and the wheels?", "black wheels", sid=sid)
+        episodes.untrust(store, sid, "notes.txt")
+        episodes.session(store, "and the wheels?", "black wheels", sid=sid)
         index.sync_sessions(store.path, "a", "a")
         got = hit().untrusted_sources
         assert got and got[0]["detail"] == "notes.txt"

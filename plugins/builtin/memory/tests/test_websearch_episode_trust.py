@@ -4,57 +4,26 @@ The CLI acceptance test is tests/test_websearch_recall_provenance_e2e.py."""
 
 from __future__ import annotations
 
-import json
-import sqlite3
 
-from clawkit.provenance import mark_untrusted
 from clawkit.sessions import SessionStore
-from clawkit.types import Message
 from clawkit_memory import merge, trust
 from clawkit_memory.embeddings import LocalStatic
 from clawkit_memory.index import MemoryIndex
 
 
-def _set_metadata(store: SessionStore, sid: str, metadata: str) -> None:
-    conn = sqlite3.connect(store.path)
-    try:
-        with conn:
-            conn.execute("UPDATE sessions SET metadata = ? WHERE id = ?", (metadata, sid))
-    finally:
-        conn.close()
 
 
-def _session(store: SessionStore, question: str, answer: str, sid: str | None = None) -> str:
-    sid = sid or store.create("a")
-    store.append(sid, Message(role="user", content=question))
-    store.append(sid, Message(role="assistant", content=answer))
-    return sid
-
-
-def _untrust(store: SessionStore, sid: str, detail: str) -> None:
-    meta = store.load_metadata(sid)
-    holder = {"untrusted": meta.get("untrusted")}
-
-    class S:
-        def get(self, key):
-            return holder.get(key)
-
-        def set(self, key, value):
-            holder[key] = value
-
-    mark_untrusted(S(), "read_file", detail, kind="file")
-    _set_metadata(store, sid, json.dumps({**meta, "untrusted": holder["untrusted"]}))
 
 
 def _flags(index: MemoryIndex) -> dict[str, int]:
     return dict(index.conn.execute(f"SELECT path, untrusted FROM {trust.TABLE}").fetchall())
 
 
-def test_episodes_record_provenance_sticky_and_old_rows_are_filled_once(tmp_path):
+def test_episodes_record_provenance_sticky_and_old_rows_are_filled_once(tmp_path, episodes):
     store = SessionStore(tmp_path / "state.db")
-    clean = _session(store, "my bicycle is green", "noted, green bicycle")
-    dirty = _session(store, "read notes.txt", "the vault passphrase is PURPLE-HERON-62")
-    _untrust(store, dirty, "notes.txt")
+    clean = episodes.session(store, "my bicycle is green", "noted, green bicycle")
+    dirty = episodes.session(store, "read notes.txt", "the vault passphrase is PURPLE-HERON-62")
+    episodes.untrust(store, dirty, "notes.txt")
     ws = tmp_path / "ws"
     ws.mkdir()
     index = MemoryIndex(ws / "memory.db", LocalStatic(), workspace=ws)
@@ -66,8 +35,8 @@ def test_episodes_record_provenance_sticky_and_old_rows_are_filled_once(tmp_path
         assert hits[f"session:{dirty}"].untrusted_sources[0]["detail"] == "notes.txt"
 
         # sticky: the record cannot be cleaned by a later sync of a session whose metadata lost it
-        _set_metadata(store, dirty, "{}")
-        _session(store, "and what else?", "nothing else", sid=dirty)
+        episodes.set_metadata(store, dirty, "{}")
+        episodes.session(store, "and what else?", "nothing else", sid=dirty)
         index.sync_sessions(store.path, "a", "a")
         assert _flags(index)[f"session:{dirty}"] == 1
 
@@ -75,13 +44,13 @@ def test_episodes_record_provenance_sticky_and_old_rows_are_filled_once(tmp_path
         index.conn.execute(f"DELETE FROM {trust.TABLE}")
         hits = {h.path: h for h in index_search(index, "vault passphrase bicycle")}
         assert hits[f"session:{clean}"].untrusted_sources == trust.UNRECORDED
-        _untrust(store, dirty, "notes.txt")
+        episodes.untrust(store, dirty, "notes.txt")
         index._trust_filled.clear()  # (a new process)
         index.sync_sessions(store.path, "a", "a")
         assert _flags(index) == {f"session:{clean}": 0, f"session:{dirty}": 1}
 
         # merging takes the recorded flags too (the session's metadata says clean again here)
-        _set_metadata(store, dirty, "{}")
+        episodes.set_metadata(store, dirty, "{}")
 
         class Mem:
             pass
