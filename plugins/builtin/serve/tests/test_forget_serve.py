@@ -70,7 +70,26 @@ def test_delete_a_session_over_http(site):
     assert r.status_code == 204, r.text
     assert api(site).get(f"/api/sessions/{sid}").status_code == 404
     assert api(site).delete(f"/api/sessions/{sid}").status_code == 404
-    assert CANARY not in _dump(db)
+    assert CANARY not in _dump(db) and CANARY not in _dump(site[2])  # the agent's store and the server's database
     assert api(site).get(f"/api/sessions/{keep}").status_code == 200
     r = api(site).post(f"/api/sessions/{keep}/messages", json={"message": "say: still here"})
     assert r.status_code == 200 and r.json()["reply"] == "still here"
+
+
+def test_a_retry_after_the_delete_does_not_replay_the_forgotten_answer(site):
+    """The server keeps each chat completion's outcome in memory for an hour so a retry (same
+    Idempotency-Key) gets it back instead of a second turn; once the session is deleted, the retry
+    is a new request — a new turn in a new session — never the forgotten reply."""
+    body = {"model": "helper", "messages": [{"role": "user", "content": f"say: {CANARY}-idem"}]}
+    headers = {"Idempotency-Key": "forget-me-1"}
+    first = api(site).post("/v1/chat/completions", json=body, headers=headers)
+    assert first.status_code == 200, first.text
+    sid = first.json()["session_id"]
+    again = api(site).post("/v1/chat/completions", json=body, headers=headers)
+    assert again.headers.get("x-clawkit-replayed") == "true" and again.json()["id"] == first.json()["id"]
+    assert api(site).delete(f"/api/sessions/{sid}").status_code == 204
+    after = api(site).post("/v1/chat/completions", json=body, headers=headers)
+    assert after.status_code == 200, after.text
+    assert after.headers.get("x-clawkit-replayed") is None and after.json()["session_id"] != sid
+    # the server's --db, not the agent's store: its request log held the reply for retries after a restart
+    assert sid not in _dump(site[2])

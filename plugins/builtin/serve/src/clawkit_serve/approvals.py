@@ -83,6 +83,13 @@ class ApprovalBroker:
         self._waiting_session: dict[str, str] = {}
         self._lock = threading.Lock()
 
+    def forget_sessions(self, session_ids: Any) -> int:
+        """Delete the approvals asked in deleted sessions (a call's arguments are in them)."""
+        from clawkit.forget import delete_keyed
+
+        with self._lock:
+            return delete_keyed(self.conn, "serve_approvals", "session_id", session_ids)
+
     # reading --------------------------------------------------------------------------------
 
     def _rows(self, sql: str, args: tuple = ()) -> list[dict[str, Any]]:

@@ -35,6 +35,9 @@ def delete_route(server: Any):
         except ForgetFailed as exc:
             return JSONResponse({"error": {"code": "forget_incomplete", "message": str(exc),
                                            "report": exc.report.as_json()}}, status_code=500)
+        # the server's own database (--db) may not be the agent's store the hook reached
+        server.replays.forget_sessions(report.sessions)  # no retry replays a forgotten answer
+        server.broker.forget_sessions(report.sessions)
         owner = getattr(runner, "_owner", None)
         for s in report.sessions:
             if isinstance(owner, dict):

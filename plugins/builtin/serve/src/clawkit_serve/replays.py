@@ -171,6 +171,19 @@ class Replays:
         while len(self._by_print) > self.size:
             self._forget(next(iter(self._by_print.values())))
 
+    def forget_sessions(self, session_ids: Any) -> int:
+        """Drop the attempts of deleted sessions (``DELETE /api/sessions/{id}``) and their request-log
+        rows: a retry must not replay a forgotten conversation's answer, from this process's memory or
+        from the server's database (``--db``; the ``forget_sessions`` hook reaches only the agent's
+        store, the same file by default). Returns how many in-memory attempts were dropped."""
+        gone = set(session_ids)
+        attempts = {id(a): a for a in [*self._by_print.values(), *self._by_key.values()] if a.session_id in gone}
+        for attempt in attempts.values():
+            self._forget(attempt)
+        if self.log is not None:  # the server's database, which may not be the agent's store
+            self.log.forget_sessions(sorted(gone))
+        return len(attempts)
+
     def _forget(self, attempt: Attempt) -> None:
         if self._by_print.get(attempt.fingerprint) is attempt:
             del self._by_print[attempt.fingerprint]

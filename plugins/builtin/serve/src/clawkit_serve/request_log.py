@@ -51,6 +51,13 @@ class RequestLog:
     def forget(self, cid: str) -> None:
         self._run("DELETE FROM serve_requests WHERE cid = ?", (cid,))
 
+    def forget_sessions(self, session_ids: Any) -> int:
+        """Delete the rows (and their outcomes: a reply's text) of deleted sessions."""
+        from clawkit.forget import delete_keyed
+
+        with self._lock:
+            return delete_keyed(self.conn, "serve_requests", "session_id", session_ids)
+
     def find(self, key_id: str, idem: str | None, fingerprint: str, retry: bool) -> dict[str, Any] | None:
         """The latest row this request repeats (same key and Idempotency-Key, or — for a request
         that says it is a retry — the same fingerprint within the window), or None."""
