@@ -238,12 +238,22 @@ def test_reclassifies_every_n_turns(make):
 
 
 @pytest.mark.parametrize("event_type", ["compaction", "compaction.after"])
-def test_reclassifies_after_compaction(make, event_type):
-    agent, cm = make(["1", "2"], [SECURITY, FRONTEND])
+def test_reclassifies_after_compaction(workspace, event_type):
+    class Compacts:  # reports a compaction during the first turn's model call, as clawkit-compaction does
+        fired = False
+
+        @hookimpl
+        def before_llm_call(self, ctx, request):
+            if not self.fired and request.metadata.get("purpose") != "classification":
+                self.fired = True
+                ctx.emit(event_type)
+
+    cm = ClassifierModel(SECURITY, FRONTEND)
+    agent = build_agent(workspace, ["1", "2"], (clawkit_classifier, cm, Sections(), Compacts()),
+                        {"classifier": {"model": CLS_MODEL}})
     r = agent.run("login code review")
     session = agent.session(r.session_id)
     # compaction is reported as `compaction` (kernel vocabulary) or `compaction.after` (clawkit-compaction)
-    agent.hooks.call_sync("on_event", event=Event(type=event_type, session_id=r.session_id, data={}))
     assert session.get("reclassify") is True
     agent.run("now the css", session_id=r.session_id)
     assert len(cm.provider.requests) == 2
@@ -289,3 +299,36 @@ def test_parse_normalises_fields():
     assert isinstance(c, SessionClassification)
     assert len(c.label) == 79 and c.topic == "other" and c.complexity == "simple"
     assert c.domain == ["a", "b", "c"] and c.flags == ["urgent", "sensitive"]
+
+
+def test_a_finished_turns_context_is_not_kept(make):
+    """The classifier remembers a turn's context only while the turn runs: it used to keep the last
+    512 sessions' contexts (each with its whole history) after their turns ended — memory a server
+    never got back, and a copy of a conversation that outlived ``sessions delete``."""
+    import gc
+    import weakref
+
+    from clawkit_classifier import classifier
+
+    agent, cm = make(["Looks fine.", "again"], [SECURITY])
+    seen: list = []
+    original = classifier._remember
+
+    class Probe:  # kept in the turn's state: it dies with the turn's context
+        pass
+
+    def spy(ctx):
+        ctx.state["test.probe"] = probe = Probe()
+        seen.append(weakref.ref(probe))
+        original(ctx)
+
+    classifier._remember = spy
+    try:
+        sid = agent.run("Is this login query safe?").session_id
+        agent.run("and now?", session_id=sid)
+    finally:
+        classifier._remember = original
+    assert sid not in classifier._live and len(seen) == 2
+    gc.collect()
+    assert [r() for r in seen] == [None, None]
+    assert len(cm.provider.requests) == 1  # classified once, as before

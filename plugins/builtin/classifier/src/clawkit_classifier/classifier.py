@@ -116,10 +116,18 @@ COMPACTION_EVENTS = ("compaction", "compaction.after")
 
 
 def _remember(ctx: Any) -> None:
-    _live[ctx.session.id] = ctx
-    _live.move_to_end(ctx.session.id)
+    """Keep the turn's context while the turn runs (a classification started in it captures it; a
+    compaction event during it finds it), and drop it when the run ends: a finished turn's context
+    holds its whole history, which a server must not keep for hundreds of sessions — nor after the
+    session is deleted (``clawkit sessions delete``)."""
+    sid = ctx.session.id
+    _live[sid] = ctx
+    _live.move_to_end(sid)
     while len(_live) > LIVE_LIMIT:
         _live.popitem(last=False)
+    at_end = getattr(ctx, "at_end", None)
+    if callable(at_end):
+        at_end(lambda: _live.pop(sid, None) if _live.get(sid) is ctx else None)
 
 
 @hookimpl
