@@ -182,3 +182,12 @@ async def llm_call_failed(ctx, request, error):
         window = min(window, int(m.group(1).replace(",", "")))
     changed = await compact(ctx, request, cfg, window=window, trigger="overflow", keep_share=cfg.keep_recent_share / 2)
     return True if changed else None
+
+
+@hookimpl
+def forget_sessions(store, session_ids):
+    """A summary prepared in the background for one of these sessions (held in this process until the
+    turn that crosses the threshold takes it) goes with them: it is the conversation, summarised."""
+    from .background import _PREPARED
+
+    return {"prepared_summaries": sum(1 for sid in session_ids if _PREPARED.pop(sid, None) is not None)}
