@@ -377,4 +377,8 @@ def forget_sessions(store, session_ids):
     says exactly what its rows retain)."""
     from clawkit.forget import delete_keyed
 
+    for sid in session_ids:  # this process's record of the session's last turn (its approvals, grants)
+        _sessions.pop(sid, None)
+        for key in [k for k in _pending if k[0] == sid]:
+            _pending.pop(key, None)
     return {"approvals": delete_keyed(store.conn, "policy_approvals", "session_id", session_ids)}
