@@ -36,6 +36,9 @@ CREATE INDEX IF NOT EXISTS memory_sources_kind ON memory_sources (partition, kin
 CREATE INDEX IF NOT EXISTS memory_chunks_path ON memory_chunks (partition, path);
 CREATE INDEX IF NOT EXISTS memory_chunks_created ON memory_chunks (partition, created);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5 (text, heading, path, tokenize = 'porter unicode61');
+-- sessions deleted with `clawkit sessions delete` (ids only): an indexer that read one before it was
+-- deleted (another process) writes nothing for it (clawkit_memory.forget)
+CREATE TABLE IF NOT EXISTS memory_forgotten (session_id TEXT PRIMARY KEY, at REAL);
 CREATE TABLE IF NOT EXISTS memory_embeddings (
     model TEXT NOT NULL, hash TEXT NOT NULL, vector BLOB NOT NULL, created REAL, PRIMARY KEY (model, hash)
 );

@@ -12,6 +12,7 @@ served agent), the deletion goes through it, under its lock, so its in-memory pr
 from __future__ import annotations
 
 import json
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -74,6 +75,11 @@ def forget(store: Any, session_ids: list[str], config: Any) -> dict[str, int] | 
     paths = [SESSION + s for s in session_ids]
     with _opened(path) as (conn, index):
         tables = _tables(conn)
+        # first, in the same transaction: an indexer in another process that read these sessions before
+        # the kernel deletes them writes nothing for them once this commits (index._forgotten)
+        now = time.time()
+        conn.executemany("INSERT OR REPLACE INTO memory_forgotten (session_id, at) VALUES (?, ?)",
+                         [(s, now) for s in session_ids])
         merged: list[tuple[str, str]] = []
         if "memory_merged" in tables:
             for partition, mpath, sessions in conn.execute("SELECT partition, path, sessions FROM memory_merged"):

@@ -206,13 +206,15 @@ class MemoryIndex:
     # --- writing chunks ----------------------------------------------------------------
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, immediate: bool = False) -> Iterator[None]:
         """One write transaction under the index lock; bumps ``generation`` when it commits.
-        A rolled-back write drops the in-memory prefilter (reloaded on the next search)."""
+        A rolled-back write drops the in-memory prefilter (reloaded on the next search).
+        ``immediate``: the write lock is taken at once, so what the transaction reads first is
+        the latest committed state (another process's deletion included)."""
         with self.lock:
             try:
                 with self.conn:
-                    self.conn.execute("BEGIN")
+                    self.conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
                     yield
             except BaseException:
                 self.binary.invalidate()
@@ -490,10 +492,14 @@ class MemoryIndex:
         with self.lock:
             if texts:
                 self._ensure_vectors()
-            with self.transaction():
+            with self.transaction(immediate=True):
                 at = 0
                 now = time.time()
+                gone = self._forgotten([p[1] for p in plans])  # deleted since they were read: nothing written
                 for key, sid, last_id, floor, chunks, times, hashes in plans:
+                    if sid in gone:
+                        at += len(chunks)
+                        continue
                     self._write_chunks(partition, "episode", key, chunks, hashes, times,
                                        vecs[at : at + len(chunks)] if chunks else None, sid)
                     at += len(chunks)
@@ -505,6 +511,16 @@ class MemoryIndex:
                     report.chunks += len(chunks)
                     report.paths.append(key)
                 mdb.set_meta(self.conn, meta_key, done)
+
+    def _forgotten(self, session_ids: list[str]) -> set[str]:
+        """Which of ``session_ids`` were deleted (``clawkit sessions delete``: their ids are kept in
+        ``memory_forgotten``). Inside the write transaction that would index them."""
+        found: set[str] = set()
+        for s in range(0, len(session_ids), 500):
+            part = session_ids[s : s + 500]
+            found.update(r[0] for r in self.conn.execute(
+                f"SELECT session_id FROM memory_forgotten WHERE session_id IN ({','.join('?' * len(part))})", part))
+        return found
 
     def _fill_trust(self, conn: Any, partition: str) -> None:
         """Episodes indexed before provenance was kept get it from the session database, once
