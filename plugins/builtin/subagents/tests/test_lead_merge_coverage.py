@@ -6,14 +6,11 @@ the OpenTelemetry switches taken as a child's file wrote them, kept from recurri
 
 from __future__ import annotations
 
-from pathlib import Path
+import inspect
 
 from clawkit.config import collect_sections
 from clawkit.hooks import HookRunner
 from clawkit.plugins import get_plugin_manager
-
-MERGE = Path(__file__).resolve().parents[1] / "src" / "clawkit_subagents" / "merge.py"
-CHILDREN = MERGE.with_name("children.py")
 
 # keys a child sets for itself: they change how it works, not what it may reach or do
 FREE = {
@@ -24,7 +21,8 @@ FREE = {
     "budgets": {"warn_at"},
     "sequence": {"max_blocks", "checkpoints", "state_rules_in_prompt"},
     "contributors": {"disable", "project_files_max_chars", "watch", "root"},
-    "memory": set(),  # the whole section is rebuilt by children.child_memory
+    # db, partition, read_partitions, paths, embedding and chunking are rebuilt by children.child_memory
+    "memory": {"sessions", "watch", "search", "recall", "compaction"},  # its own partition's indexing and recall
     "truncator": {"max_share", "max_tokens", "keep_tail", "tail_share", "encoding", "store_full", "store_max_chars",
                   "trim_history", "history_trigger", "history_target", "history_keep_turns", "history_soft_tokens"},
     "translation": {"route", "scrub", "min_confidence", "dispatch_threshold", "escalation", "fallback_models",
@@ -44,16 +42,36 @@ FREE = {
     "hello": {"greeting", "signature"},
 }
 
+# keys held outside the plugin's own rule function
+HELD_ELSEWHERE = {
+    "budgets": {"enabled"},  # merge.hold: a plugin that gates calls in the parent stays on in the child
+    "policy": {"grants"},  # children.build_child: a child grant survives only when a parent grant covers it
+    "memory": {"save_file"},  # clawkit_memory.tools.save_target: a child (child_of) writes only its own notes folder
+}
+
+
+def _rule_source(name: str) -> str | None:
+    """The source of the function that holds plugin ``name``'s section (None: no rule)."""
+    from clawkit_subagents import children, merge
+
+    rule = {"policy": merge.hold_policy, "memory": children.child_memory, "mcp": merge.hold_mcp}.get(name) \
+        or merge.RULES.get(name)
+    if rule is None:
+        return None
+    helpers = [merge._relative_inside] if name in ("skills", "contributors") else []
+    return "".join(inspect.getsource(f) for f in (rule, *helpers))
+
 
 def test_every_section_key_is_held_or_known_to_be_free():
+    """Per plugin: a key counts as held only when that plugin's own rule names it (a name another
+    rule uses does not count), else it must be listed in FREE with why."""
     sections = collect_sections(HookRunner(get_plugin_manager()))
-    rules = MERGE.read_text() + CHILDREN.read_text()
     undecided = []
     for name, model, _ in sections:
-        if name == "memory":
-            continue
+        source = _rule_source(name) or ""
         for key in model.model_fields:
-            if key in FREE.get(name, set()) or f'"{key}"' in rules or f"{key}=" in rules:
+            if key in FREE.get(name, set()) | HELD_ELSEWHERE.get(name, set()) or f'"{key}"' in source \
+                    or f"{key}=" in source:
                 continue
             undecided.append(f"{name}.{key}")
     assert not undecided, ("settings with no merge rule and not listed as free for a child — decide which "
