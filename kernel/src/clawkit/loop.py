@@ -108,8 +108,10 @@ class Agent(TurnSide, ModelSide):
                 res = fn(**{k: v for k, v in {"register": self._tool_register(plugin_name), "agent": config}.items() if k in argnames})
                 if inspect.isawaitable(res):
                     self.hooks._settle("register_tools", plugin_name, res)
-            except ConfigError:
-                raise  # the user's configuration is wrong (a sub-agent's file): stop, as for the agent file itself
+            except ConfigError:  # the user's configuration is wrong (a sub-agent's file): stop, as for the agent file
+                if self._owns_store:
+                    store.close()  # nothing of this agent stays open
+                raise
             except Exception as exc:
                 self.hooks.report("register_tools", plugin_name, exc)
         self._check_allowlist()
