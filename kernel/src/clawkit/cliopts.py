@@ -88,6 +88,18 @@ def workspace_db(args: argparse.Namespace) -> Any:
     return Path(".clawkit/state.db")
 
 
+def session_store(args: argparse.Namespace) -> Any:
+    """The workspace's session store (:func:`workspace_db`) for the ``sessions`` commands; a missing
+    SQLite file is a usage error, not a new empty database."""
+    from .sessions import SessionStore
+    from .storage import is_postgres_url
+
+    db = workspace_db(args)
+    if not is_postgres_url(db) and not db.is_file():
+        raise UsageError(f"{db}: no session database here (pass --db PATH or --agent AGENT.yaml)")
+    return SessionStore(db)
+
+
 def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if getattr(args, "model", None):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from ..cliopts import EXIT_OK, workspace_config, workspace_db
+from ..cliopts import EXIT_OK, session_store, workspace_config
 
 EXIT_FAILED = 1
 
@@ -23,18 +23,6 @@ def register(sub) -> None:
     p.set_defaults(handler=cmd_prune)
 
 
-def _store(args):
-    """The workspace's session store (as ``sessions list`` opens it; see .sessions)."""
-    from ..errors import UsageError
-    from ..sessions import SessionStore
-    from ..storage import is_postgres_url
-
-    db = workspace_db(args)
-    if not is_postgres_url(db) and not db.is_file():
-        raise UsageError(f"{db}: no session database here (pass --db PATH or --agent AGENT.yaml)")
-    return SessionStore(db)
-
-
 def _hooks(args, cfg):
     from ..hooks import HookRunner
     from ..plugins import get_plugin_manager
@@ -49,7 +37,7 @@ def _delete(args, ids: list[str]) -> int:
     from ..forget import BusySessions, UnknownSessions, describe, dumps, forget
 
     cfg = workspace_config(args)
-    store = _store(args)
+    store = session_store(args)
     try:
         report = forget(store, ids, hooks=_hooks(args, cfg), config=cfg)
     except (UnknownSessions, BusySessions) as exc:
@@ -73,7 +61,7 @@ def cmd_prune(args) -> int:
     from ..forget import older_than, parse_duration
 
     seconds = parse_duration(args.older_than)
-    store = _store(args)
+    store = session_store(args)
     try:
         ids = older_than(store, seconds, time.time())
         rows = {r["id"]: r for r in store.list(10**9)} if args.dry_run else {}

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 
-from ..cliopts import EXIT_OK, add_workspace_options, workspace_db
+from ..cliopts import EXIT_OK, add_workspace_options, session_store
 from ..errors import UsageError
 
 
@@ -31,24 +30,13 @@ def register(cli) -> None:
     add_workspace_options(p)
 
 
-def _store(args):
-    from ..sessions import SessionStore
-
-    from ..storage import is_postgres_url
-
-    db = workspace_db(args)
-    if not is_postgres_url(db) and not db.is_file():
-        raise UsageError(f"{db}: no session database here (pass --db PATH or --agent AGENT.yaml)")
-    return SessionStore(db)
-
-
 def _get(store, sid: str) -> None:
     if not store.exists(sid):
         raise UsageError(f"no session {sid!r} in {store.path}")
 
 
 def cmd_list(args) -> int:
-    store = _store(args)
+    store = session_store(args)
     rows = store.list(args.limit)
     if args.json:
         print(json.dumps(rows))
@@ -72,7 +60,7 @@ def _cache_and_thinking(store, session_id: str) -> dict[str, int]:
 
 
 def cmd_show(args) -> int:
-    store = _store(args)
+    store = session_store(args)
     _get(store, args.id)
     if getattr(args, "tree", False):
         from .tree import print_tree
@@ -108,7 +96,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_export(args) -> int:
-    store = _store(args)
+    store = session_store(args)
     _get(store, args.id)
     for line in store.export_jsonl(args.id):
         sys.stdout.write(line + "\n")
