@@ -98,11 +98,19 @@ def with_children(store: Any, session_ids: Iterable[str]) -> list[str]:
     return out
 
 
-def _blob_shas(store: Any, session_ids: list[str]) -> set[str]:
+def unshared_attachments(store: Any, session_ids: list[str]) -> list[str]:
+    """SHA-256s of the attachments the sessions' messages show and no other session's message does:
+    the bytes that go with them (files here, ``clawkit_attachments`` rows for the turn queue). Read
+    before the sessions' rows are deleted."""
     marks = ",".join("?" * len(session_ids))
     rows = store.conn.execute(f"SELECT data FROM messages WHERE session_id IN ({marks}) AND data LIKE '%sha256%'",
                               tuple(session_ids)).fetchall()
-    return {sha for (data,) in rows for sha in _SHA.findall(data or "")}
+    out = []
+    for sha in sorted({sha for (data,) in rows for sha in _SHA.findall(data or "")}):
+        if not store.conn.execute(f"SELECT 1 FROM messages WHERE data LIKE ? AND session_id NOT IN ({marks}) LIMIT 1",
+                                  (f"%{sha}%", *session_ids)).fetchone():
+            out.append(sha)
+    return out
 
 
 def _transcript_dirs(store: Any, config: Any) -> list[Path]:
@@ -172,22 +180,20 @@ def forget(store: Any, session_ids: Iterable[str], *, hooks: Any = None, config:
         if report.failures:
             report.kept = True
             return report
-        shas = _blob_shas(store, ids)
+        shas = unshared_attachments(store, ids)  # (a blob another session also shows stays)
         report.add(store.delete(ids))
+        from .transcript import Transcript
+
         for d in _transcript_dirs(store, config):
             for s in ids:
-                from .transcript import Transcript
-
                 p = Transcript(d).path(s)
                 if p.exists():
                     p.unlink()
                     report.add({"transcripts": 1})
         root = _blob_root(store, config)
-        for sha in sorted(shas):
-            if store.conn.execute("SELECT 1 FROM messages WHERE data LIKE ? LIMIT 1", (f"%{sha}%",)).fetchone():
-                continue  # another session still shows it
-            p = root / sha[:2] / sha if root is not None else None
-            if p is not None and p.exists():
+        for sha in shas if root is not None else ():
+            p = root / sha[:2] / sha
+            if p.exists():
                 p.unlink()
                 report.add({"attachments": 1})
         purge_wal(store)

@@ -12,13 +12,11 @@ reports it and exits non-zero, keeping the session so it can be run again.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from . import pg
 from .client import APP_NAME, WORKFLOW
 
-_SHA = re.compile(r'"sha256"\s*:\s*"([0-9a-f]{64})"')
 PAGE = 500
 
 
@@ -53,7 +51,7 @@ def _turns(url: str, wanted: set[str]) -> list[str]:
 
 
 def forget(store: Any, session_ids: list[str]) -> dict[str, int] | None:
-    if getattr(store, "dialect", "sqlite") != "postgresql" or not session_ids:
+    if not session_ids:  # (a SQLite store has no queue: the hook does not import this module for one)
         return None
     url = str(store.path)
     counts = {"turn_workflows": 0, "turn_chunks": 0, "approvals": 0, "attachments": 0}
@@ -70,11 +68,8 @@ def forget(store: Any, session_ids: list[str]) -> dict[str, int] | None:
             counts["approvals"] = conn.execute(f"DELETE FROM clawkit_approvals WHERE session_id IN ({marks})",
                                                session_ids).rowcount
         if "clawkit_attachments" in tables and "messages" in tables:
-            rows = conn.execute(f"SELECT data FROM messages WHERE session_id IN ({marks}) AND data LIKE '%%sha256%%'",
-                                session_ids).fetchall()
-            for sha in sorted({s for (d,) in rows for s in _SHA.findall(d or "")}):
-                shared = conn.execute(f"SELECT 1 FROM messages WHERE data LIKE %s AND session_id NOT IN ({marks}) LIMIT 1",
-                                      [f"%{sha}%", *session_ids]).fetchone()
-                if not shared:
-                    counts["attachments"] += conn.execute("DELETE FROM clawkit_attachments WHERE sha256 = %s", (sha,)).rowcount
+            from clawkit.forget import unshared_attachments
+
+            for sha in unshared_attachments(store, session_ids):
+                counts["attachments"] += conn.execute("DELETE FROM clawkit_attachments WHERE sha256 = %s", (sha,)).rowcount
     return counts
