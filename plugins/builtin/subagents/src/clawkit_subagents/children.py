@@ -213,8 +213,7 @@ def check_child(config: Any, name: str, spec: SubagentSpec) -> None:
     from types import SimpleNamespace
 
     parent = SimpleNamespace(config=config)
-    data, where, lines, base = _load_data(parent, name, spec)
-    data = dict(data)
+    data, where, lines, base = _load_data(parent, name, spec)  # (a fresh mapping: an inline one is copied)
     data["workspace"] = child_workspace(parent, data, where)
     validate_agent(data, where, lines, base_dir=base, model=type(config))
 

@@ -131,7 +131,7 @@ def hold_shield(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]
 
 def hold_sequence(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     out = dict(child)
-    mine = [r for r in child.get("rules") or [] if isinstance(r, dict)] if isinstance(child.get("rules"), list) else []
+    mine = [r for r in child["rules"] if isinstance(r, dict)] if isinstance(child.get("rules"), list) else []
     theirs = list(parent.get("rules") or [])
     out["rules"] = theirs + [r for r in mine if r not in theirs]  # the parent's rules bind; the child may add
     out["count_failed"] = _both(parent.get("count_failed", False), child.get("count_failed"))
@@ -140,8 +140,7 @@ def hold_sequence(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, An
     held = dict(c_dir)
     held["enabled"] = _either(p_dir.get("enabled", True), c_dir.get("enabled"))  # obeying escalateToOwner stays on
     held["untrusted_tools"] = _union(p_dir.get("untrusted_tools"), c_dir.get("untrusted_tools"))
-    held["trusted_tools"] = _within(p_dir.get("trusted_tools"), c_dir.get("trusted_tools")) if "trusted_tools" in c_dir \
-        else list(p_dir.get("trusted_tools") or [])
+    held["trusted_tools"] = _within(p_dir.get("trusted_tools"), c_dir.get("trusted_tools"))
     out["directives"] = held
     return {k: v for k, v in out.items() if v is not None}
 
