@@ -60,23 +60,40 @@ def load_key(create: bool = True) -> bytes | None:
     except FileNotFoundError:
         if not create:
             return None
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process created it first
-            data = path.read_bytes()
-        except OSError as exc:
-            raise AuditKeyError(f"cannot create the audit key {path}: {exc.strerror or exc}") from None
-        else:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(secrets.token_bytes(KEY_BYTES))
-            data = path.read_bytes()
+        data = _create_key(path)
     except OSError as exc:
         raise AuditKeyError(f"cannot read the audit key {path}: {exc.strerror or exc}") from None
     if len(data) < 16:
         raise AuditKeyError(f"the audit key {path} is damaged ({len(data)} bytes)")
     _keys[str(path)] = data
     return data
+
+
+def _create_key(path: Path) -> bytes:
+    """Write a new key to a file of this process and thread, then link it in as ``path``: the key
+    appears whole or not at all. (Created in place, another process or thread could read it empty
+    between the create and the write — "damaged (0 bytes)" when two start at once.) When another
+    one links its key first, that key is the key."""
+    tmp = path.with_name(f".key-{os.getpid()}-{threading.get_ident()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(secrets.token_bytes(KEY_BYTES))
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:  # another process or thread linked its key first
+            pass
+        return path.read_bytes()
+    except OSError as exc:
+        raise AuditKeyError(f"cannot create the audit key {path}: {exc.strerror or exc}") from None
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def forget_keys() -> None:
