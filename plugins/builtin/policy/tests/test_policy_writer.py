@@ -12,47 +12,30 @@ import clawkit_policy
 import clawkit_tools
 from clawkit.testing import ScriptedReply, call
 from clawkit_policy import AuditLedger, ledger_for
-from clawkit_policy.gate import prepare
 from clawkit_policy.writer import MAX_DELAY, LedgerWriter
 
 PLUGINS = (clawkit_tools, clawkit_policy)
 redact_mod = importlib.import_module("clawkit_policy.redact")
 
 
-def writer_for(path):
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    return conn, LedgerWriter(conn, str(path), prepare([]))
 
 
-def writer_in_vanished_dir(tmp_path):
-    """A writer whose database directory has been deleted (a test's temporary directory, at exit)."""
-    (tmp_path / "gone").mkdir()
-    conn, writer = writer_for(tmp_path / "gone" / "a.db")
-    conn.close()
-    for name in ("a.db", "a.db-wal", "a.db-shm"):
-        (tmp_path / "gone" / name).unlink(missing_ok=True)
-    (tmp_path / "gone").rmdir()
-    return conn, writer
 
 
-def count(path):
-    with sqlite3.connect(path) as other:
-        return other.execute("SELECT count(*) FROM policy_audit").fetchone()[0]
 
 
-def test_records_are_committed_without_a_kick_within_the_max_delay(tmp_path):
+def test_records_are_committed_without_a_kick_within_the_max_delay(tmp_path, ledger_files):
     """A long-running tool must not keep its decision record in memory: the timer writes it."""
-    conn, writer = writer_for(tmp_path / "a.db")
+    conn, writer = ledger_files.writer(tmp_path / "a.db")
     writer.submit("decision", {"tool": "shell_exec", "decision": "allow"})
     deadline = time.monotonic() + 20 * MAX_DELAY
-    while count(tmp_path / "a.db") == 0 and time.monotonic() < deadline:
+    while ledger_files.count(tmp_path / "a.db") == 0 and time.monotonic() < deadline:
         time.sleep(MAX_DELAY / 5)
-    assert count(tmp_path / "a.db") == 1
+    assert ledger_files.count(tmp_path / "a.db") == 1
 
 
-def test_flush_commits_everything_before_it_in_order_and_the_chain_verifies(tmp_path):
-    conn, writer = writer_for(tmp_path / "a.db")
+def test_flush_commits_everything_before_it_in_order_and_the_chain_verifies(tmp_path, ledger_files):
+    conn, writer = ledger_files.writer(tmp_path / "a.db")
     for i in range(600):  # more than one BATCH: some are written by size, the rest by the flush
         writer.submit("event", {"decision": f"e{i}", "data": {"i": i}})
         if i == 300:
@@ -63,11 +46,11 @@ def test_flush_commits_everything_before_it_in_order_and_the_chain_verifies(tmp_
     assert ledger.verify().ok
 
 
-def test_records_are_screened_then_redacted_structurally(tmp_path, monkeypatch):
+def test_records_are_screened_then_redacted_structurally(tmp_path, monkeypatch, ledger_files):
     monkeypatch.setenv("ODD_TOKEN", 'ab"cd\\ef-123')  # JSON escapes it: the screen must still see it
     redact_mod.refresh()
     try:
-        conn, writer = writer_for(tmp_path / "a.db")
+        conn, writer = ledger_files.writer(tmp_path / "a.db")
         writer.submit("decision", {"arguments": {"command": 'echo ab"cd\\ef-123'}, "reason": "plain", "data": {"n": 1}})
         writer.submit("decision", {"arguments": {"path": "notes/today.md"}, "requested": {"paths": ["/w/notes"]}})
         writer.submit("decision", {"arguments": {"password": "hunter2", "Cookie": "c=1"}})
@@ -116,38 +99,38 @@ def test_a_symlink_made_by_a_tool_is_seen_by_the_next_gate(build_agent, workspac
     assert decisions == ["allow", "require_approval"]
 
 
-def test_flush_writes_on_the_calling_thread_and_a_later_flush_with_nothing_queued_does_nothing(tmp_path):
+def test_flush_writes_on_the_calling_thread_and_a_later_flush_with_nothing_queued_does_nothing(tmp_path, ledger_files):
     """The turn's end commits its records itself (no hand-off to the thread and wait)."""
     import threading
 
     seen = []
-    conn, writer = writer_for(tmp_path / "a.db")
+    conn, writer = ledger_files.writer(tmp_path / "a.db")
     inner = writer.prepare
     writer.prepare = lambda fields: (seen.append(threading.get_ident()), inner(fields))[1]
     writer.submit("decision", {"tool": "read_file", "decision": "allow"})
     writer.submit("execution", {"tool": "read_file", "content": "hello"})
     writer.flush()
     assert seen == [threading.get_ident()] * 2
-    assert count(tmp_path / "a.db") == 2 and writer.pending == 0
+    assert ledger_files.count(tmp_path / "a.db") == 2 and writer.pending == 0
     writer.flush()  # nothing queued: nothing prepared, nothing written
-    assert len(seen) == 2 and count(tmp_path / "a.db") == 2
+    assert len(seen) == 2 and ledger_files.count(tmp_path / "a.db") == 2
     assert AuditLedger(conn).verify().ok
 
 
-def test_a_flush_with_nothing_queued_starts_no_thread_and_opens_no_database(tmp_path):
+def test_a_flush_with_nothing_queued_starts_no_thread_and_opens_no_database(tmp_path, ledger_files):
     """Also at interpreter exit: a writer whose directory is gone, with nothing queued, is left alone."""
     from clawkit_policy import writer as writer_mod
 
-    conn, writer = writer_in_vanished_dir(tmp_path)
+    conn, writer = ledger_files.in_vanished_dir(tmp_path)
     writer.flush()
     writer_mod.close_all()
     assert writer._thread is None and writer._ledger is None and writer.error is None
 
 
-def test_a_database_that_cannot_be_opened_fails_closed_without_a_traceback(tmp_path, capfd, caplog):
+def test_a_database_that_cannot_be_opened_fails_closed_without_a_traceback(tmp_path, capfd, caplog, ledger_files):
     """Queued records whose directory disappeared: the flush logs one warning (no thread traceback,
     no 10 s wait) and the next gate call is refused."""
-    conn, writer = writer_in_vanished_dir(tmp_path)
+    conn, writer = ledger_files.in_vanished_dir(tmp_path)
     writer.submit("decision", {"tool": "shell_exec", "decision": "allow"})
     started = time.monotonic()
     writer.flush()
@@ -163,8 +146,8 @@ def test_a_database_that_cannot_be_opened_fails_closed_without_a_traceback(tmp_p
     assert "Traceback" not in capfd.readouterr().err
 
 
-def test_the_timer_thread_also_fails_closed_when_the_database_cannot_be_opened(tmp_path):
-    conn, writer = writer_in_vanished_dir(tmp_path)
+def test_the_timer_thread_also_fails_closed_when_the_database_cannot_be_opened(tmp_path, ledger_files):
+    conn, writer = ledger_files.in_vanished_dir(tmp_path)
     writer.submit("decision", {"tool": "shell_exec", "decision": "allow"})
     deadline = time.monotonic() + 20 * MAX_DELAY
     while writer.error is None and time.monotonic() < deadline:
@@ -185,15 +168,15 @@ def test_a_turns_records_are_committed_when_the_turn_ends(build_agent, workspace
     assert AuditLedger(agent.store.conn).verify().ok
 
 
-def test_records_are_synced_and_anchored_off_the_flush_then_the_anchor_matches(tmp_path):
+def test_records_are_synced_and_anchored_off_the_flush_then_the_anchor_matches(tmp_path, ledger_files):
     """Group commit: the flush commits (visible, survives a killed process); the writer's thread
     fsyncs and only then advances the anchor, which never points past a durable record."""
     from clawkit_policy import anchor
 
-    conn, writer = writer_for(tmp_path / "a.db")
+    conn, writer = ledger_files.writer(tmp_path / "a.db")
     writer.submit("decision", {"tool": "read_file", "decision": "allow"})
     writer.flush()
-    assert count(tmp_path / "a.db") == 1
+    assert ledger_files.count(tmp_path / "a.db") == 1
     writer.wait_durable()
     assert writer.durable_seq == 1
     found = anchor.read_anchor(anchor.load_key(create=False), writer.sync.db)
@@ -202,24 +185,24 @@ def test_records_are_synced_and_anchored_off_the_flush_then_the_anchor_matches(t
     assert AuditLedger(conn).verify().ok
 
 
-def test_the_anchor_never_moves_back(tmp_path):
+def test_the_anchor_never_moves_back(tmp_path, ledger_files):
     from clawkit_policy import anchor
 
-    conn, writer = writer_for(tmp_path / "a.db")
+    conn, writer = ledger_files.writer(tmp_path / "a.db")
     key, db = anchor.load_key(), writer.sync.db
     anchor.advance_anchor(key, db, 5, "e" * 64)
     anchor.advance_anchor(key, db, 3, "c" * 64)  # a slower process anchoring an older record
     assert anchor.read_anchor(key, db)["seq"] == 5
 
 
-def test_the_anchor_never_moves_back_past_one_another_process_wrote(tmp_path):
+def test_the_anchor_never_moves_back_past_one_another_process_wrote(tmp_path, ledger_files):
     """advance_anchor skips re-reading the anchor this process wrote last; a file another process
     put there since (a new inode) is read and respected."""
     import os
 
     from clawkit_policy import anchor
 
-    conn, writer = writer_for(tmp_path / "a.db")
+    conn, writer = ledger_files.writer(tmp_path / "a.db")
     key, db = anchor.load_key(), writer.sync.db
     anchor.advance_anchor(key, db, 5, "e" * 64)
     path = anchor.anchor_path(db)
@@ -232,7 +215,7 @@ def test_the_anchor_never_moves_back_past_one_another_process_wrote(tmp_path):
     assert anchor.read_anchor(key, db)["seq"] == 11
 
 
-def test_an_anchor_read_while_it_is_rewritten_in_place_is_read_again_under_the_lock(tmp_path):
+def test_an_anchor_read_while_it_is_rewritten_in_place_is_read_again_under_the_lock(tmp_path, ledger_files):
     """advance_anchor rewrites the anchor in place under the lock file; a reader that sees a half-written
     file (here: garbage while the lock is held) reads it again under the lock instead of calling it damaged."""
     import fcntl
@@ -241,7 +224,7 @@ def test_an_anchor_read_while_it_is_rewritten_in_place_is_read_again_under_the_l
 
     from clawkit_policy import anchor
 
-    conn, writer = writer_for(tmp_path / "a.db")
+    conn, writer = ledger_files.writer(tmp_path / "a.db")
     key, db = anchor.load_key(), writer.sync.db
     anchor.advance_anchor(key, db, 1, "a" * 64)
     anchor.advance_anchor(key, db, 2, "b" * 64)  # in place
@@ -262,29 +245,29 @@ def test_an_anchor_read_while_it_is_rewritten_in_place_is_read_again_under_the_l
     assert found[0]["valid"] and found[0]["seq"] == 2
 
 
-def test_a_commit_nobody_waits_for_is_synced_and_anchored_within_the_group_commit_window(tmp_path):
+def test_a_commit_nobody_waits_for_is_synced_and_anchored_within_the_group_commit_window(tmp_path, ledger_files):
     """Group commit: without a waiter the thread syncs on its own, at most SYNC_DELAY after the commit
     (one fsync for every commit of that window), then advances the anchor."""
     from clawkit_policy import anchor
     from clawkit_policy.writer import SYNC_DELAY
 
-    conn, writer = writer_for(tmp_path / "a.db")
+    conn, writer = ledger_files.writer(tmp_path / "a.db")
     for i in range(3):
         writer.submit("decision", {"session_id": f"s{i}", "tool": "read_file", "decision": "allow"})
         writer.flush()
-    assert count(tmp_path / "a.db") == 3
+    assert ledger_files.count(tmp_path / "a.db") == 3
     with writer._synced:  # waits without asking for a sync (durable()/wait_durable() would ask)
         assert writer._synced.wait_for(lambda: writer.durable_seq == 3, timeout=100 * SYNC_DELAY)
     assert anchor.read_anchor(anchor.load_key(create=False), writer.sync.db)["seq"] == 3
     assert AuditLedger(conn).verify().ok
 
 
-def test_a_flush_on_the_owner_thread_writes_with_the_store_connection(tmp_path):
+def test_a_flush_on_the_owner_thread_writes_with_the_store_connection(tmp_path, ledger_files):
     """One connection for the turn's writes and the ledger's (a second one would make SQLite drop the
     page cache of each at every commit of the other); a flush from another thread uses its own."""
     import threading
 
-    conn, writer = writer_for(tmp_path / "a.db")
+    conn, writer = ledger_files.writer(tmp_path / "a.db")
     writer.submit("decision", {"tool": "read_file", "decision": "allow"})
     writer.flush()
     assert writer._shared is not None and writer._shared.conn is conn and writer._ledger is None
@@ -293,22 +276,22 @@ def test_a_flush_on_the_owner_thread_writes_with_the_store_connection(tmp_path):
     other.start()
     other.join()
     assert writer._ledger is not None and writer._ledger.conn is not conn
-    assert count(tmp_path / "a.db") == 2
+    assert ledger_files.count(tmp_path / "a.db") == 2
     conn.execute("BEGIN")  # the store's connection inside a transaction: the flush commits on its own
     writer.submit("decision", {"tool": "read_file", "decision": "allow"})
     writer.flush()
-    assert count(tmp_path / "a.db") == 3
+    assert ledger_files.count(tmp_path / "a.db") == 3
     conn.execute("COMMIT")
     writer.close()
     assert AuditLedger(conn).verify().ok
 
 
-def test_a_gate_waits_for_earlier_records_to_be_durable(tmp_path):
+def test_a_gate_waits_for_earlier_records_to_be_durable(tmp_path, ledger_files):
     """durable() is None once synced; while records are committed but not yet on disk it is a future
     the gate awaits, done when the thread has synced them."""
     import asyncio
 
-    conn, writer = writer_for(tmp_path / "a.db")
+    conn, writer = ledger_files.writer(tmp_path / "a.db")
 
     async def scenario():
         writer.submit("decision", {"session_id": "s1", "tool": "read_file", "decision": "allow"})
@@ -323,13 +306,13 @@ def test_a_gate_waits_for_earlier_records_to_be_durable(tmp_path):
     asyncio.run(scenario())
 
 
-def test_sync_soon_syncs_a_going_on_session_without_waiting_for_the_window(tmp_path, monkeypatch):
+def test_sync_soon_syncs_a_going_on_session_without_waiting_for_the_window(tmp_path, monkeypatch, ledger_files):
     """A chat's next turn starts the fsync of its session's earlier records at once (its first tool call
     will wait for them); a session with nothing left to sync starts nothing."""
     from clawkit_policy import writer as writer_mod
 
     monkeypatch.setattr(writer_mod, "SYNC_DELAY", 600.0)  # the window alone would not sync during this test
-    conn, writer = writer_for(tmp_path / "a.db")
+    conn, writer = ledger_files.writer(tmp_path / "a.db")
     writer.submit("decision", {"session_id": "s1", "tool": "read_file", "decision": "allow"})
     writer.flush()
     writer.sync_soon("s2")  # nothing of s2's is waiting
@@ -365,12 +348,12 @@ def test_a_chat_turn_starts_the_sync_of_its_earlier_records(build_agent, workspa
     assert ledger_for(agent.store).verify().ok
 
 
-def test_a_failed_sync_blocks_the_next_gate_call(tmp_path):
+def test_a_failed_sync_blocks_the_next_gate_call(tmp_path, ledger_files):
     """The anchor cannot be advanced after the commit (its lock file became a directory): the writer
     fails, waiters are released, and the next record is refused (fail closed)."""
     from clawkit_policy import anchor
 
-    conn, writer = writer_for(tmp_path / "a.db")
+    conn, writer = ledger_files.writer(tmp_path / "a.db")
     writer.submit("decision", {"tool": "read_file", "decision": "allow"})
     writer.flush()
     writer.wait_durable()

@@ -9,23 +9,14 @@ import sqlite3
 
 from clawkit.types import LlmResponse, ToolCall
 from clawkit_policy import AuditLedger
-from clawkit_policy.gate import prepare
-from clawkit_policy.writer import LedgerWriter
 
 
-def writer_for(path):
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    return conn, LedgerWriter(conn, str(path), prepare([]))
 
 
-def count(path):
-    with sqlite3.connect(path) as other:
-        return other.execute("SELECT count(*) FROM policy_audit").fetchone()[0]
 
 
-def test_callers_of_one_loop_iteration_share_one_flush_and_later_callers_get_a_later_one(tmp_path):
-    conn, writer = writer_for(tmp_path / "a.db")
+def test_callers_of_one_loop_iteration_share_one_flush_and_later_callers_get_a_later_one(tmp_path, ledger_files):
+    conn, writer = ledger_files.writer(tmp_path / "a.db")
     begins = []
     conn.set_trace_callback(lambda sql: begins.append(sql) if sql.startswith("BEGIN") else None)
 
@@ -35,26 +26,21 @@ def test_callers_of_one_loop_iteration_share_one_flush_and_later_callers_get_a_l
             writer.submit("execution", {"tool": "ping", "session_id": f"s{i}"})
             futs.append(writer.flush_soon())
         assert all(f is futs[0] for f in futs)
-        assert count(tmp_path / "a.db") == 0  # nothing written before the loop gets control back
+        assert ledger_files.count(tmp_path / "a.db") == 0  # nothing written before the loop gets control back
         await asyncio.gather(*futs)
-        assert count(tmp_path / "a.db") == 5 and len(begins) == 1
+        assert ledger_files.count(tmp_path / "a.db") == 5 and len(begins) == 1
         writer.submit("execution", {"tool": "ping", "session_id": "s5"})
         later = writer.flush_soon()
         assert later is not futs[0]
         await later
-        assert count(tmp_path / "a.db") == 6 and len(begins) == 2
+        assert ledger_files.count(tmp_path / "a.db") == 6 and len(begins) == 2
 
     asyncio.run(main())
     assert AuditLedger(conn).verify().ok
 
 
-def test_a_write_failure_fails_every_waiter_closed(tmp_path):
-    (tmp_path / "gone").mkdir()
-    conn, writer = writer_for(tmp_path / "gone" / "a.db")
-    conn.close()
-    for name in ("a.db", "a.db-wal", "a.db-shm"):
-        (tmp_path / "gone" / name).unlink(missing_ok=True)
-    (tmp_path / "gone").rmdir()
+def test_a_write_failure_fails_every_waiter_closed(tmp_path, ledger_files):
+    conn, writer = ledger_files.in_vanished_dir(tmp_path)
 
     async def main():
         writer.submit("execution", {"tool": "ping"})
