@@ -56,10 +56,14 @@ def add_workspace_options(parser: argparse.ArgumentParser) -> None:
 
 
 def workspace_config(args: argparse.Namespace) -> Any:
-    """The ``--agent`` file's validated config, or None when no ``--agent`` was given."""
+    """The ``--agent`` file's validated config, or None when no ``--agent`` was given. Read once per
+    command (kept on ``args``: a command asking for its database and its config loads the file once)."""
     agent = getattr(args, "agent", None)
     if not agent:
         return None
+    cached = vars(args).get("_workspace_config")
+    if cached is not None and cached[0] == agent:
+        return cached[1]
     from pathlib import Path
 
     if not Path(agent).is_file():
@@ -67,6 +71,7 @@ def workspace_config(args: argparse.Namespace) -> Any:
     from .runtime import load_config
 
     cfg, _ = load_config(agent, pm=getattr(args, "pm", None))
+    args._workspace_config = (agent, cfg)
     return cfg
 
 
