@@ -8,7 +8,7 @@ r when the r-th result lies in one of its labelled sections (the same rule as
 ``test_memory_docs_eval.py``). Printed: recall@3 (the recall contributor injects 3 snippets),
 recall@1, MRR@10, and the CPU seconds each provider spent embedding docs/ and the questions.
 
-    python tests/benchmarks/bench_retrieval.py                 # the default local provider
+    python tests/benchmarks/bench_retrieval.py                 # the default local provider and the static one
     python tests/benchmarks/bench_retrieval.py --minilm-model model.onnx --minilm-tokenizer tokenizer.json
     python tests/benchmarks/bench_retrieval.py --static-dir DIR   # + a table of scripts/distill_static_embeddings.py
     python tests/benchmarks/bench_retrieval.py --docs-rev 0ce5172  # docs/ as of a commit (git archive)
@@ -150,12 +150,16 @@ def main() -> None:
     ap.add_argument("--before", action="store_true",
                     help="also score every provider with the search settings before issue 29's fourth pass "
                          "(50 candidates per list, no section collapse), and time both pipelines' searches interleaved")
+    ap.add_argument("--no-static", action="store_true", help="leave out the static provider (WordLlama's table)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     from clawkit_memory.config import EmbeddingConfig
     from clawkit_memory.embeddings import LocalMiniLM, LocalStatic
+    from clawkit_memory.local import LocalEmbeddings
 
-    providers = {"local (wordllama, default)": LocalStatic(EmbeddingConfig())}
+    providers = {"local (MiniLM in numpy, default)": LocalEmbeddings(EmbeddingConfig())}
+    if not args.no_static:
+        providers["static (wordllama)"] = LocalStatic(EmbeddingConfig())
     if args.minilm_model:
         providers["minilm (onnxruntime)"] = LocalMiniLM(EmbeddingConfig(provider="minilm", model_path=args.minilm_model,
                                                                           tokenizer_path=args.minilm_tokenizer))

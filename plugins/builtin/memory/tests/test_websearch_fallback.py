@@ -48,7 +48,7 @@ def test_a_failing_probe_means_local_from_the_start():
 
 
 def test_auto_resolution():
-    assert type(resolve_provider(EmbeddingConfig(), {})).__name__ == "LocalStatic"
+    assert type(resolve_provider(EmbeddingConfig(), {})).__name__ == "LocalEmbeddings"
     fb = resolve_provider(EmbeddingConfig(provider="auto", remote="gemini", model="text-embedding-004"), {})
     assert isinstance(fb, FallbackEmbeddings) and fb.remote.model == "gemini/text-embedding-004"
     assert fb.remote.dimensions == 768  # the model's known size: no probe needed

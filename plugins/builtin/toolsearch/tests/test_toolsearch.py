@@ -100,12 +100,11 @@ def test_bm25_retrieval_recall_on_the_labelled_set():
 
 
 def test_hybrid_retrieval_recall_on_the_labelled_set(make_agent):
-    """The ranking select_tools and find_tools use, with the default ``local`` provider — since issue 29
-    clawkit-memory's static WordLlama table, no longer MiniLM. 0.95 was MiniLM's figure (129/135); no
-    weighting of the static table's vectors reaches it (0.926 at best, tuned on all 135), so the bar is
-    below what the score fusion reaches (0.911, 123/135; 0.912 and 0.910 on the even and odd halves;
-    weights tuned on one half reach 0.910 / 0.868 on the other) and above reciprocal-rank fusion's
-    0.881 (119/135) with the same vectors — docs/plugins/toolsearch.md."""
+    """The ranking select_tools and find_tools use, with the default ``local`` provider (clawkit-memory's
+    MiniLM in numpy; from issue 29's first pass to its fifth a static WordLlama table). Score fusion was
+    chosen for the static table, where it beat reciprocal-rank fusion on both counts (recall@8 0.911 vs
+    0.881). With MiniLM it ranks the right tool higher (MRR@10 0.786 vs 0.745) for 3 requests fewer in
+    the 8 sent (0.933 vs 0.956) — docs/plugins/toolsearch.md."""
     pytest.importorskip("clawkit_memory")  # the local embedding provider
     from clawkit_toolsearch import vectors
     from clawkit_toolsearch.index import ToolIndex
@@ -117,5 +116,6 @@ def test_hybrid_retrieval_recall_on_the_labelled_set(make_agent):
     ranked = {q: vectors.hybrid(emb, key, q, idx.scores(q), 10) for q, _ in REQUESTS}
     recall = sum(want in ranked[q][:8] for q, want in REQUESTS) / len(REQUESTS)
     mrr = sum(1 / (ranked[q].index(want) + 1) for q, want in REQUESTS if want in ranked[q]) / len(REQUESTS)
-    rrf = sum(want in vectors.fuse(idx.search(q, 50), vectors.rank(emb, key, q, 50), k=8) for q, want in REQUESTS)
-    assert recall >= 0.90 and recall > rrf / len(REQUESTS) and mrr >= 0.70, (recall, rrf, mrr)
+    fused = {q: vectors.fuse(idx.search(q, 50), vectors.rank(emb, key, q, 50), k=10) for q, _ in REQUESTS}
+    rrf_mrr = sum(1 / (fused[q].index(want) + 1) for q, want in REQUESTS if want in fused[q]) / len(REQUESTS)
+    assert recall >= 0.92 and mrr >= 0.75 and mrr > rrf_mrr, (recall, mrr, rrf_mrr)

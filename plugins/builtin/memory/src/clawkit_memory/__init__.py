@@ -22,10 +22,11 @@ from .activity import _ACTIVE, _LAST, _PENDING, STALE_TURN, quiet_for, take_pend
 # The entry-point module stays a thin set of hookimpls: ``clawkit --help`` imports every
 # plugin, and numpy / sqlite-vec / the embedding table load only when a hook body first runs.
 _EXPORTS = {
-    "MemoryConfig": "config", "AgentMemory": "service", "Hit": "search", "LocalMiniLM": "embeddings",
-    "LocalStatic": "embeddings", "memory_for": "service", "close_all": "service",
+    "MemoryConfig": "config", "AgentMemory": "service", "Hit": "search", "LocalEmbeddings": "local",
+    "LocalMiniLM": "embeddings", "LocalStatic": "embeddings", "memory_for": "service", "close_all": "service",
 }
-__all__ = ["MemoryConfig", "AgentMemory", "Hit", "LocalMiniLM", "LocalStatic", "memory_for", "close_all"]
+__all__ = ["MemoryConfig", "AgentMemory", "Hit", "LocalEmbeddings", "LocalMiniLM", "LocalStatic", "memory_for",
+           "close_all"]
 
 _RECALL: Any = None
 
@@ -57,13 +58,16 @@ def register_config(register):
 
 @hookimpl
 def register_embedding_provider(register):
-    """``local`` (the static table shipped with this package, no neural network at run time) and
-    ``minilm`` (opt-in: MiniLM on onnxruntime), ``openai`` and ``gemini`` (their REST APIs, keys from the
-    environment); ``litellm`` comes from clawkit-litellm."""
+    """``local`` (all-MiniLM-L6-v2 shipped with this package, run in numpy), ``static`` (opt-in: a static
+    token table, WordLlama's when ``wordllama`` is installed), ``minilm`` (opt-in: MiniLM on onnxruntime),
+    ``openai`` and ``gemini`` (their REST APIs, keys from the environment); ``litellm`` comes from
+    clawkit-litellm."""
     from .embeddings import LocalMiniLM, LocalStatic
+    from .local import LocalEmbeddings
     from .remote import GeminiEmbeddings, OpenAIEmbeddings
 
-    register("local", LocalStatic)
+    register("local", LocalEmbeddings)
+    register("static", LocalStatic)
     register("minilm", LocalMiniLM)
     register("openai", OpenAIEmbeddings)
     register("gemini", GeminiEmbeddings)

@@ -1,6 +1,7 @@
-"""Embedding providers: ``local`` (WordLlama's static table, read from the wordllama wheel's
-files) and the opt-in ``minilm`` (the network itself on onnxruntime) here; remote ones come from
-other plugins through ``register_embedding_provider`` (``litellm`` from clawkit-litellm).
+"""Embedding providers: the opt-in ``static`` (WordLlama's static table, read from the wordllama
+wheel's files) and ``minilm`` (MiniLM on onnxruntime) here, the default ``local`` (MiniLM in numpy)
+in :mod:`.local`; remote ones come from other plugins through ``register_embedding_provider``
+(``litellm`` from clawkit-litellm).
 
 The contract: ``factory(config)`` returns an object with ``model``, ``dimensions`` and
 ``embed(texts) -> list of vectors``. Memory never imports another plugin.
@@ -116,7 +117,8 @@ def _static_tokenizer(tok_file: Path) -> Callable[[str], list[int]]:
 
 
 class LocalStatic:
-    """The default local provider: static token embeddings, no neural network at run time.
+    """The opt-in ``static`` provider (the default from issue 29's first pass to its fifth): static
+    token embeddings, no neural network at run time.
 
     The table is WordLlama's ``l2_supercat`` (256 dimensions, 32k tokens; Lee Miller, MIT),
     read from the files of the ``wordllama`` wheel with its ``tokenizer.json`` (read by :mod:`.bpe`,
@@ -298,7 +300,9 @@ def resolve_provider(config: EmbeddingConfig, factories: dict[str, Factory]) -> 
     from .remote import FallbackEmbeddings, GeminiEmbeddings, OpenAIEmbeddings
 
     name = config.provider
-    factories = {"local": LocalStatic, "minilm": LocalMiniLM, "openai": OpenAIEmbeddings, "gemini": GeminiEmbeddings,
+    from .local import LocalEmbeddings
+
+    factories = {"local": LocalEmbeddings, "static": LocalStatic, "minilm": LocalMiniLM, "openai": OpenAIEmbeddings, "gemini": GeminiEmbeddings,
                  **factories}
     remote = None
     if name == "auto":

@@ -80,7 +80,7 @@ def hybrid(emb: Any, key: tuple, query: str, bm25: dict[int, float], k: int) -> 
     """The ``k`` best tools by one score: cosine(query, tool) + FAMILY_WEIGHT * cosine(query, the tool's
     family) + BM25_WEIGHT * the tool's BM25 score over the best one's (``bm25``: by position in ``key``).
 
-    Scores, not ranks, are added: with static token embeddings (clawkit-memory's ``local``) the
+    Scores, not ranks, are added: with static token embeddings (clawkit-memory's ``static``) the
     right tool is often well placed by the vectors while matching no query word, and reciprocal-rank
     fusion then pushed it below any weak lexical match (recall@8 0.881 → 0.911, MRR@10 0.689 → 0.718
     on the labelled set). The family term helps a request that names the service's domain but not the
