@@ -32,17 +32,21 @@ SUMMARIES = {  # what the scripted model writes for each merged group (by a fact
 
 
 class Script:
-    """Replies by ``[case NAME]`` in the latest user message; summarisation requests get the summary
-    of the group whose fact they contain."""
+    """Replies by the case whose text the latest user message is (cases are named ``auto.*`` for the
+    OpenAI wire, ``cmd.*`` for Anthropic's); summarisation requests get the summary of the group whose
+    fact they contain. The messages carry no routing tag: a tag shared by every message made them
+    alike to the embedding model, and recall then brought back unrelated sessions."""
 
     def __init__(self) -> None:
         self.cases: dict[str, list] = {}
+        self.texts: dict[str, str] = {}
         self.requests: dict[str, list] = {}
         self.summaries: list[str] = []
 
-    def add(self, name: str, *replies) -> str:
+    def add(self, name: str, text: str, *replies) -> str:
         self.cases[name] = list(replies)
-        return f"[case {name}]"
+        self.texts[name] = text
+        return text
 
     def __call__(self, request):
         body = json.dumps(request.body)
@@ -50,11 +54,13 @@ class Script:
             self.summaries.append(body)
             return next((s for key, s in SUMMARIES.items() if key in body), "- nothing durable")
         last = None
+        wire = "cmd." if "claude" in str(request.body.get("model")) else "auto."
         for i, msg in enumerate(request.messages):
             if msg.get("role") == "user":
-                m = re.search(r"\[case ([\w.-]+)\]", json.dumps(msg.get("content")))
-                if m:
-                    last = (i, m.group(1))
+                content = json.dumps(msg.get("content"))
+                for name, text in self.texts.items():
+                    if name.startswith(wire) and json.dumps(text)[1:-1] in content:
+                        last = (i, name)
         if last is None:
             return "ok"
         start, name = last
@@ -93,8 +99,7 @@ def outcome(tmp_path_factory):
         jobs.append({"name": name, "cwd": str(root / ws), "argv": list(argv)})
 
     def run(name, ws, text, *replies, agent="agent.yaml"):
-        tag = script.add(name, *replies)
-        job(name, ws, "run", agent, f"{tag} {text}", "--json")
+        job(name, ws, "run", agent, script.add(name, text, *replies), "--json")
 
     with ModelServer() as server:
         # "auto": merged after a turn, in the background (OpenAI wire); "cmd": by `memory compact` (Anthropic wire)

@@ -54,7 +54,7 @@ class RecallConfig(BaseModel):
                               "process's embedding model to load (it loads while the rest of the turn is prepared)")
     k: int = Field(3, gt=0, description="snippets injected at most")
     min_similarity: float | None = Field(None, description="cosine similarity a snippet needs to be injected; default "
-                                                         "the embedding provider's (local: 0.15, minilm/remote: 0.35)")
+                                                         "the embedding provider's (local: 0.30, static: 0.15, minilm/remote: 0.35)")
     dedup_similarity: float = Field(0.92, gt=0, le=1, description="a hit this similar (cosine) to a better one is a "
                                     "near-duplicate and left out, so distinct facts are not crowded out")
     max_chars: int = Field(2000, gt=0, description="size limit of the injected section")
