@@ -1,6 +1,6 @@
 """Where the time of a concurrent run goes: the full install against the kernel alone (issue 29, goal 5).
 
-    .venv/bin/python tests/benchmarks/bench_where.py [--sessions 500] [--runs 3] [--hooks]
+    .venv/bin/python tests/benchmarks/bench_where.py [--sessions 500] [--runs 3] [--hooks] [--without policy,memory]
 
 The scenario of ``bench_peers_concurrency.py``'s ``clawkit`` and ``kernel`` children (bench_concurrency's
 loopback server in a process of its own answering after 100 ms, ``Pinger``, ``make_agent``, persistence
@@ -18,6 +18,9 @@ Medians per variant, per session:
 * with ``--hooks`` (adds some overhead of its own): thread time inside each plugin hook implementation,
   inside the kernel's event emission by event type (persisting, redacting, broadcasting to ``on_event``)
   and inside the store's redaction of stored text.
+
+``--without a,b`` adds a variant per named plugin: the full install with that one plugin turned off
+(what it costs in all: its hooks, the events and records it adds, their redaction, the collector's share).
 
 Figures for docs/benchmarks.md ("Full install against the kernel alone, fourth pass").
 """
@@ -119,8 +122,9 @@ def child(variant: str, url: str, sessions: int, hooks: bool) -> None:
     acc: collections.Counter = collections.Counter()
     if hooks:
         _time_hooks(acc)
+    off = [variant.split(" ", 1)[1]] if variant.startswith("without ") else []
     with tempfile.TemporaryDirectory(prefix="bench-where-") as tmp:
-        agent = make_agent(url, Path(tmp), Pinger())
+        agent = make_agent(url, Path(tmp), Pinger(), off)
 
         async def scenario() -> dict:
             await asyncio.gather(*(agent.turn(f"ping number {i}") for i in range(10)))  # warm-up
@@ -173,6 +177,8 @@ def main() -> int:
     ap.add_argument("--sessions", type=int, default=500)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--hooks", action="store_true", help="also time every hook implementation, event and redaction")
+    ap.add_argument("--without", type=lambda v: [p for p in v.split(",") if p], default=[], metavar="PLUGINS",
+                    help="one more variant per plugin: the full install with it turned off")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -186,7 +192,7 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k not in ("CLAWKIT_LOAD_PLUGINS", "CLAWKIT_TRACE_PLUGINS")}
     server = subprocess.Popen([sys.executable, "-c", SERVER, "0.1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True, env=env)
-    results: dict[str, list[dict]] = {"full": [], "kernel": []}
+    results: dict[str, list[dict]] = {"full": [], "kernel": [], **{f"without {p}": [] for p in args.without}}
     load0 = os.getloadavg()
     try:
         url = server.stdout.readline().strip()
@@ -212,9 +218,9 @@ def main() -> int:
     keys = list(dict.fromkeys(k for rs in results.values() for r in rs for k in r))
     hooks_rows = [k for k in keys if k.startswith("hook ")]
     med = {v: {k: statistics.median(r.get(k, 0.0) for r in rs) for k in keys} for v, rs in results.items()}
-    print(f"  {'':58s} {'full':>9s} {'kernel':>9s}")
+    print(f"  {'':58s}" + "".join(f" {v.replace('without ', '-')[:9]:>9s}" for v in med))
     for k in [k for k in keys if k not in hooks_rows]:
-        print(f"  {k[:58]:58s} {med['full'][k]:9.3f} {med['kernel'][k]:9.3f}")
+        print(f"  {k[:58]:58s}" + "".join(f" {med[v][k]:9.3f}" for v in med))
     if hooks_rows:
         total = sum(med["full"][k] for k in hooks_rows)
         print(f"  plugin hooks, all ({len(hooks_rows)} implementations called){'':9s} {total:9.3f}")
@@ -223,6 +229,10 @@ def main() -> int:
     f, k_ = med["full"], med["kernel"]
     print(f"full / kernel: throughput {f['turns/s'] / k_['turns/s']:.2f}x, main-thread CPU per session "
           f"{f['CPU ms (main thread)'] / k_['CPU ms (main thread)']:.2f}x")
+    for v in [v for v in med if v.startswith("without ")]:
+        w = med[v]
+        print(f"{v}: main-thread CPU per session {f['CPU ms (main thread)'] - w['CPU ms (main thread)']:+.3f} ms less than "
+              f"the full install; / kernel: throughput {w['turns/s'] / k_['turns/s']:.2f}x")
     return 0
 
 
