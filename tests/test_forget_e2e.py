@@ -166,8 +166,18 @@ def test_sessions_delete_forgets_a_conversation_everywhere(tmp_path, model_serve
     assert out.returncode == 1 and "ses_nope" in out.stderr
     assert scan(dot, CANARY_A) == before
 
+    def untrusted_of(sid):
+        conn = sqlite3.connect(dot / "state.db")
+        try:
+            (meta,) = conn.execute("SELECT metadata FROM sessions WHERE id = ?", (sid,)).fetchone()
+        finally:
+            conn.close()
+        return (json.loads(meta or "{}").get("untrusted") or {}).get("count")
+
+    b_taint = untrusted_of(b)  # B recalls A's episode when the model finds them alike: its record names A's file
     out = clawkit(ws, "sessions", "delete", a, "--agent", "agent.yaml", "--json")
     report = json.loads(out.stdout)
+    assert untrusted_of(b) == b_taint  # a recall of A keeps B untrusted; only the naming of A goes (below)
     assert report["ok"] and report["sessions"] == [a, child_sessions[0]["id"]]
     deleted = report["deleted"]
     assert deleted["sessions"] == 2 and deleted["transcripts"] == 2 and deleted["attachments"] == 1

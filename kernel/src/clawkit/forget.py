@@ -294,10 +294,56 @@ def delete_rows(store: Any, session_ids: Iterable[str]) -> dict[str, int]:
             for kind, sql, args in statements:
                 cur = conn.execute(sql, tuple(args))
                 counts[kind] = max(int(getattr(cur, "rowcount", 0) or 0), 0)
+            counts["provenance_rewritten"] = scrub_provenance(conn, ids)
     finally:
         if was == 0:
             _secure(store, False)
     return counts
+
+
+FORGOTTEN_DETAIL = "content of a deleted conversation that held untrusted content"
+
+
+def scrub_sources(sources: Any, session_ids: Iterable[str]) -> tuple[Any, bool]:
+    """Provenance sources (``[{"source", "detail", "kind"}]``) with every detail that names one of
+    ``session_ids`` replaced by :data:`FORGOTTEN_DETAIL` — the taint stays, what it quoted of the
+    deleted conversation (its id, its file names, its sub-agents) goes. ``(sources, changed)``."""
+    ids = [i for i in session_ids if i]
+    if not isinstance(sources, list) or not ids:
+        return sources, False
+    out, changed = [], False
+    for s in sources:
+        if isinstance(s, dict) and any(i in str(s.get("detail", "")) for i in ids):
+            s = {**s, "detail": FORGOTTEN_DETAIL}
+            changed = True
+        if s not in out:
+            out.append(s)
+    return out, changed or len(out) != len(sources)
+
+
+def scrub_provenance(conn: Any, session_ids: list[str]) -> int:
+    """Other sessions that recalled one of ``session_ids`` keep being untrusted, but their record of
+    it no longer names it (``scrub_sources``); the number of sessions rewritten. Inside the
+    caller's transaction."""
+    rows: dict[str, str] = {}
+    for sid in session_ids:
+        for ident, meta in conn.execute("SELECT id, metadata FROM sessions WHERE metadata LIKE ?", (f"%{sid}%",)):
+            if ident not in session_ids:
+                rows[ident] = meta
+    changed = 0
+    for ident, meta in rows.items():
+        try:
+            data = json.loads(meta or "{}")
+        except ValueError:
+            continue
+        record = data.get("untrusted") if isinstance(data, dict) else None
+        if not isinstance(record, dict):
+            continue
+        record["sources"], hit = scrub_sources(record.get("sources"), session_ids)
+        if hit:
+            conn.execute("UPDATE sessions SET metadata = ? WHERE id = ?", (json.dumps(data, separators=(",", ":")), ident))
+            changed += 1
+    return changed
 
 
 def purge_wal(store: Any) -> None:

@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from clawkit.forget import scrub_sources
+
 from . import db as mdb
 from .trust import SESSION, TABLE as TRUST
 
@@ -121,6 +123,18 @@ def forget(store: Any, session_ids: list[str], config: Any) -> dict[str, int] | 
             counts["sources"] += conn.execute(f"DELETE FROM memory_sources WHERE path IN ({marks})", pparts).rowcount
             if TRUST in tables:
                 counts["provenance"] += conn.execute(f"DELETE FROM {TRUST} WHERE path IN ({marks})", pparts).rowcount
+        # the episodes of other sessions that recalled these stay untrusted, without naming them
+        for s_id in session_ids if TRUST in tables else ():
+            for partition, tpath, sources in conn.execute(
+                    f"SELECT partition, path, sources FROM {TRUST} WHERE sources LIKE ?", (f"%{s_id}%",)).fetchall():
+                try:
+                    scrubbed, hit = scrub_sources(json.loads(sources or "[]"), session_ids)
+                except ValueError:
+                    continue
+                if hit:
+                    conn.execute(f"UPDATE {TRUST} SET sources = ? WHERE partition = ? AND path = ?",
+                                 (json.dumps(scrubbed), partition, tpath))
+                    counts["provenance_rewritten"] = counts.get("provenance_rewritten", 0) + 1
         counts["embeddings"] = conn.execute(
             "DELETE FROM memory_embeddings WHERE hash NOT IN (SELECT hash FROM memory_chunks)").rowcount
         if ids:  # FTS5 keeps a deleted row's terms in its index segments until they are merged
