@@ -149,8 +149,11 @@ def test_approving_a_changed_tool_runs_it_and_accepts_the_new_version(mcp_agent,
 
     def run(asked):
         model_server.reset()
+        # no memory recall: the third "go" would recall the second run's episode, which held the changed
+        # (untrusted) description, and be asked about the tool for that — provenance working, not this test's subject
         agent = mcp_agent(lookup, "done", servers={"dict": server}, tools=["mcp__dict__*"],
-                          approver=lambda call, reason, ctx: asked.append(reason) or True)
+                          approver=lambda call, reason, ctx: asked.append(reason) or True,
+                          plugin_config={"memory": {"recall": {"enabled": False}}})
         try:
             agent.run("go")
         finally:
