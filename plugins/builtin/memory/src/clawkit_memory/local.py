@@ -40,6 +40,9 @@ class LocalEmbeddings:
         self.weights = str(settings.get("model_path") or bert.WEIGHTS)
         self.vocab = str(settings.get("vocab_path") or bert.VOCAB)
         self.threads = int(settings.get("threads", 1))
+        # texts per call from the indexer (it writes the cache every 8 calls): ~0.1 s of CPU each, so a
+        # long indexing run's progress bar moves every few seconds; passes are cut by TOKENS_PER_PASS anyway
+        self.batch_size = 4
         self._pair: tuple[Any, Any] | None = None
         self._limiter: Any = None
 
