@@ -78,8 +78,8 @@ def test_long_texts_are_truncated_at_256_tokens():
 
 
 def test_a_damaged_model_file_is_a_clear_error(tmp_path):
-    """A truncated or foreign file names itself; the provider raises EmbeddingError (memory then
-    answers from BM25 and says so), never a numpy traceback."""
+    """A truncated or foreign file names itself: the provider raises EmbeddingError, never a numpy
+    traceback (the CLI's handling: the next test)."""
     cut = tmp_path / "cut.safetensors"
     cut.write_bytes(bert.WEIGHTS.read_bytes()[: 5_000_000])
     junk = tmp_path / "junk.safetensors"
@@ -116,3 +116,24 @@ def test_model_path_points_at_a_copy(tmp_path):
     p = LocalEmbeddings(EmbeddingConfig(provider="local", model_path=str(tmp_path / "w.safetensors"),
                                         vocab_path=str(tmp_path / "vocab.txt")))
     assert float(p.embed([REFERENCE[0]["text"]])[0] @ np.array(REFERENCE[0]["vector"])) >= 0.9999
+
+
+def test_a_run_with_a_broken_model_answers_and_says_why_in_one_line(tmp_path, model_server):
+    """``clawkit run`` with every builtin loaded and ``model_path`` at a damaged file: the turn is
+    answered (memory failing never takes the agent down), stderr names the file in one line (no
+    traceback), and ``clawkit memory search`` exits 1 with the same reason."""
+    model_server.script(lambda request: "Miso hides under the bed.")
+    (tmp_path / "MEMORY.md").write_text("# Notes\nMy cat Miso hides under the bed when the vacuum runs.\n")
+    (tmp_path / "junk.safetensors").write_bytes(b"\x00" * 16)
+    (tmp_path / "agent.yaml").write_text(
+        f"name: t\nmodel: {{name: openai/x, api_base: '{model_server.url}', api_key: sk-test}}\n"
+        "plugins:\n  memory:\n    embedding: {provider: local, model_path: junk.safetensors}\n")
+    runs = [subprocess.run([sys.executable, "-m", "clawkit", *argv], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120) for argv in (["run", "agent.yaml", "what is my cat afraid of?"],
+                                                     ["run", "agent.yaml", "and again?"],
+                                                     ["memory", "--agent", "agent.yaml", "search", "cat"])]
+    for done in runs[:2]:
+        assert done.returncode == 0 and "Miso hides" in done.stdout, done.stderr
+        assert "Traceback" not in done.stderr
+    assert "junk.safetensors" in runs[1].stderr  # the second run catches up the first's turn: the model is needed
+    assert runs[2].returncode == 1 and "junk.safetensors" in runs[2].stderr and "Traceback" not in runs[2].stderr

@@ -60,6 +60,9 @@ class TensorFile:
                 if end - start != math.prod(shape) * dtype.itemsize or self.base + end > size:
                     raise ModelFileError(f"{path}: tensor {name} is damaged or truncated")
                 self.meta[name] = (dtype, shape, self.base + start, end - start)
+        except ModelFileError:
+            os.close(self.fd)
+            raise
         except (KeyError, ValueError, struct.error) as e:
             os.close(self.fd)
             raise ModelFileError(f"{path}: unreadable model file ({e})") from None

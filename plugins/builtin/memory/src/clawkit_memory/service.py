@@ -17,6 +17,7 @@ from typing import Any
 
 from clawkit.absent import AbsentPaths
 
+from .errors import EmbeddingError
 from .config import EPISODE_DELAY, MEMORY_ROOTS, MemoryConfig, config_of, db_path, is_below, notes_dir  # noqa: F401  (re-exported)
 from .embeddings import collect_providers, resolve_provider
 from .index import IndexReport, MemoryIndex
@@ -285,6 +286,8 @@ class AgentMemory:
                 with self._episodes_guard:
                     if self._pending_since == since:  # else a turn ended meanwhile: it waits for quiet too
                         self._pending_since = None
+        except EmbeddingError as e:  # a configuration problem (a missing or damaged model): one line, no traceback
+            log.error("memory: indexing past sessions failed: %s", e)
         except Exception:
             log.exception("memory: indexing past sessions failed")
         finally:
