@@ -14,7 +14,7 @@ single pass with google-re2 (a DFA, linear time) over the UTF-8 bytes of the tex
 20-character text). A text without a match is returned as is, without a copy; a
 text shorter than any secret (:data:`SHORTEST`) is not scanned, nor the very string
 object the last scan found clean (a tool result is redacted, then stored); a text seen recently
-is answered from a bounded memo (:data:`MEMO_SIZE`), dropped whenever the secret values change.
+found clean is answered from a bounded memo (:data:`MEMO_SIZE`), dropped whenever the secret values change.
 """
 
 from __future__ import annotations
@@ -245,13 +245,14 @@ def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
 _last_clean: tuple[Any, Any] = (None, None)
 
 #: Redaction is a pure function of (text, secret patterns), and the texts a server stores repeat across
-#: sessions (tool results, model replies, event payloads, metadata): the results of the last MEMO_SIZE texts of
-#: at most MEMO_MAX_LEN characters, for one pattern set — (the ``re`` pattern of :func:`_patterns`, {text:
-#: redacted text, or None when clean}), replaced whole (never cleared in place: a thread still holding the
-#: old pair writes into the old dict) when the secret values, hence the patterns, change.
+#: sessions (tool results, model replies, event payloads, metadata): the last MEMO_SIZE texts of at most
+#: MEMO_MAX_LEN characters found clean by one pattern set — (the ``re`` pattern of :func:`_patterns`, {text:
+#: None}), replaced whole (never cleared in place: a thread still holding the old pair writes into the old
+#: dict) when the secret values, hence the patterns, change. Only clean texts are kept: the memo never holds
+#: a secret after the message that carried it is gone (a text with one is scanned every time).
 MEMO_SIZE = 1024
 MEMO_MAX_LEN = 4096
-_memo: tuple[Any, dict[str, str | None]] = (None, {})
+_memo: tuple[Any, dict[str, None]] = (None, {})
 _MISS = object()
 
 
@@ -272,10 +273,9 @@ def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
         if scanned_by is not small:  # other secret values: nothing remembered holds
             memo = {}
             _memo = (small, memo)
-        hit = memo.pop(text, _MISS)
-        if hit is not _MISS:
-            memo[text] = hit  # most recently used: evicted last
-            return text if hit is None else hit
+        if memo.pop(text, _MISS) is not _MISS:
+            memo[text] = None  # most recently used: evicted last
+            return text
     if big is None:
         out = _splice(text, small.finditer(text), MARK)
     elif not _may_match(text, values):
@@ -288,8 +288,8 @@ def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
             out = _splice(data, big.finditer(data), _MARK_BYTES).decode("utf-8", "surrogatepass")
     if out is text:
         _last_clean = (text, small)
-    if memo is not None:
-        memo[text] = None if out is text else out
+    if memo is not None and out is text:
+        memo[text] = None
         if len(memo) > MEMO_SIZE:
             try:
                 del memo[next(iter(memo))]  # the least recently used
