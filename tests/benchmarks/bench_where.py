@@ -1,6 +1,7 @@
 """Where the time of a concurrent run goes: the full install against the kernel alone (issue 29, goal 5).
 
     .venv/bin/python tests/benchmarks/bench_where.py [--sessions 500] [--runs 3] [--hooks] [--without policy,memory]
+        [--baseline DIR]   # one more variant: the full install from an earlier commit's sources
 
 The scenario of ``bench_peers_concurrency.py``'s ``clawkit`` and ``kernel`` children (bench_concurrency's
 loopback server in a process of its own answering after 100 ms, ``Pinger``, ``make_agent``, persistence
@@ -179,6 +180,9 @@ def main() -> int:
     ap.add_argument("--hooks", action="store_true", help="also time every hook implementation, event and redaction")
     ap.add_argument("--without", type=lambda v: [p for p in v.split(",") if p], default=[], metavar="PLUGINS",
                     help="one more variant per plugin: the full install with it turned off")
+    ap.add_argument("--baseline", type=Path, metavar="DIR",
+                    help="one more variant, 'baseline': the full install from an earlier commit's sources "
+                         "(`git archive <commit> kernel plugins | tar -x -C DIR`), interleaved with the others")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -193,6 +197,13 @@ def main() -> int:
     server = subprocess.Popen([sys.executable, "-c", SERVER, "0.1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True, env=env)
     results: dict[str, list[dict]] = {"full": [], "kernel": [], **{f"without {p}": [] for p in args.without}}
+    baseline_path = ""
+    if args.baseline is not None:  # its sources first on the path: the venv's packages, the older code
+        srcs = [args.baseline / "kernel" / "src", *sorted(args.baseline.glob("plugins/*/*/src"))]
+        if not srcs[0].is_dir():
+            raise SystemExit(f"--baseline {args.baseline}: no kernel/src there")
+        baseline_path = os.pathsep.join(str(p) for p in srcs)
+        results = {"baseline": [], **results}
     load0 = os.getloadavg()
     try:
         url = server.stdout.readline().strip()
@@ -201,7 +212,10 @@ def main() -> int:
                 cenv = {**env, "CLAWKIT_GC_FREEZE": "1", "BENCH_WHERE_SERVER": str(server.pid)}
                 if variant == "kernel":
                     cenv["CLAWKIT_LOAD_PLUGINS"] = "clawkit-http"
-                cmd = [sys.executable, __file__, "--child", variant, "--url", url, "--sessions", str(args.sessions)]
+                if variant == "baseline":
+                    cenv["PYTHONPATH"] = os.pathsep.join(filter(None, [baseline_path, env.get("PYTHONPATH")]))
+                cmd = [sys.executable, __file__, "--child", "full" if variant == "baseline" else variant, "--url", url,
+                       "--sessions", str(args.sessions)]
                 p = subprocess.run(cmd + (["--hooks"] if args.hooks else []), capture_output=True, text=True, env=cenv,
                                    timeout=600)
                 lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
@@ -229,6 +243,11 @@ def main() -> int:
     f, k_ = med["full"], med["kernel"]
     print(f"full / kernel: throughput {f['turns/s'] / k_['turns/s']:.2f}x, main-thread CPU per session "
           f"{f['CPU ms (main thread)'] / k_['CPU ms (main thread)']:.2f}x")
+    if "baseline" in med:
+        b = med["baseline"]
+        print(f"baseline / kernel: main-thread CPU per session {b['CPU ms (main thread)'] / k_['CPU ms (main thread)']:.2f}x; "
+              f"full - baseline: {f['CPU ms (main thread)'] - b['CPU ms (main thread)']:+.3f} ms main-thread CPU per session, "
+              f"throughput {f['turns/s'] / b['turns/s']:.2f}x")
     for v in [v for v in med if v.startswith("without ")]:
         w = med[v]
         print(f"{v}: main-thread CPU per session {f['CPU ms (main thread)'] - w['CPU ms (main thread)']:+.3f} ms less than "

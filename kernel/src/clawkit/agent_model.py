@@ -173,6 +173,31 @@ class ModelSide:
             state=ctx.state,
         )
 
+    async def _prepare(self, preparing: list[PromptContributor], cctx: ContributorContext) -> None:
+        """Each contributor's ``prepare(cctx)``: called at once, and what is awaitable awaited concurrently —
+        a ``prepare`` with nothing to wait for (returns None) costs no task, and a single awaitable is
+        awaited in place (a task and an event-loop round trip less per turn). Failures are reported."""
+        waiting: list[tuple[PromptContributor, Any]] = []
+        for c in preparing:
+            try:
+                res = c.prepare(cctx)
+            except Exception as exc:
+                self.hooks.report("contributor.prepare", c.id, exc)
+                continue
+            if isawaitable(res):
+                waiting.append((c, res))
+        if len(waiting) == 1:
+            c, res = waiting[0]
+            try:
+                await res
+            except Exception as exc:
+                self.hooks.report("contributor.prepare", c.id, exc)
+        elif waiting:
+            outcomes = await asyncio.gather(*(maybe_await(res) for _, res in waiting), return_exceptions=True)
+            for (c, _), out in zip(waiting, outcomes):
+                if isinstance(out, Exception):
+                    self.hooks.report("contributor.prepare", c.id, out)
+
     async def system_prompt(self, ctx: TurnContext):
         """The assembled prompt (text + inclusion report), or None with no contributors.
 
@@ -187,10 +212,7 @@ class ModelSide:
         cctx = self.contributor_context(ctx, last_user)
         preparing = [c for c in contributors if hasattr(c, "prepare")]
         if preparing:
-            outcomes = await asyncio.gather(*(maybe_await(c.prepare(cctx)) for c in preparing), return_exceptions=True)
-            for c, out in zip(preparing, outcomes):
-                if isinstance(out, Exception):
-                    self.hooks.report("contributor.prepare", c.id, out)
+            await self._prepare(preparing, cctx)
         budgets = ctx.budget.prompt_chars()
         assembled = assemble(contributors, cctx, total_chars=sum(budgets.values()), budgets=budgets,
                              on_error=lambda c, e: self.hooks.report("contributor", c.id, e))

@@ -37,7 +37,7 @@ FORMAT = re.compile(
     r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
     r"|glpat-[A-Za-z0-9_\-]{20,}|xox[abposre]-[A-Za-z0-9\-]{10,}|(?:AKIA|ASIA)[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{35}"
     r"|npm_[A-Za-z0-9]{36}|hf_[A-Za-z0-9]{30,}|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----|[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]+:[^\s@/]+@"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----|[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:[^\s@/]+@"
 )
 _TOKEN = re.compile(r"[A-Za-z0-9+/=_\-.~]{20,}")
 #: a public identifier however random it looks: a commit or content hash, a UUID, by its name

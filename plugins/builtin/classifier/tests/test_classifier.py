@@ -121,7 +121,7 @@ def test_classification_is_not_repeated_every_turn(make):
 
 
 def test_no_model_configured_skips_with_a_note_and_never_uses_the_main_model(make_agent, caplog):
-    agent = make_agent(["hello", "again"], plugins=(clawkit_classifier, Sections()))
+    agent = make_agent(["hello", "again", "third"], plugins=(clawkit_classifier, Sections()))
     with caplog.at_level(logging.INFO, logger="clawkit.classifier"):
         r = agent.run("hi")
     assert r.reply == "hello"
@@ -130,12 +130,15 @@ def test_no_model_configured_skips_with_a_note_and_never_uses_the_main_model(mak
     assert "no classifier model" in caplog.text
     skipped = events(agent, r.session_id, "classifier.skipped")
     assert len(skipped) == 1 and "plugins.classifier.model" in skipped[0]["data"]["reason"]
-    # the once-per-session flag is on disk (committed with the turn's messages), next to other keys
-    agent.session(r.session_id).set("other", 1)
-    stored = agent.store.load_metadata(r.session_id)  # (other plugins of the full install keep their keys too)
-    assert stored["classifier.warned"] is True and stored["other"] == 1
     agent.run("again", session_id=r.session_id)
     assert len(events(agent, r.session_id, "classifier.skipped")) == 1
+    # issue 29 (deliberate change): once per agent in a process, no longer once per session with a
+    # `classifier.warned` metadata key — a server's later sessions record nothing for a feature left off
+    other = agent.run("a new session")
+    assert other.session_id != r.session_id and events(agent, other.session_id, "classifier.skipped") == []
+    assert "classifier.warned" not in agent.store.load_metadata(r.session_id)
+    fresh = make_agent(["hi"], plugins=(clawkit_classifier, Sections()))  # a new agent (a new process): noted again
+    assert len(events(fresh, fresh.run("hi").session_id, "classifier.skipped")) == 1
 
 
 def test_garbage_output_leaves_the_session_unclassified_and_the_turn_succeeds(make):

@@ -199,23 +199,6 @@ def _provider(runtime: Any, model: ModelConfig) -> Any:
     return provider
 
 
-def _set_with_next_write(session: Any, key: str, value: bool) -> None:
-    """``session.set(key, value)`` for a flag, committed with the store's next write.
-
-    The kernel writes the user message (or flushes at turn end) right after
-    classification; the flag rides in that transaction instead of paying its own commit.
-    Only ``key`` is updated on disk (``store.queue_metadata_key``), so full metadata writes by others in
-    between lose nothing. Falls back to ``session.set`` on a store without a queue.
-    """
-    store = getattr(session, "store", None)
-    write_key = getattr(store, "queue_metadata_key", None)
-    if not callable(write_key) or not isinstance(getattr(session, "metadata", None), dict):
-        session.set(key, value)
-        return
-    session.metadata[key] = value
-    write_key(session.id, key, value)
-
-
 def _emit(ctx: Any, type: str, **data: Any) -> None:
     if ctx is not None:
         ctx.emit(type, **data)
@@ -249,11 +232,12 @@ def classify_session(session, messages):
     if model is None:
         if _warn_once(session.agent):
             # info, not a warning: unconfigured is the default of every full install (a Python agent would print
-            # it on every run); the classifier.skipped event records it on the session
+            # it on every run). The classifier.skipped event records it on the first session the agent serves in
+            # this process — every session of a one-shot `clawkit run`, once per start of a server: a record per
+            # session of a feature left off cost each of a server's sessions a stored, redacted, broadcast event
+            # and a metadata key (issue 29, goal 5)
             log.info("agent %s: session classification skipped: no classifier model "
                         "(set plugins.classifier.model; the main model is never used for it)", session.agent.name)
-        if not session.get("classifier.warned"):
-            _set_with_next_write(session, "classifier.warned", True)
             _emit(ctx, "classifier.skipped", reason="no classifier model configured (plugins.classifier.model)")
         return None
     reclassifying = bool(session.get("reclassify"))

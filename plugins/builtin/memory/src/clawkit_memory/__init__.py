@@ -188,9 +188,10 @@ def on_event(event):
         if ending is not None:
             ending[0].index_sessions_later(ending[1])
             if merging is not None:
-                from .merge import after_turn
+                from .merge import after_turn, may_be_due
 
-                return after_turn(ending[0], ending[1], *merging)
+                if may_be_due(ending[0]):  # (most turns: nothing to merge, and no task started to say so)
+                    return after_turn(ending[0], ending[1], *merging)
         idle = _IDLE_ENDING.pop(event.session_id, None)
         if idle is not None:
             _index_first_turn_later(*idle)

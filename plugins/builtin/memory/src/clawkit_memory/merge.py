@@ -256,6 +256,15 @@ RETRY_AFTER = 30.0
 RETRY_MAX = 900.0
 
 
+def may_be_due(mem: Any) -> bool:
+    """False when :func:`after_turn` would return at once (a merge running, a retry not yet due, nothing
+    changed since the due-check last found nothing): then no task is started for it (one a turn before)."""
+    if getattr(mem, "_merging", False) or time.monotonic() < getattr(mem, "_retry_at", 0.0):
+        return False
+    nothing = getattr(mem, "_nothing_due", None)
+    return nothing is None or _state(mem) != nothing
+
+
 async def after_turn(mem: Any, state_db: Any, runtime: Any, model: str) -> None:
     """After a turn: merge old episodes if enough are due (a background task; failures are logged,
     and the next attempt waits :data:`RETRY_AFTER` seconds, doubling while they fail).

@@ -101,11 +101,16 @@ class MemoryRecall(PromptContributor):
     def should_contribute(self, ctx: ContributorContext) -> bool:
         return STATE_KEY in ctx.state
 
-    async def prepare(self, ctx: ContributorContext) -> None:
-        """Wait for the retrieval without blocking the event loop (the kernel awaits this)."""
+    def prepare(self, ctx: ContributorContext) -> Any:
+        """Wait for the retrieval without blocking the event loop (the kernel awaits what this returns):
+        None at once when no retrieval is under way (nothing stored, or already settled) — no coroutine,
+        so the kernel schedules nothing for it."""
         st = ctx.state.get(STATE_KEY)
         if st is None or "hits" in st:
-            return
+            return None
+        return self._wait(st)
+
+    async def _wait(self, st: dict[str, Any]) -> None:
         load_left = st["started"] + st["load_wait_ms"] / 1000 - time.perf_counter()
         if not st["ready"].done() and load_left > 0:
             await asyncio.wait([asyncio.wrap_future(st["ready"])], timeout=load_left)

@@ -13,7 +13,8 @@ single pass with google-re2 (a DFA, linear time) over the UTF-8 bytes of the tex
 (:mod:`re` only if re2 is missing: over this alternation it is slower even on a
 20-character text). A text without a match is returned as is, without a copy; a
 text shorter than any secret (:data:`SHORTEST`) is not scanned, nor the very string
-object the last scan found clean (a tool result is redacted, then stored).
+object the last scan found clean (a tool result is redacted, then stored); a text seen recently
+found clean is answered from a bounded memo (:data:`MEMO_SIZE`), dropped whenever the secret values change.
 """
 
 from __future__ import annotations
@@ -51,9 +52,10 @@ SECRET_NAME = re.compile(
     r"|CONN(ECTION)?_?STR|_PASS$|_PWD$|_PW$|^PASS$)",
     re.IGNORECASE,
 )
-#: a URL carrying a password (``postgres://user:pw@host``) or a webhook URL (its path is the secret)
+#: a URL carrying a password (``postgres://user:pw@host``, ``redis://:pw@host`` with no user name) or a webhook
+#: URL (its path is the secret)
 CREDENTIAL_URL = (
-    r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'<>]+:[^\s@/\"'<>]+@"
+    r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'<>]*:[^\s@/\"'<>]+@"
     r"|https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]{8,}"
     r"|https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_\-]+"
     r"|https://[A-Za-z0-9\-]+\.webhook\.office\.com/[^\s\"'<>]+"
@@ -156,7 +158,7 @@ def _patterns(values: tuple[str, ...]) -> tuple[Any, Any]:
 
 #: Words at least one of which occurs wherever a secret-named key or an assignment/bearer secret could be.
 #: (:func:`may_hold_secrets` searches them as the literals of _SCREEN_LITERALS.)
-_SCREEN_WORDS = r"(?i:key|secret|token|passw|passphrase|auth|cookie|credential|bearer|_pass|_pwd|_pw\b|://[^\s/@]+:[^\s/@]+@|webhook|hooks\.slack)"
+_SCREEN_WORDS = r"(?i:key|secret|token|passw|passphrase|auth|cookie|credential|bearer|_pass|_pwd|_pw\b|://[^\s/@]*:[^\s/@]+@|webhook|hooks\.slack)"
 
 
 # A prefilter in front of the regex passes, made of C-level byte searches that hold the GIL. re2 releases the
@@ -242,17 +244,38 @@ def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
 #: (text, pattern): the last string found clean and the pattern that scanned it
 _last_clean: tuple[Any, Any] = (None, None)
 
+#: Redaction is a pure function of (text, secret patterns), and the texts a server stores repeat across
+#: sessions (tool results, model replies, event payloads, metadata): the last MEMO_SIZE texts of at most
+#: MEMO_MAX_LEN characters found clean by one pattern set — (the ``re`` pattern of :func:`_patterns`, {text:
+#: None}), replaced whole (never cleared in place: a thread still holding the old pair writes into the old
+#: dict) when the secret values, hence the patterns, change. Only clean texts are kept: the memo never holds
+#: a secret after the message that carried it is gone (a text with one is scanned every time).
+MEMO_SIZE = 1024
+MEMO_MAX_LEN = 4096
+_memo: tuple[Any, dict[str, None]] = (None, {})
+_MISS = object()
+
 
 def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
     """``text`` with every recognisable secret replaced by ``[REDACTED]`` (the same object when clean)."""
     global _last_clean
     if not text or len(text) < SHORTEST:
         return text
+    global _memo
     values = secret_values(extra_names)
     small, big = _patterns(values)
     last = _last_clean
     if last[0] is text and last[1] is small:  # this very string, scanned by these very patterns
         return text
+    memo = None
+    if len(text) <= MEMO_MAX_LEN:
+        scanned_by, memo = _memo
+        if scanned_by is not small:  # other secret values: nothing remembered holds
+            memo = {}
+            _memo = (small, memo)
+        if memo.pop(text, _MISS) is not _MISS:
+            memo[text] = None  # most recently used: evicted last
+            return text
     if big is None:
         out = _splice(text, small.finditer(text), MARK)
     elif not _may_match(text, values):
@@ -265,6 +288,13 @@ def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
             out = _splice(data, big.finditer(data), _MARK_BYTES).decode("utf-8", "surrogatepass")
     if out is text:
         _last_clean = (text, small)
+    if memo is not None and out is text:
+        memo[text] = None
+        if len(memo) > MEMO_SIZE:
+            try:
+                del memo[next(iter(memo))]  # the least recently used
+            except (KeyError, StopIteration, RuntimeError):  # another thread got there first
+                pass
     return out
 
 

@@ -24,9 +24,10 @@ SECRET_NAME = re.compile(
     r"DSN|DATABASE_URL|CONN(ECTION)?_?STR|WEBHOOK|_PASS$|_PWD$|_PW$|^PASS$)",
     re.IGNORECASE,
 )
-#: values that are secrets whatever the variable's name: URLs with a password, webhook URLs
+#: values that are secrets whatever the variable's name: URLs with a password (an empty user too:
+#: ``redis://:pw@host``), webhook URLs
 SECRET_VALUE = re.compile(
-    r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]+:[^\s@/]+@|hooks\.slack\.com/|discord(?:app)?\.com/api/webhooks/"
+    r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:[^\s@/]+@|hooks\.slack\.com/|discord(?:app)?\.com/api/webhooks/"
     r"|\.webhook\.office\.com/|outlook\.office\.com/webhook/|/webhooks?/[A-Za-z0-9_\-/]{16,}"
 )
 _KEEP_ALWAYS = frozenset({"PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "USER", "SHELL", "TMPDIR", "PWD"})
