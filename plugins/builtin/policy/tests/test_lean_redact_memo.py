@@ -82,3 +82,20 @@ def test_credential_urls_with_or_without_a_user_name_are_redacted(url, secret):
 def test_an_empty_password_leaves_the_url_alone():
     for text in ("amqp://user:@host/vhost", "http://example.com:8080/path", "see https://docs.example.com/a:b@c"):
         assert redact_text(text) == text, text
+
+
+def test_forgetting_a_session_empties_the_memo(tmp_path):
+    """docs/forget.md: the texts redaction found clean may be a deleted conversation's; policy's
+    forget_sessions drops them with the rest of what the process holds about it."""
+    import clawkit_policy
+    from clawkit.sessions import SessionStore
+
+    text = "a perfectly ordinary sentence from a conversation that will be deleted"
+    assert redact_text(text) is text
+    assert text in redact_mod._memo[1]
+    store = SessionStore(tmp_path / "state.db")
+    try:
+        clawkit_policy.forget_sessions(store=store, session_ids=["ses_x"])
+    finally:
+        store.close()
+    assert text not in redact_mod._memo[1] and redact_mod._last_clean == (None, None)

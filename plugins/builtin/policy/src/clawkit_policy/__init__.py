@@ -381,4 +381,7 @@ def forget_sessions(store, session_ids):
         _sessions.pop(sid, None)
         for key in [k for k in _pending if k[0] == sid]:
             _pending.pop(key, None)
+    from .redact import clear_memo
+
+    clear_memo()  # the recent texts redaction found clean may be theirs
     return {"approvals": delete_keyed(store.conn, "policy_approvals", "session_id", session_ids)}

@@ -256,6 +256,13 @@ _memo: tuple[Any, dict[str, None]] = (None, {})
 _MISS = object()
 
 
+def clear_memo() -> None:
+    """Forget every text the memo remembers (a deleted conversation's texts leave the process with it)."""
+    global _memo, _last_clean
+    _memo = (None, {})
+    _last_clean = (None, None)
+
+
 def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
     """``text`` with every recognisable secret replaced by ``[REDACTED]`` (the same object when clean)."""
     global _last_clean
