@@ -5,6 +5,7 @@ and a clear error for a damaged model file."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -137,3 +138,23 @@ def test_a_run_with_a_broken_model_answers_and_says_why_in_one_line(tmp_path, mo
         assert "Traceback" not in done.stderr
     assert "junk.safetensors" in runs[1].stderr  # the second run catches up the first's turn: the model is needed
     assert runs[2].returncode == 1 and "junk.safetensors" in runs[2].stderr and "Traceback" not in runs[2].stderr
+
+
+def test_blas_runs_on_one_thread_for_the_whole_process_once_the_model_loads():
+    """The limit is set once, not entered and left around each pass: left per call, two threads
+    embedding at once restored each other's limit, so passes ran on OpenBLAS's pool — and a fork
+    while a pass waited on the pool deadlocked in OpenBLAS's fork handler (a CI run hung so)."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: BLAS has one thread anyway")
+    code = (
+        "from threadpoolctl import threadpool_info\n"
+        "from clawkit_memory.local import LocalEmbeddings\n"
+        "blas = lambda: sorted({i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'})\n"
+        "before = blas()\n"
+        "LocalEmbeddings().embed(['some words to embed'])\n"
+        "print(before, blas())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                         env=env).stdout.split("] [")
+    assert out[0] != "[1" and out[1].strip() == "1]", out

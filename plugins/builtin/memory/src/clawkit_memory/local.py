@@ -18,11 +18,30 @@ _GUARD = threading.Lock()
 TOKENS_PER_PASS = 512  # a forward pass's tokens: its activations stay near 5 MiB (a batch is no faster per text)
 
 
+_BLAS_LIMITED: list[int] = []
+
+
+def _limit_blas(threads: int) -> None:
+    """BLAS threads for the whole process, set once when the model first loads — not around each
+    pass: a limit entered and left per call is process-wide state, so two threads embedding at once
+    restored each other's (a pass then ran on OpenBLAS's pool: 5-30× the CPU on 2 shared cores), and
+    a process forking (a tool's subprocess) while a pass waited on that pool deadlocked in OpenBLAS's
+    fork handler (seen in CI: ``blas_thread_shutdown_`` against a memory thread's matmul). With one
+    thread a pass never uses the pool. docs/plugins/memory.md says so."""
+    if _BLAS_LIMITED:
+        return
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=threads, user_api="blas")
+    _BLAS_LIMITED.append(threads)
+
+
 class LocalEmbeddings:
     """all-MiniLM-L6-v2 (384 dimensions): texts truncated at 256 tokens, mean pooling over the
     tokens, L2 normalisation — sentence-transformers' pipeline. ``model_path`` / ``vocab_path``
     point at another copy of the files (``scripts/quantize_minilm.py`` writes them); ``threads``
-    the BLAS threads of a forward pass (1: on 2 shared cores, 2 threads took 5-30× the CPU)."""
+    the process's BLAS threads once the model loads (1: on 2 shared cores, 2 threads took 5-30× the
+    CPU, and a fork while a pass used the pool could deadlock; :func:`_limit_blas`)."""
 
     model = "local/all-MiniLM-L6-v2-q8"
     dimensions = 384
@@ -44,7 +63,6 @@ class LocalEmbeddings:
         # long indexing run's progress bar moves every few seconds; passes are cut by TOKENS_PER_PASS anyway
         self.batch_size = 4
         self._pair: tuple[Any, Any] | None = None
-        self._limiter: Any = None
 
     def _load(self) -> tuple[Any, Any]:
         from . import bert
@@ -56,6 +74,7 @@ class LocalEmbeddings:
                     _MODELS[self.weights] = (WordPiece(self.vocab), bert.MiniLM(bert.Path(self.weights)))
                 except (OSError, KeyError, bert.ModelFileError) as e:
                     raise EmbeddingError(f"the local embedding model cannot be loaded: {e}") from None
+                _limit_blas(self.threads)
             self._pair = _MODELS[self.weights]
         return self._pair
 
@@ -69,26 +88,18 @@ class LocalEmbeddings:
         if self._pair is None:
             self._load()
 
-    def _blas_threads(self) -> Any:
-        if self._limiter is None:
-            from threadpoolctl import ThreadpoolController
-
-            self._limiter = ThreadpoolController()
-        return self._limiter.limit(limits=self.threads, user_api="blas")
-
     def embed(self, texts: list[str]) -> np.ndarray:
         """Vectors for ``texts`` (float32, unit length), in order."""
         tokenizer, model = self._pair or self._load()
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         encoded = [tokenizer.encode(t, self.max_length) for t in texts]
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))  # little padding within a pass
-        with self._blas_threads():
-            batch: list[int] = []
-            for i in order:  # ascending length: the text added last is the pass's longest
-                if batch and (len(batch) + 1) * len(encoded[i]) > TOKENS_PER_PASS:
-                    out[batch] = model.embed([encoded[j] for j in batch])
-                    batch = []
-                batch.append(i)
-            if batch:
+        batch: list[int] = []
+        for i in order:  # ascending length: the text added last is the pass's longest
+            if batch and (len(batch) + 1) * len(encoded[i]) > TOKENS_PER_PASS:
                 out[batch] = model.embed([encoded[j] for j in batch])
+                batch = []
+            batch.append(i)
+        if batch:
+            out[batch] = model.embed([encoded[j] for j in batch])
         return out
