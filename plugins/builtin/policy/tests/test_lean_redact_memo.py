@@ -55,6 +55,8 @@ def test_changing_the_secret_values_invalidates_the_memo(monkeypatch):
 
 def test_the_memo_is_bounded_and_skips_long_texts(monkeypatch):
     monkeypatch.setattr(redact_mod, "MEMO_SIZE", 16)
+    # whatever earlier tests (and their background threads) left in this process's memo counts too:
+    # it is trimmed to the bound on the next insertion
     for i in range(100):
         redact_text(f"message number {i} with nothing secret")
     memo = redact_mod._memo[1]

@@ -297,11 +297,11 @@ def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
         _last_clean = (text, small)
     if memo is not None and out is text:
         memo[text] = None
-        if len(memo) > MEMO_SIZE:
+        while len(memo) > MEMO_SIZE:  # (a loop: other threads insert too)
             try:
                 del memo[next(iter(memo))]  # the least recently used
             except (KeyError, StopIteration, RuntimeError):  # another thread got there first
-                pass
+                break
     return out
 
 
