@@ -62,6 +62,15 @@ SERVER = textwrap.dedent(
 )
 
 
+def baseline_path(directory: Path) -> str:
+    """``PYTHONPATH`` that puts an earlier commit's sources (``git archive <commit> kernel plugins |
+    tar -x -C DIR``) before the venv's editable installs: ``--baseline DIR`` of the benchmarks."""
+    srcs = [directory / "kernel" / "src", *sorted(directory.glob("plugins/*/*/src"))]
+    if not srcs[0].is_dir():
+        raise SystemExit(f"--baseline {directory}: no kernel/src there (extract an earlier commit's kernel and plugins)")
+    return os.pathsep.join(str(p) for p in srcs)
+
+
 def process_cpu(pid: int) -> float:
     """User + system CPU seconds of another process (the model server), from /proc."""
     with open(f"/proc/{pid}/stat") as f:

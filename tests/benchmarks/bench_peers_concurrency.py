@@ -251,10 +251,9 @@ def main() -> int:
     names = [n for n in ["clawkit", "kernel", *PEERS] if not args.only or n in args.only]
     baseline_path = ""
     if args.baseline is not None:  # its sources first on the path: the venv's packages, the older code
-        srcs = [args.baseline / "kernel" / "src", *sorted(args.baseline.glob("plugins/*/*/src"))]
-        if not srcs[0].is_dir():
-            raise SystemExit(f"--baseline {args.baseline}: no kernel/src there (extract an earlier commit's kernel and plugins)")
-        baseline_path = os.pathsep.join(str(p) for p in srcs)
+        from bench_concurrency import baseline_path as sources_first
+
+        baseline_path = sources_first(args.baseline)
         names.insert(names.index("clawkit") if "clawkit" in names else 0, "clawkit@baseline")
     skipped = {}
     for n in PEERS:

@@ -199,10 +199,9 @@ def main() -> int:
     results: dict[str, list[dict]] = {"full": [], "kernel": [], **{f"without {p}": [] for p in args.without}}
     baseline_path = ""
     if args.baseline is not None:  # its sources first on the path: the venv's packages, the older code
-        srcs = [args.baseline / "kernel" / "src", *sorted(args.baseline.glob("plugins/*/*/src"))]
-        if not srcs[0].is_dir():
-            raise SystemExit(f"--baseline {args.baseline}: no kernel/src there")
-        baseline_path = os.pathsep.join(str(p) for p in srcs)
+        from bench_concurrency import baseline_path as sources_first
+
+        baseline_path = sources_first(args.baseline)
         results = {"baseline": [], **results}
     load0 = os.getloadavg()
     try:

@@ -28,7 +28,7 @@ DATA = Path(__file__).parent / "data"
 WEIGHTS = DATA / "minilm-l6-v2-int8.safetensors"
 VOCAB = DATA / "minilm-l6-v2-vocab.txt"
 LAYERS, WIDTH, HEADS = 6, 384, 12
-_DTYPES = {"I8": np.int8, "F32": np.float32}
+_DTYPES = {"I8": np.int8, "F16": np.float16, "F32": np.float32}
 _BLOCK_BYTES = 1 << 20  # float32 bytes of a weight block widened at a time
 _LINEARS = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
             "intermediate.dense", "output.dense")
@@ -55,6 +55,8 @@ class TensorFile:
             self.meta: dict[str, tuple[np.dtype, tuple[int, ...], int, int]] = {}
             for name, m in header.items():
                 start, end = m["data_offsets"]
+                if m["dtype"] not in _DTYPES:
+                    raise ModelFileError(f"{path}: unsupported tensor {m['dtype']} {m['shape']} ({name})")
                 dtype = np.dtype(_DTYPES[m["dtype"]])
                 shape = tuple(m["shape"])
                 if end - start != math.prod(shape) * dtype.itemsize or self.base + end > size:
@@ -75,12 +77,21 @@ class TensorFile:
         """Rows ``ids`` of a 2-d tensor (each distinct row read once)."""
         dtype, shape, offset, _ = self.meta[name]
         uniq, inverse = np.unique(ids, return_inverse=True)
-        rb = shape[1] * dtype.itemsize
-        buf = bytearray(len(uniq) * rb)
-        view = memoryview(buf)
-        for k, i in enumerate(uniq.tolist()):
-            view[k * rb : (k + 1) * rb] = os.pread(self.fd, rb, offset + i * rb)
+        buf = read_rows(self.fd, offset, shape[1] * dtype.itemsize, uniq.tolist())
         return np.frombuffer(buf, dtype=dtype).reshape(len(uniq), shape[1])[inverse]
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def read_rows(fd: int, offset: int, row_bytes: int, ids: list[int]) -> bytearray:
+    """Rows ``ids`` of a table stored at ``offset`` of ``fd``, one ``pread`` each, into one buffer
+    (the process holds only these rows, never the table)."""
+    buf = bytearray(len(ids) * row_bytes)
+    view = memoryview(buf)
+    for k, i in enumerate(ids):
+        view[k * row_bytes : (k + 1) * row_bytes] = os.pread(fd, row_bytes, offset + i * row_bytes)
+    return buf
 
 
 def _layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:

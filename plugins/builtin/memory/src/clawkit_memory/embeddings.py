@@ -44,34 +44,29 @@ class RowFile:
 
     def mean(self, ids: Any) -> np.ndarray:
         """The mean of the rows ``ids`` (float32)."""
+        from .bert import read_rows
+
         uniq, counts = np.unique(np.clip(np.asarray(ids), 0, self.shape[0] - 1), return_counts=True)
-        buf = bytearray(len(uniq) * self.row_bytes)
-        view = memoryview(buf)
-        rb, base = self.row_bytes, self.offset
-        for k, i in enumerate(uniq.tolist()):
-            view[k * rb : (k + 1) * rb] = os.pread(self.fd, rb, base + i * rb)
+        buf = read_rows(self.fd, self.offset, self.row_bytes, uniq.tolist())
         rows = np.frombuffer(buf, dtype=self.dtype).reshape(len(uniq), self.shape[1]).astype(np.float32)
         return (rows * counts[:, None]).sum(axis=0) / counts.sum()
 
 
 def _safetensors_table(path: Path) -> RowFile:
-    """The one tensor of a safetensors file (the format: an 8-byte header length, a JSON header,
-    raw little-endian data)."""
-    import json
-    import struct
+    """The one tensor of a safetensors file (its header read by :class:`.bert.TensorFile`)."""
+    from .bert import ModelFileError, TensorFile
 
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
-    if len(tensors) != 1:
-        raise EmbeddingError(f"{path}: expected one tensor, found {sorted(tensors)}")
-    (info,) = tensors.values()
-    dtypes = {"F16": "<f2", "F32": "<f4"}
-    if info["dtype"] not in dtypes or len(info["shape"]) != 2:
-        raise EmbeddingError(f"{path}: unsupported tensor {info['dtype']} {info['shape']}")
-    start, _ = info["data_offsets"]
-    return RowFile(path, 8 + n + start, tuple(info["shape"]), dtypes[info["dtype"]])
+    try:
+        header = TensorFile(path)
+    except ModelFileError as e:
+        raise EmbeddingError(str(e)) from None
+    header.close()
+    if len(header.meta) != 1:
+        raise EmbeddingError(f"{path}: expected one tensor, found {sorted(header.meta)}")
+    ((name, (dtype, shape, offset, _)),) = header.meta.items()
+    if dtype == np.int8 or len(shape) != 2:
+        raise EmbeddingError(f"{path}: unsupported tensor {dtype} {list(shape)}")
+    return RowFile(path, offset, shape, dtype)
 
 
 def _npy_table(path: Path) -> RowFile:

@@ -18,9 +18,6 @@ _GUARD = threading.Lock()
 TOKENS_PER_PASS = 512  # a forward pass's tokens: its activations stay near 5 MiB (a batch is no faster per text)
 
 
-_BLAS_LIMITED: list[int] = []
-
-
 def _limit_blas(threads: int) -> None:
     """BLAS threads for the whole process, set once when the model first loads — not around each
     pass: a limit entered and left per call is process-wide state, so two threads embedding at once
@@ -28,12 +25,9 @@ def _limit_blas(threads: int) -> None:
     a process forking (a tool's subprocess) while a pass waited on that pool deadlocked in OpenBLAS's
     fork handler (seen in CI: ``blas_thread_shutdown_`` against a memory thread's matmul). With one
     thread a pass never uses the pool. docs/plugins/memory.md says so."""
-    if _BLAS_LIMITED:
-        return
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=threads, user_api="blas")
-    _BLAS_LIMITED.append(threads)
 
 
 class LocalEmbeddings:
@@ -70,11 +64,13 @@ class LocalEmbeddings:
 
         with _GUARD:
             if self.weights not in _MODELS:
+                first = not _MODELS
                 try:
                     _MODELS[self.weights] = (WordPiece(self.vocab), bert.MiniLM(bert.Path(self.weights)))
                 except (OSError, KeyError, bert.ModelFileError) as e:
                     raise EmbeddingError(f"the local embedding model cannot be loaded: {e}") from None
-                _limit_blas(self.threads)
+                if first:
+                    _limit_blas(self.threads)
             self._pair = _MODELS[self.weights]
         return self._pair
 
