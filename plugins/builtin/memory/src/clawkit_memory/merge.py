@@ -262,7 +262,12 @@ def may_be_due(mem: Any) -> bool:
     if getattr(mem, "_merging", False) or time.monotonic() < getattr(mem, "_retry_at", 0.0):
         return False
     nothing = getattr(mem, "_nothing_due", None)
-    return nothing is None or _state(mem) != nothing
+    if nothing is None:
+        return True
+    try:
+        return _state(mem) != nothing
+    except Exception:  # after_turn reads it again, and reports and retries a failure
+        return True
 
 
 async def after_turn(mem: Any, state_db: Any, runtime: Any, model: str) -> None:
@@ -272,12 +277,10 @@ async def after_turn(mem: Any, state_db: Any, runtime: Any, model: str) -> None:
     The due-check is a GROUP BY over the episodes on a thread: with many sessions at once it cost
     ~0.4 ms of CPU per turn. It is skipped while a merge runs, and while nothing changed since it last
     found nothing due (:func:`_state`: no episode written by this process or any other, same settings)."""
-    if getattr(mem, "_merging", False) or time.monotonic() < getattr(mem, "_retry_at", 0.0):
+    if not may_be_due(mem):
         return
     try:
         state = _state(mem)
-        if state is not None and getattr(mem, "_nothing_due", None) == state:
-            return
         if not await asyncio.to_thread(plan, mem):
             if state is not None:  # read before the check: a write meanwhile changes it, so the next turn looks again
                 mem._nothing_due = state
