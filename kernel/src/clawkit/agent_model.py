@@ -360,9 +360,12 @@ class ModelSide:
     async def _send(self, ctx: TurnContext, outbound: Outbound, deliver: Deliver | None) -> Outbound:
         """Pass ``outbound`` through ``message_sending`` and deliver it unless cancelled."""
         if self.hooks.has("message_sending"):
+            kw = {"ctx": ctx, "outbound": outbound}
             for plugin, fn, argnames in self.hooks.impls("message_sending"):
                 try:
-                    res = await maybe_await(fn(**{k: {"ctx": ctx, "outbound": outbound}[k] for k in argnames}))
+                    res = self.hooks._invoke("message_sending", plugin, fn, argnames, kw)
+                    if isawaitable(res):
+                        res = await res
                     if isinstance(res, str):
                         outbound.content = res
                 except Exception as exc:

@@ -194,12 +194,14 @@ class TurnContext:
 
     async def finish(self) -> None:
         """Run the ``at_end`` callbacks (the kernel calls this when the run ends)."""
-        from .hooks import maybe_await
+        from .hooks import isawaitable
 
         while self._at_end:
             callback = self._at_end.pop()
             try:
-                await maybe_await(callback())
+                res = callback()
+                if isawaitable(res):
+                    await res
             except Exception:  # noqa: BLE001 - one plugin's cleanup must not skip the others'
                 log.exception("a run's at_end callback failed")
 

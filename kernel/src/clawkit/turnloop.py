@@ -15,7 +15,7 @@ from typing import Any
 from . import gcfreeze
 from .context import TurnContext
 from .agent_model import Deliver
-from .hooks import maybe_await
+from .hooks import isawaitable
 from .providers import ProviderError
 from .sessions import LOCK_WAIT, Session
 from .usage import add_usage as _add_usage
@@ -238,9 +238,12 @@ class TurnSide:
 
             message.blocks = await attach(self, ctx, ctx.state.pop("_attachments"))
         if self.hooks.has("message_received"):
+            kw = {"ctx": ctx, "message": message}
             for plugin, fn, argnames in self.hooks.impls("message_received"):
                 try:
-                    res = await maybe_await(fn(**{k: {"ctx": ctx, "message": message}[k] for k in argnames}))
+                    res = self.hooks._invoke("message_received", plugin, fn, argnames, kw)
+                    if isawaitable(res):
+                        res = await res
                     if isinstance(res, str):
                         message.content = res
                 except Exception as exc:

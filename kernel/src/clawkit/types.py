@@ -8,6 +8,7 @@ they validate at the edges and serialise to JSON for sessions and exports.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from enum import Enum
 from typing import Any, Literal
@@ -21,9 +22,30 @@ class Model(BaseModel):
     model_config = ConfigDict(defer_build=True)
 
 
+_random = [b"", 0]  # os.urandom read 4 KiB at a time (see new_id): the bytes, the next offset
+_random_lock = threading.Lock()
+
+
+def _forget_random() -> None:
+    global _random_lock
+    _random[:] = [b"", 0]  # a forked child never repeats its parent's ids
+    _random_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_random)
+
+
 def new_id(prefix: str) -> str:
-    """A short, sortable-enough unique id with a readable prefix (``run_3f2a…``)."""
-    return f"{prefix}_{os.urandom(8).hex()}"
+    """A short, sortable-enough unique id with a readable prefix (``run_3f2a…``): 8 bytes of the
+    kernel's CSPRNG, read 4 KiB at a time — ``os.urandom`` releases the GIL, and a turn makes a
+    dozen ids, each a hand-off to whichever thread waits for the GIL (the store's writer, a tool's)."""
+    with _random_lock:  # (threads make ids too: no two read the same 8 bytes)
+        buf, at = _random
+        if at + 8 > len(buf):
+            buf, at = os.urandom(4096), 0
+            _random[0] = buf
+        _random[1] = at + 8
+    return f"{prefix}_{buf[at:at + 8].hex()}"
 
 
 class Risk(str, Enum):
