@@ -385,11 +385,16 @@ class SkillRegistry:
 
     def available(self) -> list[CompiledSkill]:
         """Skills whose requirements are met, sorted by name (a new list each call)."""
+        return list(self.available_view())
+
+    def available_view(self) -> list[CompiledSkill]:
+        """:meth:`available` without the copy: the same list object while the answer is the same
+        (never change it)."""
         key = (self.version, id(self.skills), os.environ.get("PATH", ""))
         cached = self._available
         if cached is None or cached[0] != key:
             cached = self._available = (key, [e.skill for n, e in sorted(self.skills.items()) if not self.unavailable_reason(n)])
-        return list(cached[1])
+        return cached[1]
 
     def errors(self) -> list[ClawsError]:
         return [e for s in sorted(self.files.values(), key=lambda s: str(s.path)) for e in s.errors]
