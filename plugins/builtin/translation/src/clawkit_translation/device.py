@@ -397,13 +397,19 @@ def _flat_json(route: dict[str, Any]) -> bool:
     """The common route (str keys; scalars, finite floats, lists of strings), checked in one
     pass; False means "look closer" (:func:`_plain_json`), not "not JSON"."""
     for k, v in route.items():
+        if type(k) is not str:
+            return False
         t = type(v)
+        if t is str or t is list:
+            if t is list:
+                for x in v:
+                    if type(x) is not str:
+                        return False
+            continue
         if t in _SCALARS or (t is float and math.isfinite(v)):
             continue
-        if t is list and all(type(x) is str for x in v):
-            continue
         return False
-    return all(type(k) is str for k in route)
+    return True
 
 
 def _plain_json(value: Any, depth: int = 0) -> bool:
