@@ -275,7 +275,8 @@ def message_received(ctx, message):
     if decoded is not None:  # a sub-agent's turn: the skills its parent dispatched it for come first
         sent = [n.strip() for n in str(decoded["params"].get("skills") or "").split(",") if n.strip()]
         route["skills"] = sent + [n for n in route["skills"] if n not in sent]
-    elapsed_us = round((time.perf_counter() - t0) * 1e6, 1)
+    # whole microseconds: a route event repeating an earlier one's text is one the store's redaction remembers
+    elapsed_us = int((time.perf_counter() - t0) * 1e6 + 0.5)
     dispatch = plan_dispatch(text, cfg, route, infos) if cfg.profiles else []
     if dispatch:
         route["dispatch"] = dispatch
