@@ -176,6 +176,8 @@ _infos_cache: list[tuple[TranslationConfig, list[Any], list[SkillInfo]]] = []  #
 
 def _skill_infos(ctx: Any, cfg: TranslationConfig) -> list[SkillInfo]:
     listed = _listed_skills(ctx)
+    if not listed and not cfg.skill_keywords:
+        return []  # no skill to route to (none listed for this agent's tools)
     # the skills plugin hands out the same compiled objects until a file changes: reuse the infos
     for c_cfg, c_listed, c_infos in _infos_cache:
         if c_cfg is cfg and len(c_listed) == len(listed) and all(a is b for a, b in zip(c_listed, listed)):
