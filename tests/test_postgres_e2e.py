@@ -114,6 +114,7 @@ def test_plugin_tables_and_workspace_commands_on_postgres(tmp_path, model_server
     assert stats.returncode == 0, stats.stderr
     tr = _clawkit("translation", "stats", "--json", "--db", postgres_db, cwd=tmp_path)
     assert tr.returncode == 0, tr.stderr
+    assert json.loads(tr.stdout)["messages_routed"] == 1, tr.stdout  # the turn's counters, summed at its commit
     logs = _clawkit("logs", "--json", cwd=tmp_path)
     assert logs.returncode == 0 and result["session_id"] in logs.stdout, logs.stdout + logs.stderr
     mem = _clawkit("memory", "index", "--sessions", "--agent", "agent.yaml", "--db", postgres_db, cwd=tmp_path)

@@ -133,8 +133,8 @@ def test_a_settled_refresh_with_inotify_stats_nothing_watched(tmp_path, monkeypa
 
     monkeypatch.setattr(registry_mod.os, "stat", stat)
     assert reg.refresh() is False
-    # only the parent of the folder no watch covers: its mtime would move were the folder created
-    assert stats == [str(tmp_path)]
+    # nothing: the absent folder is watched through its parent, for its own name
+    assert stats == []
     (tmp_path / "absent").mkdir()  # and a folder created later is in the very next check
     shutil.copy(WEATHER, tmp_path / "absent" / "other.claws")
     monkeypatch.setattr(registry_mod.os, "stat", real)
@@ -186,3 +186,34 @@ def test_list_skills_follows_the_allowlist_and_the_skills(tmp_path):
     (root / "weather.claws").unlink()
     reg.sync()
     assert clawkit_skills.list_skills(ctx) == []
+
+
+def test_absent_source_folders_are_watched_through_their_parents(tmp_path, counted):
+    """A source folder that is not there (several levels missing, or a file in its place) costs the
+    per-turn check no stat: its nearest existing parent is watched for the entry that would bring it.
+    Other entries coming and going in that parent rescan nothing."""
+    from clawkit_skills import changes
+
+    if changes.notifier() is None:
+        pytest.skip("no inotify here")
+    deep = tmp_path / "home" / ".clawkit" / "skills"  # two levels missing
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "skills").write_text("not a folder")
+    reg = clawkit_skills.SkillRegistry([("workspace", tmp_path / "ws" / "skills"), ("user", deep)])
+    age(tmp_path / "ws" / "skills", tmp_path / "ws", tmp_path)
+    reg.refresh()
+    scans = len(counted)
+    (tmp_path / "ws" / "notes.txt").write_text("x")  # unrelated entries in the watched parents
+    (tmp_path / "other").mkdir()
+    assert reg.refresh() is False and len(counted) == scans
+    (tmp_path / "home").mkdir()  # the first missing level appears: a rescan, which watches the next one
+    assert reg.refresh() is False and len(counted) == scans + 1
+    (tmp_path / "home" / ".clawkit").mkdir()
+    reg.refresh()
+    deep.mkdir()
+    shutil.copy(WEATHER, deep / "weather.claws")
+    assert reg.refresh() is True and reg.get("weather").source == "user"
+    (tmp_path / "ws" / "skills").unlink()  # the file in the workspace's place becomes a folder
+    (tmp_path / "ws" / "skills").mkdir()
+    shutil.copy(WEATHER, tmp_path / "ws" / "skills" / "weather.claws")
+    assert reg.refresh() is True and reg.get("weather").source == "workspace"

@@ -295,3 +295,26 @@ def test_the_trie_keyword_pattern_finds_what_a_longest_first_list_finds():
     for _ in range(500):
         text = " ".join(w + rng.choice(["", "s", "es", "ing", ",", "'"]) for w in rng.choices(vocab, k=rng.randint(1, 10)))
         assert [m.group(1) for m in R._PATTERN.finditer(text)] == [m.group(1) for m in listed.finditer(text)], text
+
+
+def test_turn_metrics_sharing_a_store_are_summed_into_one_statement(tmp_path):
+    """Increments queued on a store until its next commit are written by one statement in it (their
+    sums); once that commit has begun, later ones wait for the next commit."""
+    from clawkit.sessions import SessionStore
+    from clawkit_translation import metrics
+
+    store = SessionStore(tmp_path / "state.db")
+    seen: list[str] = []
+    store.conn.set_trace_callback(lambda sql: seen.append(sql) if "translation_metrics" in sql else None)
+    metrics.bump_with_turn(store, "routed", 1.0, ("profile:research", 1.0))  # two turns, one commit
+    metrics.bump_with_turn(store, "routed", 1.0, ("profile:coder", 1.0))
+    metrics.bump_with_turn(store, "artifacts_stripped", 3)
+    assert metrics.read(store.path) == {}  # nothing written before the commit
+    store.flush()
+    assert metrics.read(store.path) == {"routed": 2.0, "profile:research": 1.0, "profile:coder": 1.0,
+                                        "artifacts_stripped": 3.0}
+    assert len([s for s in seen if s.startswith("INSERT INTO translation_metrics")]) == 1
+    metrics.bump_with_turn(store, "routed")  # after the commit: a new sum, written by the next one
+    store.flush()
+    assert metrics.read(store.path)["routed"] == 3.0
+    store.close()

@@ -102,7 +102,7 @@ def message_received(ctx, message):
         reg.start_watching()
     ctx.state["skills.registry"] = reg
     failed = []
-    for type_, data in reg.drain_events():
+    for type_, data in (reg.drain_events() if reg.events else ()):  # (a file changed: events queued)
         ctx.emit(type_, **data)
         if type_ == "skills.error":
             failed.append(state.reload_failure_line(data))
@@ -141,11 +141,15 @@ def before_llm_call(ctx, request):
     # the kernel offers the skill tools itself (SkillTool.offered: only while the skill is active)
     reg = ctx.state.get("skills.registry") or state.registry_for(ctx)
     active = state.active_skills(ctx, reg)
+    if not active:  # the usual turn: nothing active, nothing requested
+        ctx.state["skills.active"], ctx.state["capability_requests"], ctx.state[state.ADVISORY_KEY] = [], [], []
+        return
     ctx.state["skills.active"] = [s.name for s in active]
     # only skills chosen deliberately (always, load_skill) narrow the agent's own calls; a routed one guides
-    ctx.state["capability_requests"] = state.binding_requests(ctx, reg, active)
-    ctx.state[state.ADVISORY_KEY] = state.advisory_requests(ctx, active)
-    if active and not ctx.state.get("_skills_selected_emitted"):
+    binding = state.binding_skills(ctx, active)
+    ctx.state["capability_requests"] = state.binding_requests(ctx, reg, active, binding)
+    ctx.state[state.ADVISORY_KEY] = state.advisory_requests(ctx, active, binding)
+    if not ctx.state.get("_skills_selected_emitted"):
         ctx.state["_skills_selected_emitted"] = True
         ctx.emit("skills.active", skills=[s.name for s in active], tools=[t.name for s in active for t in s.tool_definitions])
         for s in active:
@@ -184,18 +188,18 @@ def list_skills(ctx):
         reg = state.registry_for(ctx)
         reg.refresh()
     tools = ctx.tools
-    available = reg.available()
+    available = reg.available_view()
     patterns, declared = getattr(tools, "patterns", None), getattr(tools, "declared", None)
     if not callable(patterns) or not isinstance(declared, set):
         return [s for s in available if state.admitted(tools, s)]
-    # asked every message (the translation router): each skill's admission is remembered while
-    # the skills, the tool registry, its allowlist patterns and its declared tools are the same
-    key = (tuple(map(id, available)), patterns(), frozenset(declared))
+    # asked every message (the translation router): the admitted skills are remembered while the
+    # registry's available list, the tool registry, its allowlist patterns and its declared tools are the same
+    allow = patterns()
     hit = _admitted.get(reg)
-    if hit is not None and hit[0] is tools and hit[1] == key:
-        return list(hit[3])
+    if hit is not None and hit[0] is tools and hit[1] is available and hit[2] is allow and hit[3] == declared:
+        return list(hit[4])
     out = [s for s in available if state.admitted(tools, s)]
-    _admitted[reg] = (tools, key, available, out)  # (the skills kept alive: their ids stay theirs)
+    _admitted[reg] = (tools, available, allow, frozenset(declared), out)
     return list(out)
 
 

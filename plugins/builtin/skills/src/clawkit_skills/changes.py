@@ -20,6 +20,7 @@ import weakref
 from typing import Any
 
 log = logging.getLogger("clawkit.skills")
+_NOTHING = bytes(4)  # FIONREAD's answer for an empty queue (an int of 0 bytes to read)
 
 
 class FolderNotifier:
@@ -28,10 +29,20 @@ class FolderNotifier:
     def __init__(self) -> None:
         from inotify_simple import INotify, flags
 
+        import fcntl
+        import termios
+
         self.inotify = INotify(nonblocking=True)
+        self._queued = (fcntl.ioctl, self.inotify.fileno(), termios.FIONREAD)  # how many bytes wait to be read
         self.mask = (flags.CREATE | flags.DELETE | flags.MODIFY | flags.CLOSE_WRITE | flags.MOVED_FROM | flags.MOVED_TO
                      | flags.ATTRIB | flags.DELETE_SELF | flags.MOVE_SELF)
+        # a folder that does not exist is watched through its nearest existing parent, for the
+        # one entry name that would bring it (``watch_entry``): creating, moving or deleting that
+        # entry, or the parent going away, marks its registries
+        self.entry_mask = flags.MASK_ADD | flags.CREATE | flags.MOVED_TO | flags.MOVED_FROM | flags.DELETE \
+            | flags.DELETE_SELF | flags.MOVE_SELF | flags.ONLYDIR
         self.watchers: dict[int, "weakref.WeakSet[Any]"] = {}
+        self.entries: dict[int, dict[str, "weakref.WeakSet[Any]"]] = {}  # wd -> entry name -> registries
         self.everyone: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self.lock = threading.Lock()
         self.pid = os.getpid()
@@ -47,8 +58,28 @@ class FolderNotifier:
             self.everyone.add(registry)
         return True
 
+    def watch_entry(self, folder: str, name: str, registry: Any) -> bool:
+        """Watch ``folder`` for entry ``name`` appearing, going or being replaced (and ``folder``
+        itself going) for ``registry``: what a stat of the folder's mtime would tell. The mask is
+        added to a watch the folder may already have (never narrowing it). False when it cannot be
+        watched."""
+        try:
+            wd = self.inotify.add_watch(folder, self.entry_mask)
+        except OSError:
+            return False
+        with self.lock:
+            self.entries.setdefault(wd, {}).setdefault(name, weakref.WeakSet()).add(registry)
+            self.everyone.add(registry)
+        return True
+
     def drain(self) -> None:
         """Read every queued event; each marks the registries watching its folder as changed."""
+        ioctl, fd, fionread = self._queued
+        try:  # the usual turn: nothing queued — one ioctl, no lock, no parse
+            if ioctl(fd, fionread, _NOTHING) == _NOTHING:
+                return
+        except OSError:
+            pass  # the read below reports it
         with self.lock:
             try:
                 events = self.inotify.read(timeout=0)
@@ -62,8 +93,18 @@ class FolderNotifier:
                     continue
                 for reg in list(self.watchers.get(ev.wd, ())):
                     reg._changed = True
+                entries = self.entries.get(ev.wd)
+                if entries:
+                    if ev.mask & 0xC00 or ev.mask & 0x8000:  # the folder itself moved or went: everyone watching it
+                        for regs in entries.values():
+                            for reg in list(regs):
+                                reg._changed = True
+                    else:
+                        for reg in list(entries.get(ev.name, ())):
+                            reg._changed = True
                 if ev.mask & 0x8000:  # IN_IGNORED: the watch is gone (its folder was deleted)
                     self.watchers.pop(ev.wd, None)
+                    self.entries.pop(ev.wd, None)
 
 
 _notifier: FolderNotifier | None = None

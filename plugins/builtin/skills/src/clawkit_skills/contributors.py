@@ -6,7 +6,7 @@ from typing import Any
 
 from clawkit.prompt import PromptContributor, PromptSection
 
-from .state import active_skills, admitted, settings
+from .state import active_of, admitted, settings
 
 class SkillIndexContributor(PromptContributor):
     """A compact list of the available skills (name + one line) — never their full text."""
@@ -20,7 +20,7 @@ class SkillIndexContributor(PromptContributor):
         if reg is None or "load_skill" not in ctx.tools:  # the index only makes sense with load_skill
             return None
         cfg = settings(ctx.agent)
-        active = {s.name for s in active_skills(_CtxView(ctx), reg)}
+        active = {s.name for s in _active(ctx, reg)}
         tools = getattr(ctx, "registry", None)
         skills = [s for s in reg.available() if s.name not in active and admitted(tools, s)][: cfg.index_limit]
         if not skills:
@@ -42,16 +42,13 @@ class ActiveSkillsContributor(PromptContributor):
         reg = ctx.state.get("skills.registry")
         if reg is None or ctx.session is None:
             return None
-        active = active_skills(_CtxView(ctx), reg)
+        active = _active(ctx, reg)
         if not active:
             return None
         return PromptSection("Active skills", "\n\n".join(s.system_prompt_section for s in active),
                              tools=tuple(t.name for s in active for t in s.tool_definitions))
 
 
-class _CtxView:
-    """The parts of a TurnContext that :func:`active_skills` reads, from a ContributorContext."""
-
-    def __init__(self, cctx: Any):
-        self.state, self.session, self.agent = cctx.state, cctx.session, cctx.agent
-        self.tools = cctx.registry
+def _active(cctx: Any, reg: Any) -> list:
+    """:func:`~.state.active_skills` for a ContributorContext (its tool registry is ``registry``)."""
+    return active_of(cctx, cctx.agent, cctx.state, cctx.session, cctx.registry, reg)

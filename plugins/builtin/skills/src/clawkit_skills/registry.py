@@ -133,6 +133,8 @@ class SkillRegistry:
         self._changed = True
         self._linked: list[Path] = []
         self._unwatched = False
+        self._scan_notifier: Any = None  # the notifier of the scan under way
+        self._absent_watched = False  # every source folder the last scan did not find is watched through a parent
         self._available: tuple[tuple, list[CompiledSkill]] | None = None  # (version, skills, PATH) -> available()
 
     # discovery -----------------------------------------------------------------------------
@@ -145,6 +147,7 @@ class SkillRegistry:
         notify = changes.notifier()
         watch = self._watcher(notify) if notify is not None else None
         self._unwatched = False
+        self._scan_notifier, self._absent_watched = notify, notify is not None
         self._linked = []
         for rank, (label, root) in enumerate(self.sources):
             self._walk(str(root), label, rank, found, dirs, watch)
@@ -169,9 +172,13 @@ class SkillRegistry:
             st = os.stat(top)
         except OSError:
             dirs.setdefault(top, None)
+            if watch is not None:
+                self._watch_absent(top, False)
             return
         if not stat_mod.S_ISDIR(st.st_mode):
             dirs.setdefault(top, None)
+            if watch is not None:
+                self._watch_absent(top, True)
             return
         if watch is not None and not watched:
             self._unwatched = True  # an existing folder without a watch: stat every turn
@@ -199,6 +206,25 @@ class SkillRegistry:
             found.append((label, rank, Path(top) / fn))
         for d in sorted(subdirs):
             self._walk(os.path.join(top, d), label, rank, found, dirs, watch)
+
+    def _watch_absent(self, path: str, present: bool) -> None:
+        """With inotify, a source folder that is not there (or is not a folder: ``present``) is
+        watched through its nearest existing parent for the entry that would bring it, and the
+        per-turn check stats nothing for it. The watch is made before that entry is looked at
+        again: one made in between is seen now (the next check rescans)."""
+        notify = self._scan_notifier
+        if notify is None:
+            return
+        child, parent = path, os.path.dirname(path)
+        while parent != child:
+            if notify.watch_entry(parent, os.path.basename(child), self):
+                if os.path.isdir(path) if present else os.path.lexists(child):
+                    self._changed = True  # appeared meanwhile
+                return
+            if os.path.isdir(parent):  # there, but no watch could be made: stat it every turn
+                break
+            child, parent = parent, os.path.dirname(parent)
+        self._absent_watched = False
 
     def refresh(self) -> bool:
         """The per-turn check: :meth:`sync` only if something moved since the last scan.
@@ -246,14 +272,15 @@ class SkillRegistry:
         notify.drain()
         if self._changed:
             return self.sync()
-        missing = self._missing_dirs
-        if missing is None or missing[0] is not self._dirs:  # the folders the last scan did not find
-            gone = [d for d, mtime in self._dirs.items() if mtime is None]  # type: ignore[union-attr]
-            missing = self._missing_dirs = (self._dirs, gone, AbsentPaths(gone))
-        if missing[1]:
-            absent = missing[2].absent()  # one stat per parent folder while those are unchanged
-            if len(absent) != len(missing[1]) and any(os.path.isdir(d) for d in missing[1]):
-                return self.sync()
+        if not self._absent_watched:  # (else every absent source folder is watched through a parent)
+            missing = self._missing_dirs
+            if missing is None or missing[0] is not self._dirs:  # the folders the last scan did not find
+                gone = [d for d, mtime in self._dirs.items() if mtime is None]  # type: ignore[union-attr]
+                missing = self._missing_dirs = (self._dirs, gone, AbsentPaths(gone))
+            if missing[1]:
+                absent = missing[2].absent()  # one stat per parent folder while those are unchanged
+                if len(absent) != len(missing[1]) and any(os.path.isdir(d) for d in missing[1]):
+                    return self.sync()
         for path in self._linked:
             state = self.files.get(path)
             try:
@@ -385,11 +412,16 @@ class SkillRegistry:
 
     def available(self) -> list[CompiledSkill]:
         """Skills whose requirements are met, sorted by name (a new list each call)."""
+        return list(self.available_view())
+
+    def available_view(self) -> list[CompiledSkill]:
+        """:meth:`available` without the copy: the same list object while the answer is the same
+        (never change it)."""
         key = (self.version, id(self.skills), os.environ.get("PATH", ""))
         cached = self._available
         if cached is None or cached[0] != key:
             cached = self._available = (key, [e.skill for n, e in sorted(self.skills.items()) if not self.unavailable_reason(n)])
-        return list(cached[1])
+        return cached[1]
 
     def errors(self) -> list[ClawsError]:
         return [e for s in sorted(self.files.values(), key=lambda s: str(s.path)) for e in s.errors]

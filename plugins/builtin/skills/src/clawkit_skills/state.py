@@ -46,7 +46,25 @@ _registries: "weakref.WeakKeyDictionary[Any, SkillRegistry]" = weakref.WeakKeyDi
 _by_id: dict[int, SkillRegistry] = {}
 
 
+_settings: dict[int, tuple[Any, Any, SkillsConfig]] = {}  # id(agent config) -> (it, its plugins, section)
+
+
 def settings(agent_config: Any) -> SkillsConfig:
+    """The agent's section (validated). Asked several times a turn: remembered per agent config
+    object while its ``plugins`` is the same object (a reloaded config is a new object)."""
+    if agent_config is None:
+        return _settings_of(None)
+    hit = _settings.get(id(agent_config))
+    if hit is not None and hit[0] is agent_config and hit[1] is getattr(agent_config, "plugins", None):
+        return hit[2]
+    cfg = _settings_of(agent_config)
+    if len(_settings) >= 64:
+        _settings.clear()
+    _settings[id(agent_config)] = (agent_config, getattr(agent_config, "plugins", None), cfg)
+    return cfg
+
+
+def _settings_of(agent_config: Any) -> SkillsConfig:
     cfg = agent_config.plugin("skills") if agent_config is not None else None
     if isinstance(cfg, SkillsConfig):
         return cfg
@@ -147,15 +165,26 @@ def admitted(tools: Any, skill: CompiledSkill) -> bool:
 def active_skills(ctx: Any, reg: SkillRegistry | None = None) -> list[CompiledSkill]:
     """Skills active in this turn: ``always`` + routed + loaded, available and admitted by
     the agent's ``tools:`` allowlist, in that order."""
-    reg = reg or ctx.state.get("skills.registry") or registry_for(ctx)
-    cfg = settings(ctx.agent)
-    route = ctx.state.get("route") or {}
-    names: list[str] = list(cfg.always) + dispatched_skills(ctx) + list(route.get("skills") or [])
-    names += list(ctx.session.get(LOADED_KEY, []) or []) + ctx.state.get("skills.loaded_now", [])
+    return active_of(ctx, ctx.agent, ctx.state, ctx.session, getattr(ctx, "tools", None), reg)
+
+
+def active_of(ctx: Any, agent: Any, state: dict[str, Any], session: Any, tools: Any,
+              reg: SkillRegistry | None = None) -> list[CompiledSkill]:
+    """:func:`active_skills` from a turn's parts (``ctx`` finds the registry when ``reg`` is None)."""
+    cfg = settings(agent)
+    route = state.get("route")
+    routed = route.get("skills") if route else None
+    loaded = session.get(LOADED_KEY)
+    loaded_now = state.get("skills.loaded_now")
+    dispatched = _dispatched(session)
+    if not (cfg.always or routed or loaded or loaded_now or dispatched):
+        return []  # nothing named: the usual turn asks nothing of the registry
+    reg = reg or state.get("skills.registry") or registry_for(ctx)
+    names: list[str] = [*cfg.always, *dispatched, *(routed or ()), *(loaded or ()), *(loaded_now or ())]
     out: list[CompiledSkill] = []
     for n in names:
         sk = reg.get(n)
-        if sk is not None and sk not in out and not reg.unavailable_reason(n) and admitted(getattr(ctx, "tools", None), sk):
+        if sk is not None and sk not in out and not reg.unavailable_reason(n) and admitted(tools, sk):
             out.append(sk)
     return out
 
@@ -164,7 +193,10 @@ def dispatched_skills(ctx: Any) -> list[str]:
     """In a sub-agent's session: the skills its parent's router dispatched it for (session metadata
     ``subagent.skills``, written by the sub-agents plugin). The child works with them *bound*:
     their sections in its prompt, their tools offered, their manifests binding its calls."""
-    session = getattr(ctx, "session", None)
+    return _dispatched(getattr(ctx, "session", None))
+
+
+def _dispatched(session: Any) -> list[str]:
     meta = session.get("subagent") if session is not None else None
     return [str(n) for n in (meta.get("skills") or [])] if isinstance(meta, dict) else []
 
@@ -176,29 +208,34 @@ def binding_skills(ctx: Any, active: list[CompiledSkill]) -> list[CompiledSkill]
     tools: a keyword guess ("fix the login *bug*" matching a read-only review skill) must not
     veto the work asked for. A child dispatched for a routed skill is held to its manifest by
     the sub-agents plugin before it is spawned."""
+    if not active:
+        return []
     cfg = settings(ctx.agent)
     chosen = set(cfg.always) | set(ctx.session.get(LOADED_KEY, []) or []) | set(ctx.state.get("skills.loaded_now", []))
     chosen |= set(dispatched_skills(ctx))
     return [s for s in active if s.name in chosen]
 
 
-def binding_requests(ctx: Any, reg: SkillRegistry | None = None, active: list[CompiledSkill] | None = None) -> list[dict[str, Any]]:
+def binding_requests(ctx: Any, reg: SkillRegistry | None = None, active: list[CompiledSkill] | None = None,
+                     binding: list[CompiledSkill] | None = None) -> list[dict[str, Any]]:
     """``ctx.state["capability_requests"]``: the permission items of the binding skills, each with its ``skill``."""
     active = active_skills(ctx, reg) if active is None else active
-    return [dict(item) for s in binding_skills(ctx, active) for item in s.capability_requests]
+    if binding is None:
+        binding = binding_skills(ctx, active)
+    return [dict(item) for s in binding for item in s.capability_requests]
 
 
 ADVISORY_KEY = "advisory_capability_requests"
 
 
-def advisory_requests(ctx: Any, active: list[CompiledSkill]) -> list[dict[str, Any]]:
+def advisory_requests(ctx: Any, active: list[CompiledSkill], binding: list[CompiledSkill] | None = None) -> list[dict[str, Any]]:
     """``ctx.state["advisory_capability_requests"]`` with ``routed_manifests: ask``: the permission
     items of the active skills that do *not* bind (routed ones), each with its ``skill``. The
     shield asks the user before a call one of them would refuse; it never blocks on them."""
-    if settings(ctx.agent).routed_manifests != "ask":
+    if not active or settings(ctx.agent).routed_manifests != "ask":
         return []
-    binding = {s.name for s in binding_skills(ctx, active)}
-    return [dict(item) for s in active if s.name not in binding for item in s.capability_requests]
+    names = {s.name for s in (binding_skills(ctx, active) if binding is None else binding)}
+    return [dict(item) for s in active if s.name not in names for item in s.capability_requests]
 
 
 def available_skills(ctx: Any) -> list[CompiledSkill]:
@@ -223,11 +260,17 @@ _flushed: "weakref.WeakKeyDictionary[SkillRegistry, dict[str, float]]" = weakref
 
 
 def flush_counters(ctx: Any, reg: SkillRegistry) -> None:
-    done = _flushed.setdefault(reg, {})
-    for key, value in list(reg.counters.items()):
+    """The registry's counters' growth since the last flush, bumped (nothing when unchanged: the usual turn)."""
+    counters = reg.counters
+    done = _flushed.get(reg)
+    if done is not None and done == counters:
+        return
+    if done is None:
+        done = _flushed.setdefault(reg, {})
+    for key, value in list(counters.items()):
         if value != done.get(key, 0):
             bump(ctx.session.store, key, value - done.get(key, 0))
-            done[key] = value
+        done[key] = value
 
 
 _METRICS = metrics_table("skills_metrics")

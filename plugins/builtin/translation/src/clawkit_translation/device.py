@@ -176,6 +176,8 @@ _infos_cache: list[tuple[TranslationConfig, list[Any], list[SkillInfo]]] = []  #
 
 def _skill_infos(ctx: Any, cfg: TranslationConfig) -> list[SkillInfo]:
     listed = _listed_skills(ctx)
+    if not listed and not cfg.skill_keywords:
+        return []  # no skill to route to (none listed for this agent's tools)
     # the skills plugin hands out the same compiled objects until a file changes: reuse the infos
     for c_cfg, c_listed, c_infos in _infos_cache:
         if c_cfg is cfg and len(c_listed) == len(listed) and all(a is b for a, b in zip(c_listed, listed)):
@@ -205,16 +207,27 @@ def _build_skill_infos(listed: list[Any], cfg: TranslationConfig) -> list[SkillI
 def route_message(text: str, cfg: TranslationConfig | None = None, skills: list[SkillInfo] = (), tools: list[str] = ()) -> Route:
     """The routing decision for ``text`` (pure code; no I/O)."""
     cfg = cfg or TranslationConfig()
+    intent, profile, confidence, chosen, kept, (model, chain, why) = _decide(text, cfg, skills, tools)
+    route = Route(intent, profile, confidence, chosen, kept)
+    route.model, route.fallback_models, route.model_reason = model, chain, why
+    return route
+
+
+def _decide(text: str, cfg: TranslationConfig, skills: list[SkillInfo], tools: list[str]) -> tuple:
+    """``(intent, profile, confidence, skills, tools, (model, fallbacks, why))`` for ``text``; ``tools``
+    a new list."""
     router = router_for(cfg)
     intent, profile, confidence = router.classify(text)
     sure = profile if confidence >= cfg.min_confidence or profile == "conversation" else None
     chosen = router.match_skills(text, skills, cfg.max_skills, sure) if skills else []
-    pc = cfg.profiles.get(profile)
+    pc = cfg.profiles.get(profile) if cfg.profiles else None
     if pc is not None and pc.tools is not None and confidence >= cfg.min_confidence:
         tools = [t for t in tools if t in cfg.always_tools or any(fnmatch.fnmatchcase(t, p) for p in pc.tools)]
-    route = Route(intent, profile, confidence, chosen, list(tools))
-    route.model, route.fallback_models, route.model_reason = choose_model(cfg, profile, confidence, chosen, skills)
-    return route
+    else:
+        tools = list(tools)
+    if not (chosen or cfg.profiles or cfg.escalation is not None):  # no skill, profile or escalation picks a model
+        return intent, profile, confidence, chosen, tools, (None, [], None)
+    return intent, profile, confidence, chosen, tools, choose_model(cfg, profile, confidence, chosen, skills)
 
 
 def choose_model(cfg: TranslationConfig, profile: str, confidence: float, chosen: list[str],
@@ -254,27 +267,46 @@ def message_received(ctx, message):
     if not cfg.route:
         return None
     t0 = time.perf_counter()
-    visible = [t.name for t in ctx.tools.visible()]
     infos = _skill_infos(ctx, cfg)
-    route = route_message(message.content, cfg, infos, visible).as_dict()
+    text = message.content
+    intent, profile, confidence, chosen, tools, (model, chain, why) = _decide(text, cfg, infos, _visible_names(ctx.tools))
+    route: dict[str, Any] = {"intent": intent, "profile": profile, "confidence": confidence, "skills": chosen, "tools": tools}
+    if model:
+        route.update(model=model, fallback_models=chain, model_reason=why)
     decoded = _decode_dispatch(ctx)
     if decoded is not None:  # a sub-agent's turn: the skills its parent dispatched it for come first
         sent = [n.strip() for n in str(decoded["params"].get("skills") or "").split(",") if n.strip()]
         route["skills"] = sent + [n for n in route["skills"] if n not in sent]
-    elapsed_us = round((time.perf_counter() - t0) * 1e6, 1)
-    dispatch = plan_dispatch(message.content, cfg, route, infos)
+    # whole microseconds: a route event repeating an earlier one's text is one the store's redaction remembers
+    elapsed_us = int((time.perf_counter() - t0) * 1e6 + 0.5)
+    dispatch = plan_dispatch(text, cfg, route, infos) if cfg.profiles else []
     if dispatch:
         route["dispatch"] = dispatch
     ctx.state["route"] = route
     _save_route(ctx.session, route)
     ctx.emit("translation.route", elapsed_us=elapsed_us, **route)
-    counts = [(f"profile:{route['profile']}", 1.0)]
-    if dispatch:
-        counts.append(("dispatch_routes", 1.0))
-        if len(dispatch) > 1:
-            counts.append(("dispatch_multi", 1.0))
+    if not dispatch:
+        metrics.bump_with_turn(ctx.session.store, "routed", 1.0, (f"profile:{profile}", 1.0))
+        return None
+    counts = [(f"profile:{profile}", 1.0), ("dispatch_routes", 1.0)]
+    if len(dispatch) > 1:
+        counts.append(("dispatch_multi", 1.0))
     metrics.bump_with_turn(ctx.session.store, "routed", 1.0, *counts)
     return None
+
+
+_names: list[Any] = [None, []]  # [the tool registry's visible list last seen, its names]
+
+
+def _visible_names(tools: Any) -> list[str]:
+    """The names of the agent's visible tools (the registry keeps one visible list until its tools change)."""
+    visible = tools.visible()
+    cached = _names
+    if cached[0] is not visible:
+        names = [t.name for t in visible]
+        _names[:] = [visible, names]
+        return names
+    return cached[1]
 
 
 DISPATCH_KEY = "translation.dispatch"  # turn state in a sub-agent: the decoded dispatch record
@@ -368,13 +400,19 @@ def _flat_json(route: dict[str, Any]) -> bool:
     """The common route (str keys; scalars, finite floats, lists of strings), checked in one
     pass; False means "look closer" (:func:`_plain_json`), not "not JSON"."""
     for k, v in route.items():
+        if type(k) is not str:
+            return False
         t = type(v)
+        if t is str or t is list:
+            if t is list:
+                for x in v:
+                    if type(x) is not str:
+                        return False
+            continue
         if t in _SCALARS or (t is float and math.isfinite(v)):
             continue
-        if t is list and all(type(x) is str for x in v):
-            continue
         return False
-    return all(type(k) is str for k in route)
+    return True
 
 
 def _plain_json(value: Any, depth: int = 0) -> bool:

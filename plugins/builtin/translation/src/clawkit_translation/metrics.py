@@ -4,15 +4,17 @@
 shape every ``<plugin>_metrics`` table shares, so ``clawkit skills stats`` shows
 it too. Metrics never break a turn: a write that fails is logged and dropped.
 
-:func:`bump` writes at once (autocommit); :func:`bump_with_turn` queues the row on the
-session store so it is committed in the same transaction as the kernel's next write
-(the message that follows, or the turn-end flush) — no commit of its own.
+:func:`bump` writes at once (autocommit); :func:`bump_with_turn` queues the increments on the
+session store so they are committed in the same transaction as the kernel's next write
+(the message that follows, or the turn-end flush) — no commit of its own; the increments of
+every turn sharing a store until its next commit are summed into one statement.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 import time
 import weakref
 from functools import lru_cache
@@ -70,23 +72,80 @@ def ensure_table(store: Any) -> bool:
 
 def bump_with_turn(store: Any, metric: str, by: float = 1.0, *more: tuple[str, float]) -> None:
     """Add ``by`` to ``metric`` (and each ``(metric, by)`` of ``more``), committed with the store's
-    next write (inside a turn: before it ends). Several metrics go in one statement: each queued
-    statement costs an execute in the turn's commit."""
-    queue = store_queue(store)
-    if queue is None or not ensure_table(store):
-        bump(store.conn, metric, by)
-        for m, b in more:
-            bump(store.conn, m, b)
-        return
-    now = time.time()
-    if not more:
-        queue(UPSERT, (metric, by, now))
-        return
-    rows = ((metric, by), *more)
-    queue(_upsert_rows(len(rows)), tuple(v for m, b in rows for v in (m, b, now)))
+    next write (inside a turn: before it ends). The increments queued on a store until its next
+    commit are summed and written by one statement in it (:class:`_Counts`): concurrent turns
+    sharing a store share it."""
+    if not _counts_for(store, metric, by, more):
+        queue = store_queue(store)
+        if queue is None or not ensure_table(store):
+            bump(store.conn, metric, by)
+            for m, b in more:
+                bump(store.conn, m, b)
+            return
+        now = time.time()
+        rows = ((metric, by), *more)
+        queue(_upsert_rows(len(rows)), tuple(v for m, b in rows for v in (m, b, now)))
 
 
-@lru_cache(maxsize=8)
+_STALE_S = 30.0  # a sum queued this long ago and not yet written: later increments start a new one
+_lock = threading.Lock()
+_open: "weakref.WeakKeyDictionary[Any, _Counts]" = weakref.WeakKeyDictionary()  # store -> the sum its next commit writes
+
+
+class _Counts:
+    """Increments queued on one store (``store.queue_call``), written in its next commit as one
+    multi-row UPSERT. Once the commit has started writing it, increments go to a new one (a retried
+    commit writes the same sums again, as it would re-run a queued statement)."""
+
+    __slots__ = ("counts", "started", "queued_at")
+
+    def __init__(self) -> None:
+        self.counts: dict[str, float] = {}
+        self.started = False
+        self.queued_at = time.monotonic()
+
+    def __call__(self, conn: Any) -> None:
+        with _lock:
+            self.started = True
+            rows = list(self.counts.items())
+        if not rows:
+            return
+        now = time.time()
+        for i in range(0, len(rows), 64):  # (bounded statement size)
+            part = rows[i:i + 64]
+            conn.execute(_upsert_rows(len(part)), tuple(v for m, b in part for v in (m, b, now)))
+
+
+def _counts_for(store: Any, metric: str, by: float, more: tuple[tuple[str, float], ...]) -> bool:
+    """Add the increments to the store's open sum (a new one queued on it when there is none, or
+    its commit has begun). False when the store offers no ``queue_call`` or the table could not be
+    made: the caller queues a statement."""
+    try:
+        pending = _open.get(store)
+    except TypeError:  # not weak-referenceable
+        return False
+    if pending is not None:
+        with _lock:
+            if not pending.started and time.monotonic() - pending.queued_at <= _STALE_S:
+                _add(pending.counts, metric, by, more)
+                return True
+    queue_call = getattr(store, "queue_call", None)
+    if not callable(queue_call) or not hasattr(store, "flush") or not ensure_table(store):  # (not under the lock:
+        return False  # a statement on store.conn commits what is queued, which may run a _Counts)
+    fresh = _Counts()
+    _add(fresh.counts, metric, by, more)
+    _open[store] = fresh
+    queue_call(fresh)
+    return True
+
+
+def _add(counts: dict[str, float], metric: str, by: float, more: tuple[tuple[str, float], ...]) -> None:
+    counts[metric] = counts.get(metric, 0.0) + by
+    for m, b in more:
+        counts[m] = counts.get(m, 0.0) + b
+
+
+@lru_cache(maxsize=64)
 def _upsert_rows(n: int) -> str:
     """UPSERT for ``n`` rows in one statement (distinct metrics: one row may not update twice)."""
     head, tail = UPSERT.split(" ON CONFLICT", 1)

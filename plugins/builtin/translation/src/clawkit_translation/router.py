@@ -60,12 +60,14 @@ INTENTS: dict[str, tuple[str, dict[float, str]]] = {
     "chitchat": ("conversation", {2: "joke|story|poem|opinion|chat|fun fact", 1: "you|feel|think"}),
 }
 
-_SPECIAL: list[tuple[str, float, re.Pattern[str]]] = [
-    ("browse", 3.0, re.compile(r"https?://|www\.[a-z0-9-]+\.")),
-    ("code", 3.0, re.compile(r"```|\b(?:def|class|import|return|const|let|fn)\s+\w|=>|\w\(\)|\.(?:py|js|ts|tsx|rs|go|java|rb|cpp|c|h|cs|php|sql)\b")),
-    ("shell", 3.0, re.compile(r"(?m)^\s*\$ \S|\b(?:ls|cd|grep|cat|chmod|curl|pip|npm) -")),
-    ("schedule", 2.0, re.compile(r"\b(?:at|every)\s+\d{1,2}(?::\d\d)?\s*(?:am|pm)\b")),
+# (intent, weight, pattern, two literals one of which every match holds — None: no such pair)
+_SPECIAL: list[tuple[str, float, re.Pattern[str], tuple[str, str] | None]] = [
+    ("browse", 3.0, re.compile(r"https?://|www\.[a-z0-9-]+\."), ("://", "www.")),
+    ("code", 3.0, re.compile(r"```|\b(?:def|class|import|return|const|let|fn)\s+\w|=>|\w\(\)|\.(?:py|js|ts|tsx|rs|go|java|rb|cpp|c|h|cs|php|sql)\b"), None),
+    ("shell", 3.0, re.compile(r"(?m)^\s*\$ \S|\b(?:ls|cd|grep|cat|chmod|curl|pip|npm) -"), ("$ ", " -")),
+    ("schedule", 2.0, re.compile(r"\b(?:at|every)\s+\d{1,2}(?::\d\d)?\s*(?:am|pm)\b"), ("am", "pm")),
 ]
+_SPACES = re.compile(r"\s+")
 
 _STOP = set("the a an and or of to in on for with about from into by at is are was were be this that these those it its my your our me you i we "
             "please can could would should will do does did what whats what's how when where which who whom why get give tell show use using "
@@ -225,12 +227,15 @@ class IntentRouter:
         # a long paste is routed by its head: keeps the worst case well under 1 ms
         low = text[:MAX_CHARS].lower()
         scores: dict[str, float] = {}
+        table = self.table
         for m in self.pattern.finditer(low):
-            key = re.sub(r"\s+", " ", m.group(1))
-            for intent, weight in self.table.get(key, ()):
+            key = m.group(1)
+            if not key.isalnum():  # a phrase: any run of whitespace matched, the table has one space
+                key = _SPACES.sub(" ", key)
+            for intent, weight in table.get(key, ()):
                 scores[intent] = scores.get(intent, 0.0) + weight
-        for intent, weight, rx in _SPECIAL:
-            if rx.search(low):
+        for intent, weight, rx, needs in _SPECIAL:
+            if (needs is None or needs[0] in low or needs[1] in low) and rx.search(low):
                 scores[intent] = scores.get(intent, 0.0) + weight
         return scores
 
