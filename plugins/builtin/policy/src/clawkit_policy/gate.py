@@ -36,7 +36,7 @@ from clawkit.types import Decision, Risk, ToolCall
 from . import scope
 from .config import Grant, PolicyConfig
 from .ledger import Canonical, canonical
-from .redact import may_hold_secrets, redact
+from .redact import redact, screened_clean
 from .state import PolicyState
 from .writer import LedgerWriter
 
@@ -332,16 +332,20 @@ def prepare(extra: list[str]):
         if content is not None:
             fields["data"] = {**(fields.get("data") or {}), "result_chars": len(content),
                               "result_sha256": hashlib.sha256(content.encode("utf-8", "replace")).hexdigest()}
-        texts = [canonical(fields[k]) if fields.get(k) is not None else None for k in _JSON_FIELDS]
-        plain = [v if v is None or isinstance(v, str) else canonical(v) for v in map(fields.get, _TEXT_FIELDS)]
-        if may_hold_secrets("\n".join(t for t in texts + plain if t is not None), extra):
+        texts: dict[str, str] = {}
+        for key in _JSON_FIELDS:
+            value = fields.get(key)
+            if value is not None:
+                texts[key] = "{}" if value == {} and type(value) is dict else canonical(value)
+        plain = [v if isinstance(v, str) else canonical(v) for v in map(fields.get, _TEXT_FIELDS) if v is not None]
+        # each text screened on its own (redact works value by value), a text screened clean recently not again
+        if not screened_clean((*texts.values(), *plain), extra):
             for key in _JSON_FIELDS + _TEXT_FIELDS:
                 if fields.get(key) is not None:
                     fields[key] = redact(fields[key], extra)
             return fields
-        for key, text in zip(_JSON_FIELDS, texts):
-            if text is not None:
-                fields[key] = Canonical(text)
+        for key, text in texts.items():
+            fields[key] = Canonical(text)
         return fields
 
     return clean

@@ -1,0 +1,52 @@
+"""The audit records' screen (issue 29 goal 5, s11): each JSON and text column is screened on its own and a
+column text screened clean recently is not screened again — but never under other secret values, and a text
+with something to redact is never remembered."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from clawkit_policy.gate import prepare
+
+redact_mod = importlib.import_module("clawkit_policy.redact")
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch):
+    monkeypatch.delenv("GATES_SCREEN_TOKEN", raising=False)
+    redact_mod.refresh()
+    redact_mod.clear_memo()
+    yield
+    redact_mod.refresh()
+
+
+def test_the_spelt_out_screen_finds_every_screen_word():
+    for word in redact_mod._SCREEN_LITERALS:
+        assert redact_mod._screen(f"x {word.upper()} y", ()), word
+    assert not redact_mod._screen('{"commands":[],"hosts":[],"paths":[],"risk":"safe"}', ())
+
+
+def test_clean_columns_are_remembered_and_secrets_are_not(monkeypatch):
+    clean = prepare([])
+    out = clean({"reason": "deploy with swordfish-0123456789 now", "arguments": {}, "requested": {"paths": []}})
+    assert out["reason"] == "deploy with swordfish-0123456789 now" and out["arguments"] == "{}"
+    escaped, memo = redact_mod._screened
+    assert "deploy with swordfish-0123456789 now" in memo and "{}" in memo
+    monkeypatch.setenv("GATES_SCREEN_TOKEN", "swordfish-0123456789")
+    redact_mod.refresh()  # new secret values: nothing screened under the old ones holds
+    out = clean({"reason": "deploy with swordfish-0123456789 now", "arguments": {}})
+    assert out["reason"] == "deploy with [REDACTED] now"
+    assert "deploy with swordfish-0123456789 now" not in redact_mod._screened[1]
+    out = clean({"reason": "ok", "data": {"api_key": "abcdef"}})
+    assert out["data"] == {"api_key": "[REDACTED]"}
+    assert not any("abcdef" in text for text in redact_mod._screened[1])
+
+
+def test_the_screen_memo_is_bounded(monkeypatch):
+    monkeypatch.setattr(redact_mod, "MEMO_SIZE", 8)
+    for i in range(50):
+        assert redact_mod.screened_clean([f"reason number {i}", "{}"])
+    memo = redact_mod._screened[1]
+    assert len(memo) <= 9 and "reason number 49" in memo and "reason number 0" not in memo
