@@ -5,6 +5,7 @@ with something to redact is never remembered."""
 from __future__ import annotations
 
 import importlib
+import time
 
 import pytest
 
@@ -50,3 +51,26 @@ def test_the_screen_memo_is_bounded(monkeypatch):
         assert redact_mod.screened_clean([f"reason number {i}", "{}"])
     memo = redact_mod._screened[1]
     assert len(memo) <= 9 and "reason number 49" in memo and "reason number 0" not in memo
+
+
+def test_a_turn_end_commits_its_own_records_and_leaves_later_ones_to_the_next_flush(tmp_path, ledger_files):
+    """LedgerWriter.flush_through: nothing to do when the turn's records are committed already; everything
+    queued (in order) when they are not."""
+    conn, writer = ledger_files.writer(tmp_path / "a.db")
+    try:
+        mine = writer.submit("event", {"session_id": "a", "decision": "x"})
+        assert mine == 1
+        writer.flush_through(mine)
+        assert ledger_files.count(tmp_path / "a.db") == 1
+        other = writer.submit("event", {"session_id": "b", "decision": "y"})
+        writer._due = time.monotonic() + 600  # the writer thread leaves it alone: only a flush commits it
+        writer.flush_through(mine)  # mine is committed: b's record waits for the next flush
+        assert writer.pending == 1 and ledger_files.count(tmp_path / "a.db") == 1
+        late = writer.submit("event", {"session_id": "a", "decision": "z"})
+        assert late == other + 1
+        writer.flush_through(late)  # not yet committed: everything queued before it goes too, in order
+        assert writer.pending == 0 and ledger_files.count(tmp_path / "a.db") == 3
+        assert [r[0] for r in conn.execute("SELECT session_id FROM policy_audit ORDER BY seq")] == ["a", "b", "a"]
+    finally:
+        writer.close()
+        conn.close()

@@ -297,8 +297,9 @@ def on_event(event):
         if turn is not None and turn.writer is not None and not turn.nested:
             # the turn's records are committed before its reply goes out (on disk soon after: see writer). A
             # sub-agent's reply goes to its parent's tool call, whose after_tool_call commits them (the writer
-            # is the store's, shared by the tree): one commit and one fsync less per delegation
-            turn.writer.flush()
+            # is the store's, shared by the tree): one commit and one fsync less per delegation. Records other
+            # sessions queued meanwhile are left to the next flush (one transaction for more of them)
+            turn.writer.flush_through(turn.last_record)
         return
     if not event.type.startswith(AUDITED_PREFIXES):
         return

@@ -55,6 +55,7 @@ class Turn:
     agent: str = ""
     nested: bool = False  # a sub-agent's run (its parent's tool call commits its records)
     resumed: bool = False  # the session had an earlier turn in this process (a chat goes on)
+    last_record: int = 0  # the number of the last record this turn queued (LedgerWriter.submit)
     run_grants: list[Grant] = field(default_factory=list)
     ws_real: str = ""
     _by_tool: dict[str, list] = field(default_factory=dict)
@@ -143,8 +144,9 @@ def workspace_real(workspace: str) -> str:
     path component. A workspace (or a directory on its path) replaced or re-pointed is resolved again."""
     found = _ws_real.get(workspace)
     if found is not None:
-        try:
-            now, then = os.stat(workspace), os.stat(found[0])
+        try:  # (a workspace that is its own real path: one stat)
+            now = os.stat(workspace)
+            then = now if found[0] == workspace else os.stat(found[0])
         except OSError:
             pass
         else:
@@ -353,7 +355,7 @@ def prepare(extra: list[str]):
 
 def record(turn: Turn, kind: str, ids: dict[str, Any], **fields: Any) -> None:
     if turn.writer is not None and turn.cfg.audit:
-        turn.writer.submit(kind, {**ids, **fields})
+        turn.last_record = turn.writer.submit(kind, {**ids, **fields})
 
 
 def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], Pending]) -> Decision | None:

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import time
+from collections import OrderedDict
 from functools import lru_cache
 from typing import Any, Iterable
 
@@ -272,7 +273,7 @@ def _screen(text: str, escaped: tuple[str, ...]) -> bool:
 
 #: (escaped secret values, {text: None}): the last MEMO_SIZE texts of at most MEMO_MAX_LEN characters
 #: :func:`screened_clean` found nothing in, bound to the secret values that screened them (as :data:`_memo`)
-_screened: tuple[Any, dict[str, None]] = (None, {})
+_screened: tuple[Any, "OrderedDict[str, None]"] = (None, OrderedDict())
 
 
 def screened_clean(texts: Iterable[str], extra_names: Iterable[str] = ()) -> bool:
@@ -283,11 +284,11 @@ def screened_clean(texts: Iterable[str], extra_names: Iterable[str] = ()) -> boo
     escaped = _escaped(secret_values(extra_names))
     bound, memo = _screened
     if bound is not escaped:
-        memo = {}
+        memo = OrderedDict()
         _screened = (escaped, memo)
     for text in texts:
-        if memo.pop(text, _MISS) is not _MISS:
-            memo[text] = None  # most recently used
+        if text in memo:
+            _touch(memo, text)
             continue
         if _screen(text, escaped):
             return False
@@ -297,11 +298,20 @@ def screened_clean(texts: Iterable[str], extra_names: Iterable[str] = ()) -> boo
     return True
 
 
-def _trim(memo: dict[str, None]) -> None:
+def _touch(memo: "OrderedDict[str, None]", text: str) -> None:
+    try:
+        memo.move_to_end(text)  # most recently used: evicted last
+    except KeyError:  # another thread evicted it meanwhile
+        pass
+
+
+def _trim(memo: "OrderedDict[str, None]") -> None:
+    """Evict the least recently used texts beyond :data:`MEMO_SIZE` (an OrderedDict: a plain dict's first key,
+    behind the slots its evictions left, took a scan to find)."""
     while len(memo) > MEMO_SIZE:  # (a loop: other threads insert too)
         try:
-            del memo[next(iter(memo))]  # the least recently used
-        except (KeyError, StopIteration, RuntimeError):  # another thread got there first
+            memo.popitem(last=False)
+        except KeyError:  # another thread got there first
             break
 
 
@@ -316,15 +326,14 @@ _last_clean: tuple[Any, Any] = (None, None)
 #: a secret after the message that carried it is gone (a text with one is scanned every time).
 MEMO_SIZE = 1024
 MEMO_MAX_LEN = 4096
-_memo: tuple[Any, dict[str, None]] = (None, {})
-_MISS = object()
+_memo: tuple[Any, "OrderedDict[str, None]"] = (None, OrderedDict())
 
 
 def clear_memo() -> None:
     """Forget every text the memo remembers (a deleted conversation's texts leave the process with it)."""
     global _memo, _last_clean, _screened
-    _memo = (None, {})
-    _screened = (None, {})
+    _memo = (None, OrderedDict())
+    _screened = (None, OrderedDict())
     _last_clean = (None, None)
 
 
@@ -343,10 +352,10 @@ def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
     if len(text) <= MEMO_MAX_LEN:
         scanned_by, memo = _memo
         if scanned_by is not small:  # other secret values: nothing remembered holds
-            memo = {}
+            memo = OrderedDict()
             _memo = (small, memo)
-        if memo.pop(text, _MISS) is not _MISS:
-            memo[text] = None  # most recently used: evicted last
+        if text in memo:
+            _touch(memo, text)
             return text
     if big is None:
         out = _splice(text, small.finditer(text), MARK)
