@@ -172,11 +172,42 @@ def config(ctx: Any) -> PolicyConfig:
     return cfg if isinstance(cfg, PolicyConfig) else _DEFAULT
 
 
+#: per config object (the last one seen, per kind): answers that depend on the config and a tool name only
+_per_config: dict[str, tuple[Any, dict[Any, Any]]] = {}
+
+
+def _config_memo(kind: str, cfg: Any) -> dict[Any, Any]:
+    hit = _per_config.get(kind)
+    if hit is None or hit[0] is not cfg or len(hit[1]) > 512:
+        hit = _per_config[kind] = (cfg, {})
+    return hit[1]
+
+
 def risk_of(cfg: PolicyConfig, name: str, default: Risk) -> Risk:
-    for pattern, level in cfg.risk.items():
+    """The tool's risk, ``cfg.risk``'s first matching glob first (remembered per config, tool and patterns)."""
+    memo = _config_memo("risk", cfg)
+    key = (name, default, tuple(cfg.risk.items()))
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _risk_of(cfg.risk, name, default)
+    return found
+
+
+def _risk_of(risks: dict[str, Any], name: str, default: Risk) -> Risk:
+    for pattern, level in risks.items():
         if fnmatch.fnmatchcase(name, pattern):
             return Risk(level)
     return Risk(default)
+
+
+def _egress_named(cfg: PolicyConfig, name: str) -> bool:
+    """``name`` matches a glob of ``egress_tools`` (remembered per config, tool and patterns)."""
+    memo = _config_memo("egress", cfg)
+    key = (name, tuple(cfg.egress_tools))
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = any(fnmatch.fnmatchcase(name, p) for p in key[1])
+    return found
 
 
 def elevated_until(ctx: Any) -> float | None:
@@ -218,7 +249,7 @@ def _egress(cfg: PolicyConfig, ctx: Any, name: str, req: scope.Requested) -> str
     is then asked for) is not egress by its name alone."""
     if req.hosts:
         return "names a host (" + ", ".join(h for h, _ in req.hosts[:3]) + ")"
-    named = any(fnmatch.fnmatchcase(name, p) for p in cfg.egress_tools)
+    named = _egress_named(cfg, name)
     if not (named or req.commands):
         return None
     tool = ctx.tools.get(name) if ctx.tools is not None else None
