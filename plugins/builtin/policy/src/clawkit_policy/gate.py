@@ -57,14 +57,20 @@ class Turn:
     resumed: bool = False  # the session had an earlier turn in this process (a chat goes on)
     last_record: int = 0  # the number of the last record this turn queued (LedgerWriter.submit)
     run_grants: list[Grant] = field(default_factory=list)
-    ws_real: str = ""
+    _ws: str | None = field(default=None, repr=False)  # the workspace's real path, once this turn needs it
     _by_tool: dict[str, list] = field(default_factory=dict)
     _risk: dict[str, Any] = field(default_factory=dict)
     _paths: dict[str, str] = field(default_factory=dict)
     _approvals: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self.ws_real = workspace_real(self.workspace)
+    @property
+    def ws_real(self) -> str:
+        """The workspace's real path, resolved once per turn when the turn first needs it (a tool call):
+        a turn without one makes no system call for it."""
+        ws = self._ws
+        if ws is None:
+            ws = self._ws = workspace_real(self.workspace)
+        return ws
 
     def real_path(self, raw: str) -> str:
         """``raw`` resolved against the workspace (symlinks, ``..``, ``~``) afresh at every call: a

@@ -1,6 +1,7 @@
-"""The audit records' screen (issue 29 goal 5, s11): each JSON and text column is screened on its own and a
-column text screened clean recently is not screened again — but never under other secret values, and a text
-with something to redact is never remembered."""
+"""A cheaper turn for the policy (issue 29 goal 5, s11). The audit records' screen: each JSON and text column
+is screened on its own and a column text screened clean recently is not screened again — but never under other
+secret values, and a text with something to redact is never remembered. A turn's end commits its own records,
+not the ones other sessions queued since. A turn without a tool call does not resolve the workspace."""
 
 from __future__ import annotations
 
@@ -74,3 +75,20 @@ def test_a_turn_end_commits_its_own_records_and_leaves_later_ones_to_the_next_fl
     finally:
         writer.close()
         conn.close()
+
+
+def test_a_turn_without_a_tool_call_does_not_resolve_the_workspace_and_one_with_does(build_agent, monkeypatch):
+    import clawkit_policy
+    import clawkit_tools
+    from clawkit.testing import ScriptedReply, call
+
+    gate = importlib.import_module("clawkit_policy.gate")
+    seen = []
+    real = gate.workspace_real
+    monkeypatch.setattr(gate, "workspace_real", lambda ws: (seen.append(ws), real(ws))[1])
+    agent = build_agent(["hello", ScriptedReply.calls(call("read_file", path="a.txt")), "done"],
+                        plugins=(clawkit_tools, clawkit_policy), tools=["read_file"])
+    first = agent.run("hi")
+    assert first.reply == "hello" and seen == []
+    agent.run("read it", session_id=first.session_id)
+    assert len(seen) == 1  # once for the turn, at its first tool call
