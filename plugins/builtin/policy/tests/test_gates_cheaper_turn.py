@@ -92,3 +92,17 @@ def test_a_turn_without_a_tool_call_does_not_resolve_the_workspace_and_one_with_
     assert first.reply == "hello" and seen == []
     agent.run("read it", session_id=first.session_id)
     assert len(seen) == 1  # once for the turn, at its first tool call
+
+
+def test_a_record_s_values_are_those_of_before():
+    """AuditLedger._values (a template copied and updated): JSON columns canonical (a bare bool too), other
+    bools as integers, unknown fields refused."""
+    from clawkit_policy.ledger import AuditLedger, Canonical
+
+    values = AuditLedger._values("decision", {"data": True, "requested": {"b": 1, "a": [True]}, "approval_required": False,
+                                              "arguments": Canonical('{"x":1}'), "reason": "r", "ts": 5.0})
+    assert values["data"] == "true" and values["requested"] == '{"a":[true],"b":1}' and values["arguments"] == '{"x":1}'
+    assert values["approval_required"] == 0 and type(values["approval_required"]) is int
+    assert values["kind"] == "decision" and values["ts"] == 5.0 and values["granted"] is None and values["seq"] is None
+    with pytest.raises(TypeError, match="unknown audit fields: bogus"):
+        AuditLedger._values("decision", {"bogus": 1})

@@ -216,7 +216,7 @@ class AuditLedger:
             if v is not None and type(v) is not Canonical:
                 values[k] = canonical(v)
         for k, v in fields.items():
-            if v.__class__ is bool:  # (bool has no subclasses)
+            if v.__class__ is bool and k not in JSON_COLUMNS:  # (bool has no subclasses)
                 values[k] = int(v)
         values["kind"] = kind
         values["ts"] = float(fields.get("ts") or time.time())
