@@ -117,7 +117,8 @@ def _fragments():
              "\u2003", ",", ";", "\"", "-", "_", "abcd", "é", "ü", "12", "1234", "abcdefghijklmnop", "sk-", "ghp_",
              "github_pat_", "glpat-", "xoxb-", "AKIA", "ASIA", "AIza", "npm_", "hf_", "eyJ", ".", "-----BEGIN RSA PRIVATE KEY-----",
              "-----END RSA PRIVATE KEY-----", "\n", "https://", "u:p@", "postgres://", "/webhooks/", "A" * 16, "a" * 36,
-             "acme-live-0123456789", "tök-ünïcode-987654"]
+             "acme-live-0123456789", "tök-ünïcode-987654", "://", "@", "/", ":", ":@", "<", "127.0.0.1:8080", "hooks.slack",
+             "discord.com/api/webhooks/", "Webhook", ".webhook.office.com/", "/services/", "http://"]
     for _ in range(4000):
         yield "".join(rng.choice(parts) for _ in range(rng.randint(1, 12)))
 
@@ -146,5 +147,20 @@ def test_the_screen_never_hides_a_value_redact_would_change(secret_env):
 
 def test_clean_texts_pass_the_prefilter_without_a_regex_pass():
     for text in ('{"model":"fake/bench","usage":{"prompt_tokens":20,"completion_tokens":5,"total_tokens":25,"cost":null}}',
+                 '{"model":"openai/scripted","endpoint":"http://127.0.0.1:41231/v1","started":1795831144.33,"usage":'
+                 '{"prompt_tokens":141,"cost":null},"finish_reason":"tool_calls"}', "see https://example.com:8443/a/b?c=d and ftp://host/x",
                  "What is 2 + 3?", '{"tool_calls":[{"id":"call_1","name":"add","arguments":{"a":2,"b":3}}]}'):
         assert not redact_mod._may_match(text, ())
+
+
+@pytest.mark.parametrize("text", [
+    "connect to postgres://app:hunter22@db.internal:5432/x", "http://127.0.0.1:80/ then redis://:pw123456@cache:6379",
+    "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXX", "https://discord.com/api/webhooks/123/abcDEF_-",
+    "https://acme.webhook.office.com/webhookb2/abc", "https://ci.example.com/hooks/webhooks/abcdefghijklmnopqrst",
+])
+def test_a_url_is_screened_by_its_credentials_not_by_its_scheme(text):
+    """A URL without a password or a webhook path passes the prefilter (no re2 pass, see _url_may_match);
+    one with either still reaches the full pattern, and is redacted."""
+    assert redact_mod._may_match(text, ())
+    assert redact_text(text) != text
+    assert not redact_mod._may_match("GET http://127.0.0.1:8080/v1/models and https://example.com/a:b/c@d", ())

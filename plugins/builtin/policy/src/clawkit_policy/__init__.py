@@ -105,13 +105,28 @@ def ledger_for(store: Any) -> AuditLedger:
     return AuditLedger(store)
 
 
+def _none() -> None:
+    return None
+
+
+#: weak references to the last store looked up and its writer and state (nothing kept alive by this)
+_last_store: tuple[Any, Any, Any] = (_none, _none, _none)
+
+
 def _stores(store: Any, extra: list[str]) -> tuple[LedgerWriter, PolicyState]:
+    global _last_store
+    last = _last_store
+    if last[0]() is store:  # the usual case: the store of the turn before (a WeakKeyDictionary lookup makes a weakref)
+        writer, state = last[1](), last[2]()
+        if writer is not None and state is not None:
+            return writer, state
     found = _ledgers.get(store)
     if found is None:
         path = str(store.path) if getattr(store, "path", None) else None
         writer = LedgerWriter(store.conn, path, prepare(extra))
         found = (writer, PolicyState(store.conn, writer.sync.db))
         _ledgers[store] = found
+    _last_store = (weakref.ref(store), weakref.ref(found[0]), weakref.ref(found[1]))
     return found
 
 
@@ -297,8 +312,9 @@ def on_event(event):
         if turn is not None and turn.writer is not None and not turn.nested:
             # the turn's records are committed before its reply goes out (on disk soon after: see writer). A
             # sub-agent's reply goes to its parent's tool call, whose after_tool_call commits them (the writer
-            # is the store's, shared by the tree): one commit and one fsync less per delegation
-            turn.writer.flush()
+            # is the store's, shared by the tree): one commit and one fsync less per delegation. Records other
+            # sessions queued meanwhile are left to the next flush (one transaction for more of them)
+            turn.writer.flush_through(turn.last_record)
         return
     if not event.type.startswith(AUDITED_PREFIXES):
         return

@@ -36,7 +36,7 @@ from clawkit.types import Decision, Risk, ToolCall
 from . import scope
 from .config import Grant, PolicyConfig
 from .ledger import Canonical, canonical
-from .redact import may_hold_secrets, redact
+from .redact import redact, screened_clean
 from .state import PolicyState
 from .writer import LedgerWriter
 
@@ -55,15 +55,22 @@ class Turn:
     agent: str = ""
     nested: bool = False  # a sub-agent's run (its parent's tool call commits its records)
     resumed: bool = False  # the session had an earlier turn in this process (a chat goes on)
+    last_record: int = 0  # the number of the last record this turn queued (LedgerWriter.submit)
     run_grants: list[Grant] = field(default_factory=list)
-    ws_real: str = ""
+    _ws: str | None = field(default=None, repr=False)  # the workspace's real path, once this turn needs it
     _by_tool: dict[str, list] = field(default_factory=dict)
     _risk: dict[str, Any] = field(default_factory=dict)
     _paths: dict[str, str] = field(default_factory=dict)
     _approvals: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self.ws_real = workspace_real(self.workspace)
+    @property
+    def ws_real(self) -> str:
+        """The workspace's real path, resolved once per turn when the turn first needs it (a tool call):
+        a turn without one makes no system call for it."""
+        ws = self._ws
+        if ws is None:
+            ws = self._ws = workspace_real(self.workspace)
+        return ws
 
     def real_path(self, raw: str) -> str:
         """``raw`` resolved against the workspace (symlinks, ``..``, ``~``) afresh at every call: a
@@ -143,8 +150,9 @@ def workspace_real(workspace: str) -> str:
     path component. A workspace (or a directory on its path) replaced or re-pointed is resolved again."""
     found = _ws_real.get(workspace)
     if found is not None:
-        try:
-            now, then = os.stat(workspace), os.stat(found[0])
+        try:  # (a workspace that is its own real path: one stat)
+            now = os.stat(workspace)
+            then = now if found[0] == workspace else os.stat(found[0])
         except OSError:
             pass
         else:
@@ -170,11 +178,42 @@ def config(ctx: Any) -> PolicyConfig:
     return cfg if isinstance(cfg, PolicyConfig) else _DEFAULT
 
 
+#: per config object (the last one seen, per kind): answers that depend on the config and a tool name only
+_per_config: dict[str, tuple[Any, dict[Any, Any]]] = {}
+
+
+def _config_memo(kind: str, cfg: Any) -> dict[Any, Any]:
+    hit = _per_config.get(kind)
+    if hit is None or hit[0] is not cfg or len(hit[1]) > 512:
+        hit = _per_config[kind] = (cfg, {})
+    return hit[1]
+
+
 def risk_of(cfg: PolicyConfig, name: str, default: Risk) -> Risk:
-    for pattern, level in cfg.risk.items():
+    """The tool's risk, ``cfg.risk``'s first matching glob first (remembered per config, tool and patterns)."""
+    memo = _config_memo("risk", cfg)
+    key = (name, default, tuple(cfg.risk.items()))
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _risk_of(cfg.risk, name, default)
+    return found
+
+
+def _risk_of(risks: dict[str, Any], name: str, default: Risk) -> Risk:
+    for pattern, level in risks.items():
         if fnmatch.fnmatchcase(name, pattern):
             return Risk(level)
     return Risk(default)
+
+
+def _egress_named(cfg: PolicyConfig, name: str) -> bool:
+    """``name`` matches a glob of ``egress_tools`` (remembered per config, tool and patterns)."""
+    memo = _config_memo("egress", cfg)
+    key = (name, tuple(cfg.egress_tools))
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = any(fnmatch.fnmatchcase(name, p) for p in key[1])
+    return found
 
 
 def elevated_until(ctx: Any) -> float | None:
@@ -216,7 +255,7 @@ def _egress(cfg: PolicyConfig, ctx: Any, name: str, req: scope.Requested) -> str
     is then asked for) is not egress by its name alone."""
     if req.hosts:
         return "names a host (" + ", ".join(h for h, _ in req.hosts[:3]) + ")"
-    named = any(fnmatch.fnmatchcase(name, p) for p in cfg.egress_tools)
+    named = _egress_named(cfg, name)
     if not (named or req.commands):
         return None
     tool = ctx.tools.get(name) if ctx.tools is not None else None
@@ -332,16 +371,20 @@ def prepare(extra: list[str]):
         if content is not None:
             fields["data"] = {**(fields.get("data") or {}), "result_chars": len(content),
                               "result_sha256": hashlib.sha256(content.encode("utf-8", "replace")).hexdigest()}
-        texts = [canonical(fields[k]) if fields.get(k) is not None else None for k in _JSON_FIELDS]
-        plain = [v if v is None or isinstance(v, str) else canonical(v) for v in map(fields.get, _TEXT_FIELDS)]
-        if may_hold_secrets("\n".join(t for t in texts + plain if t is not None), extra):
+        texts: dict[str, str] = {}
+        for key in _JSON_FIELDS:
+            value = fields.get(key)
+            if value is not None:
+                texts[key] = "{}" if value == {} and type(value) is dict else canonical(value)
+        plain = [v if isinstance(v, str) else canonical(v) for v in map(fields.get, _TEXT_FIELDS) if v is not None]
+        # each text screened on its own (redact works value by value), a text screened clean recently not again
+        if not screened_clean((*texts.values(), *plain), extra):
             for key in _JSON_FIELDS + _TEXT_FIELDS:
                 if fields.get(key) is not None:
                     fields[key] = redact(fields[key], extra)
             return fields
-        for key, text in zip(_JSON_FIELDS, texts):
-            if text is not None:
-                fields[key] = Canonical(text)
+        for key, text in texts.items():
+            fields[key] = Canonical(text)
         return fields
 
     return clean
@@ -349,7 +392,7 @@ def prepare(extra: list[str]):
 
 def record(turn: Turn, kind: str, ids: dict[str, Any], **fields: Any) -> None:
     if turn.writer is not None and turn.cfg.audit:
-        turn.writer.submit(kind, {**ids, **fields})
+        turn.last_record = turn.writer.submit(kind, {**ids, **fields})
 
 
 def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], Pending]) -> Decision | None:

@@ -44,6 +44,8 @@ COLUMNS = (
 )
 JSON_COLUMNS = frozenset({"arguments", "requested", "granted", "data"})
 _FIELDS = frozenset(COLUMNS) - {"seq", "prev_hash"}
+_EMPTY = dict.fromkeys(COLUMNS)  # a record's values before its fields (copied)
+_JSON_ORDER = tuple(c for c in COLUMNS if c in JSON_COLUMNS)
 _ROW = operator.itemgetter(*COLUMNS)  # a record's column values, in order (one C call)
 _INSERT = f"INSERT INTO policy_audit ({', '.join(COLUMNS)}, hash) VALUES ({', '.join('?' for _ in COLUMNS)}, ?)"
 
@@ -91,12 +93,6 @@ _COMPACT = _encoder(False, None)
 def canonical(value: Any) -> str:
     """The canonical JSON text of ``value``: what a JSON column stores and hashes."""
     return _CANONICAL(value)
-
-
-def _json(value: Any) -> str | None:
-    if value is None or type(value) is Canonical:
-        return value
-    return canonical(value)
 
 
 def record_hash(values: dict[str, Any], key: bytes | None = None) -> str:
@@ -211,16 +207,17 @@ class AuditLedger:
 
     @staticmethod
     def _values(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
-        unknown = fields.keys() - _FIELDS
-        if unknown:
-            raise TypeError(f"unknown audit fields: {', '.join(sorted(unknown))}")
-        values: dict[str, Any] = dict.fromkeys(COLUMNS)
+        if not _FIELDS.issuperset(fields):
+            raise TypeError(f"unknown audit fields: {', '.join(sorted(fields.keys() - _FIELDS))}")
+        values: dict[str, Any] = _EMPTY.copy()
+        values.update(fields)
+        for k in _JSON_ORDER:
+            v = values[k]
+            if v is not None and type(v) is not Canonical:
+                values[k] = canonical(v)
         for k, v in fields.items():
-            if k in JSON_COLUMNS:
-                v = _json(v)
-            elif isinstance(v, bool):
-                v = int(v)
-            values[k] = v
+            if v.__class__ is bool and k not in JSON_COLUMNS:  # (bool has no subclasses)
+                values[k] = int(v)
         values["kind"] = kind
         values["ts"] = float(fields.get("ts") or time.time())
         return values

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import time
+from collections import OrderedDict
 from functools import lru_cache
 from typing import Any, Iterable
 
@@ -180,21 +181,42 @@ _SCREEN_LITERALS = ("key", "secret", "token", "passw", "passphrase", "auth", "co
 
 def _has_literal(text: str, values: tuple[str, ...]) -> bool:
     """Does ``text`` hold a literal every match of a token format contains (:data:`TOKENS`, case-sensitive;
-    "://" for every credential and webhook URL), a secret value, or a letter of _FOLDS? Spelt out: a loop
-    over a table cost twice as much."""
+    for a credential or webhook URL, "://" with what :func:`_url_may_match` looks for), a secret value, or a
+    letter of _FOLDS? Spelt out: a loop over a table cost twice as much."""
+    if "eyJ" in text or ("://" in text and _url_may_match(text)):
+        return True
     if "-" in text and ("sk-" in text or "glpat-" in text or "xox" in text or "-----BEGIN" in text):
         return True
-    if "_" in text and ("ghp_" in text or "gho_" in text or "ghu_" in text or "ghs_" in text or "ghr_" in text
-                        or "github_pat_" in text or "npm_" in text or "hf_" in text):
+    if "_" in text and (("gh" in text and ("ghp_" in text or "gho_" in text or "ghu_" in text or "ghs_" in text
+                                           or "ghr_" in text)) or "github_pat_" in text or "npm_" in text or "hf_" in text):
         return True
     if "A" in text and ("AKIA" in text or "ASIA" in text or "AIza" in text):
-        return True
-    if "eyJ" in text or "://" in text:
         return True
     for value in values:
         if value in text:
             return True
     return not text.isascii() and ("\u017f" in text or "\u212a" in text or "\u0130" in text or "\u0131" in text)
+
+
+#: what every credential URL (:data:`CREDENTIAL_URL`'s first form) has right after its "://": a user part, ":", a
+#: password and "@" (spelt with re2's ``\s``, which is narrower than ``re``'s)
+_URL_AUTH = re.compile(r"[^\t\n\f\r :/@\"'<>]*:[^\t\n\f\r @/\"'<>]+@")
+
+
+def _url_may_match(text: str) -> bool:
+    """Could :data:`CREDENTIAL_URL` match in ``text`` (which holds "://")? A credential URL has a password and
+    "@" right after one of its "://"; every webhook form holds "webhook" or "hooks.slack" (case-sensitive, as the
+    pattern is). A URL without either — an endpoint in every ``llm.call`` event — no longer sends the text to
+    re2: re2 gives the GIL back for every search, and getting it back in a busy server cost ~100 us of wall time
+    (20 us of CPU) for a search worth 1.5 us."""
+    if "webhook" in text or "hooks.slack" in text:
+        return True
+    at = text.find("://")
+    while at >= 0:
+        if _URL_AUTH.match(text, at + 3) is not None:
+            return True
+        at = text.find("://", at + 1)
+    return False
 
 
 def _may_match(text: str, values: tuple[str, ...]) -> bool:
@@ -235,10 +257,62 @@ def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
     characters JSON never escapes, and key names, bearer tokens and assignments all contain a word
     of :data:`_SCREEN_WORDS`.
     """
-    if _has_literal(json_text, _escaped(secret_values(extra_names))):
+    return _screen(json_text, _escaped(secret_values(extra_names)))
+
+
+def _screen(text: str, escaped: tuple[str, ...]) -> bool:
+    """:func:`may_hold_secrets` for the JSON-escaped secret values ``escaped`` (spelt out: a loop over
+    :data:`_SCREEN_LITERALS` cost twice as much)."""
+    if _has_literal(text, escaped):
         return True
-    low = json_text.lower()
-    return any(word in low for word in _SCREEN_LITERALS)
+    low = text.lower()
+    return ("key" in low or "secret" in low or "token" in low or "passw" in low or "passphrase" in low or "auth" in low
+            or "cookie" in low or "credential" in low or "bearer" in low or "_pass" in low or "_pw" in low
+            or "webhook" in low or "hooks.slack" in low)
+
+
+#: (escaped secret values, {text: None}): the last MEMO_SIZE texts of at most MEMO_MAX_LEN characters
+#: :func:`screened_clean` found nothing in, bound to the secret values that screened them (as :data:`_memo`)
+_screened: tuple[Any, "OrderedDict[str, None]"] = (None, OrderedDict())
+
+
+def screened_clean(texts: Iterable[str], extra_names: Iterable[str] = ()) -> bool:
+    """True when :func:`may_hold_secrets` is False for every text: an audit record's JSON and text columns
+    (``"{}"``, a decision's reason, the resources a call asked for) repeat from record to record, so a text
+    recently screened clean under the same secret values is not screened again. Only clean texts are kept."""
+    global _screened
+    escaped = _escaped(secret_values(extra_names))
+    bound, memo = _screened
+    if bound is not escaped:
+        memo = OrderedDict()
+        _screened = (escaped, memo)
+    for text in texts:
+        if text in memo:
+            _touch(memo, text)
+            continue
+        if _screen(text, escaped):
+            return False
+        if len(text) <= MEMO_MAX_LEN:
+            memo[text] = None
+            _trim(memo)
+    return True
+
+
+def _touch(memo: "OrderedDict[str, None]", text: str) -> None:
+    try:
+        memo.move_to_end(text)  # most recently used: evicted last
+    except KeyError:  # another thread evicted it meanwhile
+        pass
+
+
+def _trim(memo: "OrderedDict[str, None]") -> None:
+    """Evict the least recently used texts beyond :data:`MEMO_SIZE` (an OrderedDict: a plain dict's first key,
+    behind the slots its evictions left, took a scan to find)."""
+    while len(memo) > MEMO_SIZE:  # (a loop: other threads insert too)
+        try:
+            memo.popitem(last=False)
+        except KeyError:  # another thread got there first
+            break
 
 
 #: (text, pattern): the last string found clean and the pattern that scanned it
@@ -252,14 +326,14 @@ _last_clean: tuple[Any, Any] = (None, None)
 #: a secret after the message that carried it is gone (a text with one is scanned every time).
 MEMO_SIZE = 1024
 MEMO_MAX_LEN = 4096
-_memo: tuple[Any, dict[str, None]] = (None, {})
-_MISS = object()
+_memo: tuple[Any, "OrderedDict[str, None]"] = (None, OrderedDict())
 
 
 def clear_memo() -> None:
     """Forget every text the memo remembers (a deleted conversation's texts leave the process with it)."""
-    global _memo, _last_clean
-    _memo = (None, {})
+    global _memo, _last_clean, _screened
+    _memo = (None, OrderedDict())
+    _screened = (None, OrderedDict())
     _last_clean = (None, None)
 
 
@@ -278,10 +352,10 @@ def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
     if len(text) <= MEMO_MAX_LEN:
         scanned_by, memo = _memo
         if scanned_by is not small:  # other secret values: nothing remembered holds
-            memo = {}
+            memo = OrderedDict()
             _memo = (small, memo)
-        if memo.pop(text, _MISS) is not _MISS:
-            memo[text] = None  # most recently used: evicted last
+        if text in memo:
+            _touch(memo, text)
             return text
     if big is None:
         out = _splice(text, small.finditer(text), MARK)
@@ -297,11 +371,7 @@ def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
         _last_clean = (text, small)
     if memo is not None and out is text:
         memo[text] = None
-        while len(memo) > MEMO_SIZE:  # (a loop: other threads insert too)
-            try:
-                del memo[next(iter(memo))]  # the least recently used
-            except (KeyError, StopIteration, RuntimeError):  # another thread got there first
-                break
+        _trim(memo)
     return out
 
 

@@ -38,7 +38,17 @@ def call_hash(name: str, arguments: dict[str, Any]) -> str:
     """SHA-256 of the tool name and its canonical arguments: what an approval binds to. The one
     definition is the kernel's (:func:`clawkit.approvals.call_hash`), so the hash a terminal prompt
     or a server's approvals API shows a person is the one in the ledger."""
+    if not arguments and type(arguments) is dict:  # a call without arguments: its hash depends on the name only
+        found = _NO_ARGUMENTS.get(name)
+        if found is None:
+            if len(_NO_ARGUMENTS) > 256:
+                _NO_ARGUMENTS.clear()
+            found = _NO_ARGUMENTS[name] = _call_hash(name, arguments)
+        return found
     return _call_hash(name, arguments)
+
+
+_NO_ARGUMENTS: dict[str, str] = {}
 
 
 def is_within(path: str, root: str) -> bool:

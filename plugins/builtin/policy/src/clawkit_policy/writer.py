@@ -71,7 +71,8 @@ IDLE_EXIT = 1.0  # seconds a writer thread waits for work before it ends (restar
 MAX_DELAY = 0.25  # seconds a record may wait for the thread when nobody flushes
 SYNC_DELAY = 0.05  # seconds a commit may wait for its fsync when nobody waits for it (group commit window)
 BATCH = 256  # records waiting that wake the writer thread by themselves
-CHUNK = 64  # records per transaction (hash-chained inside it: the GIL is held for ~0.3 ms)
+CHUNK = 64  # records per transaction on the thread (hash-chained inside it: the GIL is held for ~0.3 ms)
+FLUSH_CHUNK = 512  # records per transaction of a flush (it holds the GIL throughout anyway: fewer commits)
 YIELD_EVERY = 8  # records prepared between voluntary GIL releases (thread only)
 MAX_BACKLOG = 8192  # a drain this large runs flat out instead of yielding
 
@@ -85,6 +86,9 @@ class LedgerWriter:
         self.prepare = prepare
         self.error: BaseException | None = None
         self._items: "deque[tuple[str, dict[str, Any]]]" = deque()  # appends and pops are atomic
+        self._order = threading.Lock()  # a record's number and its place in the queue, together
+        self._submitted = 0  # records submitted (queued) so far
+        self._taken = 0  # of those, records whose commit has ended (committed, or failed: see ``error``)
         self._wake = threading.Event()
         self._lock = threading.Lock()  # starting and ending the thread
         self._io = threading.Lock()  # held while records are taken from the queue and until they are committed
@@ -106,21 +110,25 @@ class LedgerWriter:
         self._soon: tuple[asyncio.AbstractEventLoop, asyncio.Future] | None = None  # the flush_soon of a loop
         _live.add(self)
 
-    def submit(self, kind: str, fields: dict[str, Any]) -> None:
-        """Record later (soon); raises the last write error, if any (fail closed)."""
+    def submit(self, kind: str, fields: dict[str, Any]) -> int:
+        """Record later (soon); raises the last write error, if any (fail closed). Returns the record's
+        number for :meth:`flush_through` (0: written already)."""
         if self.error is not None:
             raise RuntimeError(f"the audit ledger cannot be written: {self.error}") from self.error
         if self.path is None:
             self.sync.append(kind, **self.prepare(fields))
-            return
+            return 0
         items = self._items
         if not items:
             self._due = time.monotonic() + MAX_DELAY  # the thread writes it then if no flush has
-        items.append((kind, fields))
+        with self._order:  # numbered in queue order, whichever thread submits
+            self._submitted = number = self._submitted + 1
+            items.append((kind, fields))
         if self._thread is None:  # read after the append: a writer that has just ended is seen as None
             self._start()
         elif len(items) >= BATCH:
             self.kick()
+        return number
 
     def kick(self) -> None:
         """Let the thread write what is queued now (without waiting for it)."""
@@ -150,6 +158,13 @@ class LedgerWriter:
             self._drain(nice=False)
         finally:
             self._io.release()
+
+    def flush_through(self, number: int, timeout: float = 10.0) -> None:
+        """:meth:`flush`, unless record ``number`` (:meth:`submit`'s) and every one before it are committed
+        already: a turn's end commits its own records, not (at once, in a transaction of their own) the ones
+        other sessions have queued since — those ride with the next flush."""
+        if number > self._taken:
+            self.flush(timeout)
 
     def flush_soon(self) -> "asyncio.Future":
         """A future of the running loop, done once every record submitted before this call is committed
@@ -393,13 +408,20 @@ class LedgerWriter:
         return self._shared
 
     def _drain(self, nice: bool) -> None:
-        """Commit every queued record in order (transactions of :data:`CHUNK`). Hold ``_io``."""
+        """Commit every queued record in order (transactions of :data:`CHUNK` on the thread, :data:`FLUSH_CHUNK`
+        in a flush). Hold ``_io``."""
         items = self._items
         if not items:
             return
         batch = []
         while items:
             batch.append(items.popleft())
+        try:
+            self._drain_batch(batch, nice)
+        finally:
+            self._taken += len(batch)  # (under ``_io``: one drain at a time, in queue order)
+
+    def _drain_batch(self, batch: list[tuple[str, dict[str, Any]]], nice: bool) -> None:
         try:
             ledger = self._open() if nice else self._flusher()
         except BaseException as exc:  # the directory is gone, permissions: fail closed from now on
@@ -410,8 +432,9 @@ class LedgerWriter:
         nice = nice and len(batch) < MAX_BACKLOG
         prepare = self.prepare
         wake_thread = False
-        for start in range(0, len(batch), CHUNK):
-            chunk = batch[start:start + CHUNK]
+        size = CHUNK if nice else FLUSH_CHUNK
+        for start in range(0, len(batch), size):
+            chunk = batch[start:start + size]
             try:  # still attempted after an error: the chain stays as complete as the disk allows
                 prepared = []
                 for i, (kind, fields) in enumerate(chunk, 1):
