@@ -138,6 +138,9 @@ class AgentMemory:
         self._globbed = len(self._root_paths) < len(self.roots)
         self._absent_roots = AbsentPaths(self._root_paths)  # checked every message: one stat while the workspace is unchanged
         self._seen: tuple | None = None  # (index version and partitions, whether they held a chunk) last looked at
+        # the last ``PRAGMA data_version`` read and when (time.monotonic()): the merge due-check after a
+        # turn reuses a recent one (merge._state) instead of asking the database again
+        self.data_version_read: tuple[int, float] = (-1, float("-inf"))
         self._state_dbs: set[str] = set()  # session databases seen (caught up once per process)
         self._episodes_queued = False
         self._episodes_running = 0
@@ -238,6 +241,8 @@ class AgentMemory:
         with self._episodes_guard:
             if self._pending_since is None:
                 self._pending_since = time.monotonic()
+            if self._episodes_queued:  # (most turns: a step is already queued, which _queue_sessions would say)
+                return
         self._queue_sessions(state_db, EPISODE_DELAY if delay is None else delay)
 
     def _queue_sessions(self, state_db: Any, delay: float | None) -> None:
@@ -319,13 +324,17 @@ class AgentMemory:
         step already running): then there is nothing to embed a query for. A background step still
         waiting for a quiet moment does not count: the worker runs recalls first, so such a recall
         would find the index as it is (and the turns in flight keep the moment from being quiet)."""
-        if self._episodes_ahead or self._globbed or len(self._absent_roots.absent()) < len(self._root_paths):
-            return True  # (a root on disk: one stat per parent folder while they are unchanged, see AbsentPaths)
+        if self._episodes_ahead or self._globbed:
+            return True
+        # a root on disk: one stat per parent folder while they are unchanged (see AbsentPaths) — none when
+        # start_watching found every root absent for this very message (as _files_fresh)
+        if time.monotonic() - self._absent_at >= 0.005 and len(self._absent_roots.absent()) < len(self._root_paths):
+            return True
         index = self.index
         if not index.lock.acquire(blocking=False):  # busy writing: something is coming
             return True
         try:
-            parts = self.readable(extra_partitions)
+            parts = self.readable(extra_partitions) if extra_partitions else self._own
             version = (*self._written(), *parts)
             if self._seen is not None and self._seen[0] == version:  # the index unchanged since the last look
                 return self._seen[1]
@@ -450,7 +459,9 @@ class AgentMemory:
     def _version(self) -> tuple:
         """What changes whenever the index does: this process's writes and any other connection's
         commits (``PRAGMA data_version``). The caller holds the index lock."""
-        return (self.index.generation, self.index.conn.execute("PRAGMA data_version").fetchone()[0])
+        version = self.index.conn.execute("PRAGMA data_version").fetchone()[0]
+        self.data_version_read = (version, time.monotonic())
+        return (self.index.generation, version)
 
     def _remember(self, query: str, parts: list[str], version: tuple, hits: list[Hit], vecs: dict) -> tuple:
         """Keep a search's candidates for the same query until the index changes. The answer does
