@@ -112,10 +112,10 @@ def pool(ctx: Any) -> Pool | None:
 @hookimpl(tryfirst=True, specname="message_received")
 @hook_order(15)
 def start(ctx: Any) -> None:
-    cfg = _config(ctx)
     p = pool(ctx)
     if p is None:
         return
+    cfg = _config(ctx)
     totals = ctx.session.store.usage_totals(ctx.session.id) if any(
         getattr(cfg.session, k) is not None for k in ("tokens", "cost", "model_calls")) else {}
     earlier = ctx.session.get(KEY) or {}
