@@ -131,6 +131,17 @@ def intervene_now(ctx: Any, request: Any) -> Any:
         return None
     stored = ctx.session.get(KEY)
     st = stored if isinstance(stored, dict) else {}
+    seen = ctx.state.get("healing.seen")
+    if (seen is None or seen >= len(ctx.session.history)) and st.get("failures", 0) < cfg.consecutive_failures \
+            and st.get("since_progress", 0) < cfg.stagnation_steps:
+        # nothing arrived since the last request (a turn's first, as a rule) and no counter at its threshold:
+        # nothing to count, note or write — only the focus booster to look at
+        ctx.state["healing.seen"] = len(ctx.session.history)
+        focus = _focus(ctx, request, cfg)
+        if focus is None:
+            return None
+        add_to_latest_message(request, focus)
+        return _notify(ctx, [focus])
     before = _snapshot(st)
     _defaults(st)
     observe(ctx, st)
@@ -143,19 +154,29 @@ def intervene_now(ctx: Any, request: Any) -> Any:
         notes.append(STAGNATION.format(n=st["since_progress"]))
         ctx.emit("healing.stagnation", steps=st["since_progress"])
         st["since_progress"] = 0
-    window = int(request.metadata.get("context_window") or ctx.agent.limits.context_window)
-    if _history_tokens(request) > cfg.focus_share * window:
-        last = next((m.content for m in reversed(request.messages) if m.role == "user" and not m.metadata.get("kernel_note")), "")
-        if last:
-            quote = last if len(last) <= cfg.focus_quote_chars else last[: cfg.focus_quote_chars] + "\u2026"
-            notes.append(FOCUS.format(text=quote))
-            ctx.emit("healing.focus", history_tokens=_history_tokens(request), window=window)
+    focus = _focus(ctx, request, cfg)
+    if focus is not None:
+        notes.append(focus)
     if _snapshot(st) != before:  # an unchanged state (most model calls) is not written again
         ctx.session.set(KEY, st)
     if not notes:
         return None
     add_to_latest_message(request, "\n\n".join(notes))
     return _notify(ctx, notes)
+
+
+def _focus(ctx: Any, request: Any, cfg: HealingConfig) -> str | None:
+    """The focus note (and its event) when the history fills more than ``focus_share`` of the window."""
+    window = int(request.metadata.get("context_window") or ctx.agent.limits.context_window)
+    tokens = _history_tokens(request)
+    if tokens <= cfg.focus_share * window:
+        return None
+    last = next((m.content for m in reversed(request.messages) if m.role == "user" and not m.metadata.get("kernel_note")), "")
+    if not last:
+        return None
+    quote = last if len(last) <= cfg.focus_quote_chars else last[: cfg.focus_quote_chars] + "\u2026"
+    ctx.emit("healing.focus", history_tokens=tokens, window=window)
+    return FOCUS.format(text=quote)
 
 
 def add_to_latest_message(request: Any, text: str) -> None:
