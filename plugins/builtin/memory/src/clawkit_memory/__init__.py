@@ -37,6 +37,7 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 _config = lazy_module(__name__, "config")
 _recall_mod = lazy_module(__name__, "recall")
 _service = lazy_module(__name__, "service")
+_merge = lazy_module(__name__, "merge")
 
 
 def _recall() -> Any:
@@ -204,10 +205,9 @@ def on_event(event):
         if ending is not None:
             ending[0].index_sessions_later(ending[1])
             if merging is not None:
-                from .merge import after_turn, may_be_due
-
-                if may_be_due(ending[0]):  # (most turns: nothing to merge, and no task started to say so)
-                    return after_turn(ending[0], ending[1], *merging)
+                merge = _merge()
+                if merge.may_be_due(ending[0]):  # (most turns: nothing to merge, and no task started to say so)
+                    return merge.after_turn(ending[0], ending[1], *merging)
         idle = _IDLE_ENDING.pop(event.session_id, None)
         if idle is not None:
             _index_first_turn_later(*idle)
