@@ -232,6 +232,8 @@ def add_usage(p: Pool, usage: dict[str, Any]) -> None:
 @hookimpl(specname="on_event")
 @on_events("llm.call", "tool.blocked", "tool.approval")
 def observe(event: Any) -> None:
+    if not _pools.data:  # no capped run in the process (the default): nothing to count against
+        return
     p = _pools.get(event.run_id) if event.run_id else None
     if p is None:
         return
