@@ -90,3 +90,40 @@ def test_the_service_records_its_data_version_reads(tmp_path):
     finally:
         mem.close()
         index.close()
+
+
+def test_recall_checks_read_data_version_once_per_moment(tmp_path, monkeypatch):
+    """The empty-memory test and the repeated-question cache (on the event loop, every message) take a
+    ``PRAGMA data_version`` read of the last ``service.DATA_VERSION_REUSE`` seconds: another process's write is
+    seen by the messages after that; this process's own writes (``generation``) at once."""
+    from clawkit_memory import service
+    from clawkit_memory.config import MemoryConfig
+    from clawkit_memory.service import AgentMemory
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    index = MemoryIndex(ws / "memory.db", LocalStatic(), workspace=ws)
+    mem = AgentMemory(index, MemoryConfig(), "a", "a")
+    clock = [5000.0]
+    monkeypatch.setattr(service.time, "monotonic", lambda: clock[0])
+
+    def version():
+        with index.lock:
+            return mem._version()
+
+    try:
+        first = version()
+        other = mdb.sqlite.connect(ws / "memory.db")  # another process's commit
+        with other:
+            other.execute("CREATE TABLE IF NOT EXISTS probe (x)")
+            other.execute("INSERT INTO probe VALUES (1)")
+        other.close()
+        clock[0] += service.DATA_VERSION_REUSE / 2
+        assert version() == first  # the same moment: the read stands
+        index.generation += 1  # this process's own write: seen at once
+        assert version() == (first[0] + 1, first[1])
+        clock[0] += service.DATA_VERSION_REUSE
+        assert version()[1] != first[1]  # the next moment: asked again, and the other process's commit seen
+    finally:
+        mem.close()
+        index.close()

@@ -28,6 +28,9 @@ log = logging.getLogger("clawkit.memory")
 
 SAFETY_SYNC_SECONDS = 2.0  # with a watcher running, a stat sweep at most this often
 SESSIONS_PER_STEP = 64  # sessions indexed per step of episode indexing (one transaction, one embedding batch)
+#: seconds a ``PRAGMA data_version`` read stands for the index's other-connection state (recall's checks on the
+#: event loop: the empty-memory test, the repeated-question cache): a server's messages arrive milliseconds apart
+DATA_VERSION_REUSE = 0.025
 MAX_DEFER = 5.0  # seconds a finished turn waits at most for a quiet moment before it is indexed anyway
 URGENT_SESSIONS = 16  # sessions a process's first turn indexes ahead of its recall (the rest: background)
 EXIT_FLUSH_SECONDS = 2.0  # closing indexes the turns still waiting for at most this long
@@ -457,8 +460,12 @@ class AgentMemory:
         return max(4 * self.cfg.recall.k, 12)
 
     def _version(self) -> tuple:
-        """What changes whenever the index does: this process's writes and any other connection's
-        commits (``PRAGMA data_version``). The caller holds the index lock."""
+        """What changes whenever the index does: this process's writes (at once) and any other connection's
+        commits (``PRAGMA data_version``, read again when the last read is :data:`DATA_VERSION_REUSE` old:
+        another process's write is seen by the messages from then on). The caller holds the index lock."""
+        read = self.data_version_read
+        if time.monotonic() - read[1] < DATA_VERSION_REUSE:  # a busy server's messages: one read per moment
+            return (self.index.generation, read[0])
         version = self.index.conn.execute("PRAGMA data_version").fetchone()[0]
         self.data_version_read = (version, time.monotonic())
         return (self.index.generation, version)
