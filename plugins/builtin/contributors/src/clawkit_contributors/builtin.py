@@ -118,7 +118,7 @@ class ProjectContext(PromptContributor):
 
     def _missing(self, workspace: str, names: tuple[str, ...] | list[str]) -> frozenset[str]:
         """The project file names not in ``workspace`` (one stat of the folder while it is unchanged)."""
-        key = (workspace, tuple(names))
+        key = (workspace, names if type(names) is tuple else tuple(names))
         hit = self._absent.get(key)
         if hit is None:
             if len(self._absent) > 64:
@@ -164,18 +164,21 @@ class ProjectContext(PromptContributor):
         self._quotes[name] = (text, quoted)
         return quoted
 
-    _settings: tuple[Any, Any] = (None, None)  # (agent config, its plugins.contributors)
+    _settings: tuple[Any, Any, tuple[str, ...]] = (None, None, ())  # (agent config, its section, its project files)
 
     def contribute(self, ctx: ContributorContext) -> PromptSection | None:
         hit = self._settings
         if hit[0] is not ctx.agent or hit[0] is None:
-            hit = self._settings = (ctx.agent, settings_of(ctx.agent))
-        cfg = hit[1]
+            cfg = settings_of(ctx.agent)
+            hit = self._settings = (ctx.agent, cfg, tuple(cfg.project_files))
+        cfg, names = hit[1], hit[2]
+        workspace = os.fspath(ctx.workspace)
+        missing = self._missing(workspace, names)
+        if len(missing) == len(names):
+            return None  # (most workspaces of a server: none of them)
         budget = cfg.project_files_max_chars
         parts = []
-        workspace = os.fspath(ctx.workspace)
-        missing = self._missing(workspace, cfg.project_files)
-        for name in cfg.project_files:
+        for name in names:
             if budget <= 0:
                 break
             if name in missing:
