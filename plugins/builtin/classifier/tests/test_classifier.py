@@ -335,3 +335,31 @@ def test_a_finished_turns_context_is_not_kept(make):
     gc.collect()
     assert [r() for r in seen] == [None, None]
     assert len(cm.provider.requests) == 1  # classified once, as before
+
+
+def test_without_a_model_later_sessions_keep_no_turn_context_and_compaction_sets_no_flags(make_agent):
+    """Issue 29 goal 5 (deliberate change): with no classifier model nothing is ever classified, so a turn's
+    context is kept only for the agent's first session (its classifier.skipped event), and a compaction
+    leaves the session's re-classification keys alone (they were set for nothing)."""
+    from clawkit_classifier import classifier
+
+    agent = make_agent(["one", "two"], plugins=(clawkit_classifier, Sections()))
+    first = agent.run("hi")
+    seen: list[bool] = []
+
+    class Probe:
+        @hookimpl(trylast=True)
+        def message_received(self, ctx, message):
+            seen.append(ctx.session.id in classifier._live)
+
+    agent.pm.register(Probe())
+    agent.hooks._cache.clear()
+    second = agent.run("a new session")
+    assert seen == [False] and second.session_id != first.session_id
+    session = agent.session(second.session_id)
+    classifier._live[second.session_id] = type("Ctx", (), {"agent": agent.config, "session": session})()  # a turn running
+    try:
+        agent.hooks.call_sync("on_event", event=Event(type="compaction.after", session_id=second.session_id, data={}))
+        assert session.get("reclassify") is None and session.get("classifier.attempts") is None
+    finally:
+        classifier._live.pop(second.session_id, None)

@@ -112,10 +112,10 @@ def pool(ctx: Any) -> Pool | None:
 @hookimpl(tryfirst=True, specname="message_received")
 @hook_order(15)
 def start(ctx: Any) -> None:
-    cfg = _config(ctx)
     p = pool(ctx)
     if p is None:
         return
+    cfg = _config(ctx)
     totals = ctx.session.store.usage_totals(ctx.session.id) if any(
         getattr(cfg.session, k) is not None for k in ("tokens", "cost", "model_calls")) else {}
     earlier = ctx.session.get(KEY) or {}
@@ -232,6 +232,8 @@ def add_usage(p: Pool, usage: dict[str, Any]) -> None:
 @hookimpl(specname="on_event")
 @on_events("llm.call", "tool.blocked", "tool.approval")
 def observe(event: Any) -> None:
+    if not _pools.data:  # no capped run in the process (the default): nothing to count against
+        return
     p = _pools.get(event.run_id) if event.run_id else None
     if p is None:
         return

@@ -102,11 +102,11 @@ _warned: dict[int, "weakref.ref[Any]"] = {}
 
 def _warn_once(agent: Any) -> bool:
     """True the first time for this agent config object (then remembered while it lives)."""
+    seen = _warned.get(id(agent))
+    if seen is not None and seen() is agent:  # (every session of such an agent: nothing else to look at)
+        return False
     for key in [k for k, ref in _warned.items() if ref() is None]:
         del _warned[key]
-    seen = _warned.get(id(agent))
-    if seen is not None and seen() is agent:
-        return False
     _warned[id(agent)] = weakref.ref(agent)
     return True
 LIVE_LIMIT = 512
@@ -141,9 +141,15 @@ def message_received(ctx, message):
     """Sets the bounded wait, counts turns, and asks for re-classification every N turns."""
     cfg = settings(ctx.agent)
     ctx.state["classify_wait"] = cfg.wait_ms / 1000.0
-    _remember(ctx)
     if cfg.model is None:
-        return  # nothing will be sent: no event for the kernel to wait on
+        # nothing will be sent: no event for the kernel to wait on, and no context to keep for a classification
+        # or a compaction's re-classification flag — but for the agent's first session in the process, whose
+        # classify_session records classifier.skipped through it
+        seen = _warned.get(id(ctx.agent))
+        if seen is None or seen() is not ctx.agent:
+            _remember(ctx)
+        return
+    _remember(ctx)
     # set when the classifier's request leaves: the kernel's wait (and our timeout) count from there,
     # never from a provider's first import
     ctx.state["classify_sent"] = asyncio.Event()
@@ -164,7 +170,10 @@ def on_event(event):
     if event.type not in COMPACTION_EVENTS or not event.session_id:
         return
     ctx = _live.get(event.session_id)
-    if ctx is None or not settings(ctx.agent).reclassify_after_compaction:
+    if ctx is None:
+        return
+    cfg = settings(ctx.agent)
+    if cfg.model is None or not cfg.reclassify_after_compaction:  # (no classifier model: nothing is ever classified)
         return
     ctx.session.set("reclassify", True)
     ctx.session.set("classifier.attempts", 0)

@@ -73,8 +73,9 @@ def _config(ctx: Any) -> CompactionConfig:
 
 
 def _window(ctx: Any, request: Any) -> int:
-    if request.metadata.get("context_window"):
-        return int(request.metadata["context_window"])
+    window = request.metadata.get("context_window")
+    if window:
+        return int(window)
     return int(ctx.agent.model.context_window or ctx.agent.limits.context_window)
 
 
@@ -87,6 +88,27 @@ def _limit(cfg: CompactionConfig, ctx: Any, window: int) -> int:
     from clawkit.budget import ContextBudget
 
     return min(ContextBudget(window, ctx.agent.context).summarize_at_tokens, window - int(getattr(ctx.agent.model, "max_tokens", None) or 0))
+
+
+# (id(config section), id(agent config), window) -> (section, agent config, limit, mark): the same
+# arithmetic for every model call of an agent (config objects are not changed once loaded)
+_MARKS: dict[tuple[int, int, int], tuple[Any, Any, int, int]] = {}
+
+
+def _marks(cfg: CompactionConfig, ctx: Any, window: int) -> tuple[int, int]:
+    """``(limit, mark)``: :func:`_limit`, and the size from which the summary is prepared (``background``)
+    or the limit itself."""
+    agent = ctx.agent
+    key = (id(cfg), id(agent), window)
+    hit = _MARKS.get(key)
+    if hit is not None and hit[0] is cfg and hit[1] is agent:
+        return hit[2], hit[3]
+    limit = _limit(cfg, ctx, window)
+    mark = int(limit * cfg.prepare_share) if cfg.background else limit
+    if len(_MARKS) >= 256:
+        _MARKS.clear()
+    _MARKS[key] = (cfg, agent, limit, mark)
+    return limit, mark
 
 
 async def compact(ctx: Any, request: Any, cfg: CompactionConfig, *, window: int, trigger: str, keep_share: float | None = None) -> bool:
@@ -139,8 +161,7 @@ def over_limit(ctx, request) -> tuple[CompactionConfig, int] | None:
     is ready, else is truncated — both here, without awaiting anything."""
     cfg = _config(ctx)
     window = _window(ctx, request)
-    limit = _limit(cfg, ctx, window)
-    mark = int(limit * cfg.prepare_share) if cfg.background else limit
+    limit, mark = _marks(cfg, ctx, window)
     if max_request_tokens(request) <= mark:
         return None
     tokens = request_tokens(request, get_counter(request.model))

@@ -77,8 +77,10 @@ def _config_contributors(agent: Any) -> list[PromptContributor]:
     return built
 
 
-def workspace_prompts(agent: Any) -> WorkspacePrompts:
-    """The (watched) workspace sections directory of ``agent``."""
+def workspace_prompts(agent: Any, *, refresh: bool = True) -> WorkspacePrompts:
+    """The (watched) workspace sections directory of ``agent``; ``refresh=False`` skips the check
+    for the directory appearing or vanishing when the entry is known (the prompt build, later in
+    the same turn, makes it)."""
     hit = _keys.get(id(agent))
     if hit is None or hit[0] is not agent:  # the config's part of the key, once per config object
         from .settings import settings_of
@@ -89,13 +91,14 @@ def workspace_prompts(agent: Any) -> WorkspacePrompts:
         hit = _keys[id(agent)] = (agent, (cfg.prompts_dir, str(agent.workspace), cfg.watch))
     key = hit[1]
     workspace = _workspace()
-    wp = workspace.prompts_for_cached(key)  # two calls per turn: skip the path arithmetic
+    wp = workspace.prompts_for_cached(key, refresh=refresh)  # two calls per turn: skip the path arithmetic
     if wp is None:
         directory = Path(key[0])
         if not directory.is_absolute():
             directory = Path(agent.workspace) / directory
         wp = workspace.prompts_for(directory, key[2], cache_key=key)
-    _users[id(agent)] = wp
+    if _users.get(id(agent)) is not wp:
+        _users[id(agent)] = wp
     return wp
 
 
@@ -112,43 +115,37 @@ def agent_closing(agent):
         wp.close()
 
 
+# agent config id -> (config, its workspace sections snapshot, the contributors to register): the
+# list is the same object every turn while the config and the workspace sections are
+_lists: dict[int, tuple[Any, tuple, tuple[Any, ...]]] = {}
+
+
 @hookimpl
 def register_prompt_contributor(register, agent):
-    off = _settings().settings_of(agent).disable
-    for c in _builtins():
-        if c.id not in off:
-            register(c)
-    for c in _config_contributors(agent):
-        register(c)
-    for c in workspace_prompts(agent).contributors:
+    workspace = workspace_prompts(agent).contributors  # (an immutable snapshot, replaced on reload)
+    hit = _lists.get(id(agent))
+    if hit is None or hit[0] is not agent or hit[1] is not workspace:
+        off = _settings().settings_of(agent).disable
+        found = (*(c for c in _builtins() if c.id not in off), *_config_contributors(agent), *workspace)
+        if len(_lists) > 64:
+            _lists.clear()
+        hit = _lists[id(agent)] = (agent, workspace, found)
+    for c in hit[2]:
         register(c)
 
 
 _reported: dict[str, int] = {}
-_described: list[Any] = [None, None, {}]  # the last (tool registry, its visible list, descriptions)
-
-
-def _descriptions(tools: Any) -> dict[str, str]:
-    """Tool name -> description of the visible tools; rebuilt when the registry's visible
-    list changes (it is a new list whenever a tool is added, removed or allowed)."""
-    if tools is None:
-        return {}
-    visible = tools.visible()
-    if _described[0] is tools and _described[1] is visible:
-        return dict(_described[2])  # a copy: the turn's state is the turn's
-    described = {t.name: t.definition.description for t in visible}
-    _described[:] = [tools, visible, described]
-    return dict(described)
 
 
 @hookimpl
 @hook_order(60)
 def message_received(ctx, message):
-    """Hands tool descriptions to the tools section and reports malformed workspace files."""
-    ctx.state["contributors.tool_descriptions"] = _descriptions(ctx.tools)
-    wp = workspace_prompts(ctx.agent)
+    """Reports malformed workspace files (``contributors.invalid``, once per session and reload)."""
+    wp = workspace_prompts(ctx.agent, refresh=False)
+    if not wp.errors:
+        return
     key = f"{ctx.session.id}:{wp.directory}"
-    if wp.errors and _reported.get(key) != wp.generation:
+    if _reported.get(key) != wp.generation:
         _reported[key] = wp.generation
         for err in wp.errors:
             ctx.emit("contributors.invalid", path=err.path, line=err.line, error=err.message)

@@ -27,8 +27,13 @@ class Identity(PromptContributor):
     priority = 0
     source = "system"
 
+    _last: tuple[str, str] = ("", "")  # (agent id, its line): the same string every turn
+
     def contribute(self, ctx: ContributorContext) -> str:
-        return f"You are {ctx.agent_id}, an AI agent."
+        last = self._last
+        if last[0] != ctx.agent_id or not last[1]:
+            last = self._last = (ctx.agent_id, f"You are {ctx.agent_id}, an AI agent.")
+        return last[1]
 
 
 class Instructions(PromptContributor):
@@ -41,8 +46,14 @@ class Instructions(PromptContributor):
     def should_contribute(self, ctx: ContributorContext) -> bool:
         return bool(getattr(ctx.agent, "instructions", ""))
 
+    _last: tuple[str, str] = ("", "")  # (instructions, stripped)
+
     def contribute(self, ctx: ContributorContext) -> str:
-        return ctx.agent.instructions.strip()
+        text = ctx.agent.instructions
+        last = self._last
+        if last[0] is not text and last[0] != text:
+            last = self._last = (text, text.strip())
+        return last[1]
 
 
 class ToolsSummary(PromptContributor):
@@ -55,9 +66,16 @@ class ToolsSummary(PromptContributor):
     def should_contribute(self, ctx: ContributorContext) -> bool:
         return bool(ctx.tools)
 
-    def contribute(self, ctx: ContributorContext) -> PromptSection:
-        described = ctx.tool_descriptions or ctx.state.get("contributors.tool_descriptions") or {}
+    # (tool names, their descriptions, the notes, the rendered section): the same text every turn
+    # while they are equal (the section is rendered here: a string is a section as it stands)
+    _last: tuple[list[str], dict[str, str], Any, str] | None = None
+
+    def contribute(self, ctx: ContributorContext) -> str:
+        described = ctx.tool_descriptions or ctx.state.get("contributors.tool_descriptions") or _registry_descriptions(ctx)
         notes = ctx.state.get("tool_notes") or {}  # {tool: [sentence]}: rules other plugins state (sequence)
+        last = self._last
+        if last is not None and last[0] == ctx.tools and last[1] == described and last[2] == notes:
+            return last[3]
         lines = []
         for name in ctx.tools:
             desc = (described.get(name) or "").strip().splitlines()
@@ -65,7 +83,22 @@ class ToolsSummary(PromptContributor):
             for note in notes.get(name) or ():
                 line += f" — {note}"
             lines.append(line)
-        return PromptSection("Tools", "You can call these tools:\n" + "\n".join(lines))
+        text = PromptSection("Tools", "You can call these tools:\n" + "\n".join(lines)).render()
+        self._last = (list(ctx.tools), dict(described), _frozen(notes), text)
+        return text
+
+
+def _registry_descriptions(ctx: ContributorContext) -> dict[str, str]:
+    """The visible tools' descriptions from the context's registry (a context built without them)."""
+    registry = getattr(ctx, "registry", None)
+    if registry is None:
+        return {}
+    return {t.name: t.definition.description for t in registry.visible()}
+
+
+def _frozen(notes: Any) -> dict[str, list[str]]:
+    """A copy of the notes to compare the next turn's with (a plugin may change its lists in place)."""
+    return {k: list(v or ()) for k, v in notes.items()} if isinstance(notes, dict) else {}
 
 
 class ProjectContext(PromptContributor):
@@ -85,7 +118,7 @@ class ProjectContext(PromptContributor):
 
     def _missing(self, workspace: str, names: tuple[str, ...] | list[str]) -> frozenset[str]:
         """The project file names not in ``workspace`` (one stat of the folder while it is unchanged)."""
-        key = (workspace, tuple(names))
+        key = (workspace, names if type(names) is tuple else tuple(names))
         hit = self._absent.get(key)
         if hit is None:
             if len(self._absent) > 64:
@@ -131,13 +164,21 @@ class ProjectContext(PromptContributor):
         self._quotes[name] = (text, quoted)
         return quoted
 
+    _settings: tuple[Any, Any, tuple[str, ...]] = (None, None, ())  # (agent config, its section, its project files)
+
     def contribute(self, ctx: ContributorContext) -> PromptSection | None:
-        cfg = settings_of(ctx.agent)
+        hit = self._settings
+        if hit[0] is not ctx.agent or hit[0] is None:
+            cfg = settings_of(ctx.agent)
+            hit = self._settings = (ctx.agent, cfg, tuple(cfg.project_files))
+        cfg, names = hit[1], hit[2]
+        workspace = os.fspath(ctx.workspace)
+        missing = self._missing(workspace, names)
+        if len(missing) == len(names):
+            return None  # (most workspaces of a server: none of them)
         budget = cfg.project_files_max_chars
         parts = []
-        workspace = os.fspath(ctx.workspace)
-        missing = self._missing(workspace, cfg.project_files)
-        for name in cfg.project_files:
+        for name in names:
             if budget <= 0:
                 break
             if name in missing:
@@ -186,6 +227,11 @@ class Directives(PromptContributor):
         return {k: v for k, v in active.items() if v not in (None, False, "off", "")}
 
     def should_contribute(self, ctx: ContributorContext) -> bool:
+        session = ctx.session
+        state = ctx.state
+        if not (state.get("directives") or state.get("elevated_until")
+                or (session is not None and hasattr(session, "get") and session.get("directives"))):
+            return False  # nothing set (most turns): no dictionary built to say so
         return bool(self._active(ctx))
 
     def contribute(self, ctx: ContributorContext) -> PromptSection:
@@ -201,19 +247,29 @@ class Runtime(PromptContributor):
     priority = 900
 
     _system: str | None = None
-    _last: tuple[tuple[Any, Any], str] | None = None
+    # (workspace as given, the rendered section, time.time() of the next local midnight): the same
+    # string all day
+    _last: tuple[str, str, float] | None = None
 
-    def contribute(self, ctx: ContributorContext) -> PromptSection:
+    def contribute(self, ctx: ContributorContext) -> str:
+        workspace = os.fspath(ctx.workspace)  # (a str: comparing Paths costs more than the text)
+        last = self._last
+        if last is not None and last[0] == workspace and time.time() < last[2]:
+            return last[1]
         system = Runtime._system
         if system is None:  # fixed for the process
             system = Runtime._system = f"{platform.system()} {platform.release()} ({platform.machine()})".strip()
         today = _dt.date.today()
-        key = (today, os.fspath(ctx.workspace))  # (a str: comparing Paths costs more than the text)
-        last = self._last
-        if last is None or last[0] != key:  # the text changes with the day or the workspace
-            cwd = os.path.abspath(ctx.workspace)
-            last = self._last = (key, f"- OS: {system}\n- Date: {today.isoformat()}\n- Working directory: {cwd}")
-        return PromptSection("Runtime", last[1])
+        cwd = os.path.abspath(ctx.workspace)
+        text = PromptSection("Runtime", f"- OS: {system}\n- Date: {today.isoformat()}\n- Working directory: {cwd}").render()
+        self._last = (workspace, text, _next_midnight(today))
+        return text
+
+
+def _next_midnight(today: _dt.date) -> float:
+    """``time.time()`` when the local date moves past ``today``."""
+    tomorrow = today + _dt.timedelta(days=1)
+    return time.mktime((tomorrow.year, tomorrow.month, tomorrow.day, 0, 0, 0, 0, 0, -1))
 
 
 def builtin_contributors() -> list[PromptContributor]:

@@ -220,13 +220,15 @@ _registry_lock = threading.Lock()
 _by_config: dict[tuple, tuple[str | None, WorkspacePrompts]] = {}
 
 
-def prompts_for_cached(key: tuple) -> WorkspacePrompts | None:
-    """The entry :func:`prompts_for` returned for config ``key`` (refreshed), or None."""
+def prompts_for_cached(key: tuple, *, refresh: bool = True) -> WorkspacePrompts | None:
+    """The entry :func:`prompts_for` returned for config ``key`` (refreshed unless ``refresh`` is
+    False), or None."""
     hit = _by_config.get(key)
     if hit is None or (hit[0] is not None and hit[0] != os.getcwd()):
         return None
     wp = hit[1]
-    wp.refresh()
+    if refresh:
+        wp.refresh()
     return wp
 
 

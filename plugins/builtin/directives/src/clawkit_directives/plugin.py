@@ -237,6 +237,10 @@ def message_received(ctx, message):
     # pasted text is data, never a directive (a paste cannot elevate the session)
     parsed: Parsed = parse(message.content, pasted if isinstance(pasted, list) else ())
     persisted = session_directives(ctx.session)
+    if not parsed.directives and elevated_until(ctx.session) is None:  # most messages: no config to look at
+        ctx.state.pop(ELEVATED_STATE, None)
+        ctx.state[STATE_KEY] = persisted
+        return None
     cfg = _config(ctx)
     current_elevation(ctx, cfg)
     if not parsed.directives:

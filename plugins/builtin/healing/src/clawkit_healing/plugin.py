@@ -5,6 +5,7 @@ from __future__ import annotations
 from clawkit import hook_order, hookimpl
 
 import hashlib
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,6 +44,10 @@ def _config(ctx: Any) -> HealingConfig:
 
 def _state(session: Any) -> dict[str, Any]:
     st = session.get(KEY) or {}
+    return _defaults(st)
+
+
+def _defaults(st: dict[str, Any]) -> dict[str, Any]:
     st.setdefault("failures", 0)
     st.setdefault("since_progress", 0)
     st.setdefault("seen", [])
@@ -51,23 +56,38 @@ def _state(session: Any) -> dict[str, Any]:
 
 
 def _snapshot(st: dict[str, Any]) -> tuple:
-    """What :func:`observe` and :func:`intervene` may change, to tell whether a write is due."""
-    return (st.get("failures", 0), st.get("since_progress", 0), tuple(st.get("seen") or ()), st.get("noted_failures", 0),
+    """What :func:`observe` and :func:`intervene` may change, to tell whether a write is due. The list of
+    signatures seen is held, not copied (up to ``SEEN_MAX`` per model call): :func:`observe` replaces it when
+    it adds one, and the same list compares equal at once; none and an empty list are the same."""
+    return (st.get("failures", 0), st.get("since_progress", 0), st.get("seen") or None, st.get("noted_failures", 0),
             st.get("plan_done"))
 
 
+# the encoder ``json.dumps(arguments, sort_keys=True, default=str)`` builds on every call, built once
+_ARGS = json.JSONEncoder(sort_keys=True, default=str)
+_SIGS: dict[str, str] = {}  # a call's signature -> its hash (short signatures only: a repeated call is common)
+
+
 def _sig(call: Any) -> str:
-    return hashlib.sha1(call.signature().encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    """A short hash of the call's name and canonical arguments (``ToolCall.signature``'s text)."""
+    args = call.arguments
+    text = call.name + ":" + (_ARGS.encode(args) if args else "{}")
+    hit = _SIGS.get(text)
+    if hit is None:
+        hit = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        if len(text) <= 1024:
+            if len(_SIGS) >= 4096:
+                _SIGS.clear()
+            _SIGS[text] = hit
+    return hit
 
 
 def observe(ctx: Any, st: dict[str, Any]) -> None:
     """Count the tool results that arrived since the last request (blocked and denied calls too)."""
     history = ctx.session.history
     seen = ctx.state.get("healing.seen")
-    if seen is None or seen > len(history):
-        seen = len(history)  # the first request of a turn: nothing new yet
     ctx.state["healing.seen"] = len(history)
-    if seen == len(history):
+    if seen is None or seen >= len(history):
         return  # nothing arrived (a turn's first request): no plan or calls to look at
     new = history[seen:]
     calls = {c.id: c for m in new if m.role == "assistant" for c in m.tool_calls}
@@ -92,7 +112,11 @@ def observe(ctx: Any, st: dict[str, Any]) -> None:
 
 
 def _history_tokens(request: Any) -> int:
-    return sum(len(m.content or "") for m in request.messages) // 4  # ~4 chars a token: a cheap, stable estimate
+    chars = 0
+    for m in request.messages:  # (a loop: no generator per model call)
+        if m.content:
+            chars += len(m.content)
+    return chars // 4  # ~4 chars a token: a cheap, stable estimate
 
 
 async def intervene(ctx: Any, request: Any) -> None:
@@ -110,8 +134,20 @@ def intervene_now(ctx: Any, request: Any) -> Any:
     if not cfg.enabled:
         return None
     stored = ctx.session.get(KEY)
-    before = _snapshot(stored) if isinstance(stored, dict) else _snapshot({})
-    st = _state(ctx.session)
+    st = stored if isinstance(stored, dict) else {}
+    seen = ctx.state.get("healing.seen")
+    if (seen is None or seen >= len(ctx.session.history)) and st.get("failures", 0) < cfg.consecutive_failures \
+            and st.get("since_progress", 0) < cfg.stagnation_steps:
+        # nothing arrived since the last request (a turn's first, as a rule) and no counter at its threshold:
+        # nothing to count, note or write — only the focus booster to look at
+        ctx.state["healing.seen"] = len(ctx.session.history)
+        focus = _focus(ctx, request, cfg)
+        if focus is None:
+            return None
+        add_to_latest_message(request, focus)
+        return _notify(ctx, [focus])
+    before = _snapshot(st)
+    _defaults(st)
     observe(ctx, st)
     notes: list[str] = []
     if st["failures"] >= cfg.consecutive_failures and st["failures"] > st["noted_failures"]:
@@ -122,19 +158,29 @@ def intervene_now(ctx: Any, request: Any) -> Any:
         notes.append(STAGNATION.format(n=st["since_progress"]))
         ctx.emit("healing.stagnation", steps=st["since_progress"])
         st["since_progress"] = 0
-    window = int(request.metadata.get("context_window") or ctx.agent.limits.context_window)
-    if _history_tokens(request) > cfg.focus_share * window:
-        last = next((m.content for m in reversed(request.messages) if m.role == "user" and not m.metadata.get("kernel_note")), "")
-        if last:
-            quote = last if len(last) <= cfg.focus_quote_chars else last[: cfg.focus_quote_chars] + "\u2026"
-            notes.append(FOCUS.format(text=quote))
-            ctx.emit("healing.focus", history_tokens=_history_tokens(request), window=window)
+    focus = _focus(ctx, request, cfg)
+    if focus is not None:
+        notes.append(focus)
     if _snapshot(st) != before:  # an unchanged state (most model calls) is not written again
         ctx.session.set(KEY, st)
     if not notes:
         return None
     add_to_latest_message(request, "\n\n".join(notes))
     return _notify(ctx, notes)
+
+
+def _focus(ctx: Any, request: Any, cfg: HealingConfig) -> str | None:
+    """The focus note (and its event) when the history fills more than ``focus_share`` of the window."""
+    window = int(request.metadata.get("context_window") or ctx.agent.limits.context_window)
+    tokens = _history_tokens(request)
+    if tokens <= cfg.focus_share * window:
+        return None
+    last = next((m.content for m in reversed(request.messages) if m.role == "user" and not m.metadata.get("kernel_note")), "")
+    if not last:
+        return None
+    quote = last if len(last) <= cfg.focus_quote_chars else last[: cfg.focus_quote_chars] + "\u2026"
+    ctx.emit("healing.focus", history_tokens=tokens, window=window)
+    return FOCUS.format(text=quote)
 
 
 def add_to_latest_message(request: Any, text: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 _config = lazy_module(__name__, "config")
 _recall_mod = lazy_module(__name__, "recall")
 _service = lazy_module(__name__, "service")
+_merge = lazy_module(__name__, "merge")
 
 
 def _recall() -> Any:
@@ -82,10 +84,18 @@ def register_tools(register, agent):
         register(fn)
 
 
+_RECALL_ON: dict[int, tuple[Any, bool]] = {}  # id(agent config) -> (config, recall.enabled): asked every turn
+
+
 @hookimpl
 def register_prompt_contributor(register, agent):
     """The recall contributor (it contributes only when a retrieval was started this turn)."""
-    if _config().config_of(agent).recall.enabled:
+    hit = _RECALL_ON.get(id(agent))
+    if hit is None or hit[0] is not agent:
+        if len(_RECALL_ON) >= 256:
+            _RECALL_ON.clear()
+        hit = _RECALL_ON[id(agent)] = (agent, bool(_config().config_of(agent).recall.enabled))
+    if hit[1]:
         register(_recall())
 
 
@@ -96,8 +106,11 @@ _MERGING: dict[str, tuple[Any, str]] = {}  # session id -> (the agent runtime, i
 
 def service_loaded(agent: Any) -> bool:
     """Whether this process already has a memory service for ``agent`` (without loading one)."""
-    service = sys.modules.get(__name__ + ".service")  # may be mid-import in another thread
+    service = sys.modules.get(_SERVICE_MODULE)  # may be mid-import in another thread
     return id(agent) in getattr(service, "_by_agent", ())
+
+
+_SERVICE_MODULE = __name__ + ".service"
 
 
 _PLACES: dict[int, tuple[Any, Any, list[str]]] = {}  # id(agent config) -> (config, memory section, paths to probe)
@@ -139,28 +152,32 @@ def message_received(ctx, message):
     recall = _recall_mod()
     if len(_ACTIVE) >= 4096:
         quiet_for()  # drop lost turns
-    _ACTIVE[ctx.session.id] = _LAST[0] = time.monotonic()
+    sid = ctx.session.id
+    _ACTIVE[sid] = _LAST[0] = time.monotonic()
     at_end = getattr(ctx, "at_end", None)
     if at_end is not None:  # a turn without turn.end (a directive or plugin answered it, it failed)
-        sid = ctx.session.id
-        at_end(lambda: _turn_over(sid))
+        at_end(partial(_turn_over, sid))
     state_db = recall.state_db_of(ctx)
+    agent = ctx.agent
     if _idle(ctx, state_db):
-        if state_db is not None and _PLACES[id(ctx.agent)][1].sessions:  # (episodes off: nothing to index, ever)
+        if state_db is not None and _PLACES[id(agent)][1].sessions:  # (episodes off: nothing to index, ever)
             if len(_IDLE_ENDING) >= 1024:  # bounded like _ENDING: a caller that never ends its turns
                 _IDLE_ENDING.clear()
-            _IDLE_ENDING[ctx.session.id] = (ctx.agent, ctx.hooks, state_db)
+            _IDLE_ENDING[sid] = (agent, ctx.hooks, state_db)
         return
-    mem = _service().memory_for(ctx.agent, ctx.hooks)
+    mem = _service().memory_for(agent, ctx.hooks)
     mem.start_watching()
-    if state_db is not None and mem.cfg.sessions:
+    cfg = mem.cfg
+    if state_db is not None and cfg.sessions:
         mem.note_state_db(state_db)  # first time: catch up on earlier sessions (background)
         if len(_ENDING) >= 1024:
             _ENDING.clear()
-        _ENDING[ctx.session.id] = (mem, state_db)
-        if mem.cfg.compaction.enabled and getattr(ctx, "runtime", None) is not None:
-            _MERGING[ctx.session.id] = (ctx.runtime, ctx.agent.model.name)  # old episodes merged after the turn
-    if mem.cfg.recall.enabled and message.content.strip():
+        _ENDING[sid] = (mem, state_db)
+        if cfg.compaction.enabled:
+            runtime = getattr(ctx, "runtime", None)
+            if runtime is not None:
+                _MERGING[sid] = (runtime, agent.model.name)  # old episodes merged after the turn
+    if cfg.recall.enabled and message.content.strip():
         recall.start_recall(ctx, mem, message.content)
 
 
@@ -188,10 +205,9 @@ def on_event(event):
         if ending is not None:
             ending[0].index_sessions_later(ending[1])
             if merging is not None:
-                from .merge import after_turn, may_be_due
-
-                if may_be_due(ending[0]):  # (most turns: nothing to merge, and no task started to say so)
-                    return after_turn(ending[0], ending[1], *merging)
+                merge = _merge()
+                if merge.may_be_due(ending[0]):  # (most turns: nothing to merge, and no task started to say so)
+                    return merge.after_turn(ending[0], ending[1], *merging)
         idle = _IDLE_ENDING.pop(event.session_id, None)
         if idle is not None:
             _index_first_turn_later(*idle)

@@ -233,16 +233,28 @@ async def compact(mem: Any, state_db: Any, summarize: Summarize) -> list[str]:
         mem._merging = False
 
 
-def _state(mem: Any) -> tuple | None:
+#: seconds a ``PRAGMA data_version`` read (by a recall's check on this index) stays good enough for the
+#: due-check: only another process's commits move it, and noticing them a turn later only delays a merge
+DATA_VERSION_REUSE = 1.0
+
+
+def _state(mem: Any, *, fresh: bool = True) -> tuple | None:
     """What :func:`plan`'s answer depends on: the index's own writes (``generation``, bumped by every
     committed transaction), other connections' commits (``PRAGMA data_version``: another process, the CLI)
     and the compaction settings. None when the index is busy (the lock is not taken: the turn's loop
-    never waits for the indexer)."""
+    never waits for the indexer). ``fresh=False`` (the check after every turn) takes a ``data_version``
+    read within :data:`DATA_VERSION_REUSE` seconds (a recall's) instead of asking the database again."""
     index = mem.index
     if not index.lock.acquire(blocking=False):
         return None
     try:
-        version = index.conn.execute("PRAGMA data_version").fetchone()[0]
+        read = getattr(mem, "data_version_read", None)
+        if not fresh and read is not None and time.monotonic() - read[1] < DATA_VERSION_REUSE:
+            version = read[0]
+        else:
+            version = index.conn.execute("PRAGMA data_version").fetchone()[0]
+            if read is not None:
+                mem.data_version_read = (version, time.monotonic())
         return (id(index), index.generation, version, mem.partition, mem.cfg.compaction.keep_recent, mem.cfg.compaction.batch)
     except Exception:  # a closed or broken index: plan() says so on its thread
         return None
@@ -265,7 +277,7 @@ def may_be_due(mem: Any) -> bool:
     if nothing is None:
         return True
     try:
-        return _state(mem) != nothing
+        return _state(mem, fresh=False) != nothing
     except Exception:  # after_turn reads it again, and reports and retries a failure
         return True
 

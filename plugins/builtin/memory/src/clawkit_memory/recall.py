@@ -35,11 +35,22 @@ def state_db_of(ctx: Any) -> Path | None:
     one: memory's index is a file per machine, so sessions in a shared server are not indexed as
     episodes there — files and notes are; see docs/scale-out.md)."""
     store = ctx.session.store
+    hit = _DB_OF.get(id(store))
+    if hit is not None and hit[0] is store:  # (every message: worked out once per store)
+        return hit[1]
     path = getattr(store, "path", None)
     if path is None or getattr(store, "dialect", "sqlite") != "sqlite":
-        return None
-    path = path if isinstance(path, Path) else Path(path)
-    return path if path.name != ":memory:" else None
+        path = None
+    else:
+        path = path if isinstance(path, Path) else Path(path)
+        path = path if path.name != ":memory:" else None
+    if len(_DB_OF) >= 64:
+        _DB_OF.clear()
+    _DB_OF[id(store)] = (store, path)
+    return path
+
+
+_DB_OF: dict[int, tuple[Any, Path | None]] = {}  # id(session store) -> (the store, its database file)
 
 
 def start_recall(ctx: Any, mem: "AgentMemory", text: str) -> None:

@@ -28,6 +28,9 @@ log = logging.getLogger("clawkit.memory")
 
 SAFETY_SYNC_SECONDS = 2.0  # with a watcher running, a stat sweep at most this often
 SESSIONS_PER_STEP = 64  # sessions indexed per step of episode indexing (one transaction, one embedding batch)
+#: seconds a ``PRAGMA data_version`` read stands for the index's other-connection state (recall's checks on the
+#: event loop: the empty-memory test, the repeated-question cache): a server's messages arrive milliseconds apart
+DATA_VERSION_REUSE = 0.025
 MAX_DEFER = 5.0  # seconds a finished turn waits at most for a quiet moment before it is indexed anyway
 URGENT_SESSIONS = 16  # sessions a process's first turn indexes ahead of its recall (the rest: background)
 EXIT_FLUSH_SECONDS = 2.0  # closing indexes the turns still waiting for at most this long
@@ -138,6 +141,9 @@ class AgentMemory:
         self._globbed = len(self._root_paths) < len(self.roots)
         self._absent_roots = AbsentPaths(self._root_paths)  # checked every message: one stat while the workspace is unchanged
         self._seen: tuple | None = None  # (index version and partitions, whether they held a chunk) last looked at
+        # the last ``PRAGMA data_version`` read and when (time.monotonic()): the merge due-check after a
+        # turn reuses a recent one (merge._state) instead of asking the database again
+        self.data_version_read: tuple[int, float] = (-1, float("-inf"))
         self._state_dbs: set[str] = set()  # session databases seen (caught up once per process)
         self._episodes_queued = False
         self._episodes_running = 0
@@ -238,6 +244,8 @@ class AgentMemory:
         with self._episodes_guard:
             if self._pending_since is None:
                 self._pending_since = time.monotonic()
+            if self._episodes_queued:  # (most turns: a step is already queued, which _queue_sessions would say)
+                return
         self._queue_sessions(state_db, EPISODE_DELAY if delay is None else delay)
 
     def _queue_sessions(self, state_db: Any, delay: float | None) -> None:
@@ -319,13 +327,17 @@ class AgentMemory:
         step already running): then there is nothing to embed a query for. A background step still
         waiting for a quiet moment does not count: the worker runs recalls first, so such a recall
         would find the index as it is (and the turns in flight keep the moment from being quiet)."""
-        if self._episodes_ahead or self._globbed or len(self._absent_roots.absent()) < len(self._root_paths):
-            return True  # (a root on disk: one stat per parent folder while they are unchanged, see AbsentPaths)
+        if self._episodes_ahead or self._globbed:
+            return True
+        # a root on disk: one stat per parent folder while they are unchanged (see AbsentPaths) — none when
+        # start_watching found every root absent for this very message (as _files_fresh)
+        if time.monotonic() - self._absent_at >= 0.005 and len(self._absent_roots.absent()) < len(self._root_paths):
+            return True
         index = self.index
         if not index.lock.acquire(blocking=False):  # busy writing: something is coming
             return True
         try:
-            parts = self.readable(extra_partitions)
+            parts = self.readable(extra_partitions) if extra_partitions else self._own
             version = (*self._written(), *parts)
             if self._seen is not None and self._seen[0] == version:  # the index unchanged since the last look
                 return self._seen[1]
@@ -448,9 +460,15 @@ class AgentMemory:
         return max(4 * self.cfg.recall.k, 12)
 
     def _version(self) -> tuple:
-        """What changes whenever the index does: this process's writes and any other connection's
-        commits (``PRAGMA data_version``). The caller holds the index lock."""
-        return (self.index.generation, self.index.conn.execute("PRAGMA data_version").fetchone()[0])
+        """What changes whenever the index does: this process's writes (at once) and any other connection's
+        commits (``PRAGMA data_version``, read again when the last read is :data:`DATA_VERSION_REUSE` old:
+        another process's write is seen by the messages from then on). The caller holds the index lock."""
+        read = self.data_version_read
+        if time.monotonic() - read[1] < DATA_VERSION_REUSE:  # a busy server's messages: one read per moment
+            return (self.index.generation, read[0])
+        version = self.index.conn.execute("PRAGMA data_version").fetchone()[0]
+        self.data_version_read = (version, time.monotonic())
+        return (self.index.generation, version)
 
     def _remember(self, query: str, parts: list[str], version: tuple, hits: list[Hit], vecs: dict) -> tuple:
         """Keep a search's candidates for the same query until the index changes. The answer does

@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from clawkit import hook_order, hookimpl
+from clawkit.hookspecs import on_events
 from clawkit.lazy import lazy_module
 
 _logs = lazy_module(__name__, "logs")  # imported by the first hook call
@@ -117,6 +118,9 @@ def after_tool_call(ctx, call, result):
 
 
 @hookimpl
+@on_events("llm.call", "llm.failed", "turn.end", "turn.failed", "tool.approval", "tool.blocked", "agent.close")
 def on_event(event):
+    """The event types ``Telemetry.event`` records (the kernel calls this for no other: off by default, it
+    was called for every event of every turn)."""
     if _telemetry is not None and (event.run_id is not None or event.type == "agent.close"):
         _telemetry.event(event)

@@ -285,6 +285,7 @@ class Telemetry:
     # events -----------------------------------------------------------------------------------
 
     def event(self, event: Any) -> None:
+        # the types handled here are the plugin's on_event filter (clawkit_otel.on_event's @on_events): keep both in step
         t, d = event.type, event.data
         if t == "llm.call":
             self._model_call(event)

@@ -73,14 +73,21 @@ def _unfinished(plan: dict[str, Any] | None) -> bool:
 
 @hookimpl(trylast=True, specname="message_received")
 @hook_order(95)
-async def pre_analyse(ctx: Any, message: Any) -> None:
+def pre_analyse(ctx: Any, message: Any) -> Any:
+    """The pre-analysis of a new task (an awaitable), or None at once when there is none to make (off, the
+    default; an empty or directive message; a plan under way; a turn answered without the model): most
+    messages cost no coroutine."""
     cfg = config(ctx)
     if not cfg.pre_analysis.enabled or not message.content.strip() or message.content.lstrip().startswith("/"):
-        return
+        return None
     if _unfinished(ctx.session.get(KEY)):
-        return  # the current plan goes on
+        return None  # the current plan goes on
     if ctx.state.get("reply") is not None:
-        return  # answered without the model (a directive, a budget stop, a sub-agent dispatch): nothing to plan
+        return None  # answered without the model (a directive, a budget stop, a sub-agent dispatch): nothing to plan
+    return _pre_analyse(ctx, message, cfg)
+
+
+async def _pre_analyse(ctx: Any, message: Any, cfg: Any) -> None:
     runtime = ctx.runtime
     model_cfg = cfg.pre_analysis.model or ctx.agent.model
     provider = runtime.provider_for(model_cfg) if cfg.pre_analysis.model else runtime.provider

@@ -90,9 +90,11 @@ def search(ctx: Any, cfg: ToolSearchConfig, key: tuple, query: str, k: int) -> l
 def select_tools(ctx: Any, request: Any) -> None:
     """``before_llm_call``: send only the relevant tool definitions when there are too many (first,
     so that the plugins measuring the request — compaction — see the definitions actually sent)."""
+    defs = request.tools  # (replaced below, never changed in place: no copy)
+    if not defs:
+        return
     cfg = _config(ctx)
-    defs = list(request.tools)
-    if not cfg.enabled or not defs:
+    if not cfg.enabled:
         return
     window = int(request.metadata.get("context_window") or ctx.agent.limits.context_window)
     before = def_tokens(defs)

@@ -17,6 +17,7 @@ from clawkit import LlmRequest, ToolCall, ToolResult, hook_order, hookimpl
 from . import store
 from .cut import CutPlan, char_plan, plan_cut
 from .history import message_tokens, trim_history
+from clawkit.context import result_reader as _result_reader
 from clawkit.tokens import TokenCounter, get_counter, max_request_tokens
 
 log = logging.getLogger("clawkit.truncator")
@@ -146,19 +147,37 @@ def cut_result(ctx: Any, call: ToolCall, result: ToolResult, cfg: TruncatorConfi
     return result.model_copy(update={"content": content, "metadata": meta})
 
 
+# (id(config section), id(agent config)) -> (section, agent config, tokens one result may take): the same
+# arithmetic for every tool result of an agent (config objects are not changed once loaded)
+_BUDGETS: dict[tuple[int, int], tuple[Any, Any, int]] = {}
+
+
+def _result_budget(cfg: TruncatorConfig, ctx: Any) -> int:
+    """:func:`budget_tokens` for the agent's window, worked out once per config."""
+    agent = ctx.agent
+    key = (id(cfg), id(agent))
+    hit = _BUDGETS.get(key)
+    if hit is not None and hit[0] is cfg and hit[1] is agent:
+        return hit[2]
+    budget = budget_tokens(cfg, context_window(ctx), ctx)
+    if len(_BUDGETS) >= 256:
+        _BUDGETS.clear()
+    _BUDGETS[key] = (cfg, agent, budget)
+    return budget
+
+
 @hookimpl
 @hook_order(20)
 def after_tool_call(ctx, call, result):
     """Cut a result over its budget before it enters the context."""
-    cfg = _config(ctx)
-    if not isinstance(result.content, str) or not result.content:
+    content = result.content
+    if not isinstance(content, str) or not content:
         return None
-    from clawkit.context import result_reader
-
-    if result_reader.get() is not None:
+    if _result_reader.get() is not None:
         return None  # a host proxy reads it, not the model: the context budget does not apply
-    budget = budget_tokens(cfg, context_window(ctx), ctx)
-    if len(result.content) * 4 <= budget:  # plan_cut's first test, before a counter is made: fits
+    cfg = _config(ctx)
+    budget = _result_budget(cfg, ctx)
+    if len(content) * 4 <= budget:  # plan_cut's first test, before a counter is made: fits
         return None
     return cut_result(ctx, call, result, cfg, budget)
 
@@ -173,7 +192,8 @@ def before_llm_call(ctx, request):
     cfg = _config(ctx)
     if not cfg.trim_history or not request.messages:
         return None
-    window = context_window(ctx, request)
+    window = request.metadata.get("context_window")
+    window = int(window) if window else context_window(ctx)
     if max_request_tokens(request) < window * cfg.history_trigger:  # most turns: no tokenizer at all
         return None
     counter = counter_for(ctx, cfg)

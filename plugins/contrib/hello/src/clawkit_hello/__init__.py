@@ -15,9 +15,12 @@ from clawkit import hookimpl
 
 
 def _config(agent):
+    cfg = agent.plugin("hello")
+    if cfg:  # the validated section (an import statement per call would cost more than the rest of the hook)
+        return cfg
     from .config import HelloConfig
 
-    return agent.plugin("hello") or HelloConfig()
+    return HelloConfig()
 
 
 @hookimpl
