@@ -184,6 +184,36 @@ class AgentConfig(BaseModel):
         return off
 
 
+_sections: dict[tuple[int, str, type], tuple[Any, Any, Any]] = {}  # (id(agent config), name, model) -> (it, its plugins, section)
+
+
+def section_of(agent_config: Any, name: str, model: type[BaseModel]) -> Any:
+    """``agent_config``'s section for plugin ``name`` as a ``model`` instance: as validated, or converted
+    (a dict, or a section validated as another model, without its ``enabled`` switch), or ``model``'s
+    defaults when there is none. Asked several times a turn by a plugin's hooks: remembered per agent
+    config object while its ``plugins`` is the same object (a reloaded config is a new object)."""
+    if agent_config is None or not hasattr(agent_config, "plugin"):
+        return model()
+    key = (id(agent_config), name, model)
+    plugins = getattr(agent_config, "plugins", None)
+    hit = _sections.get(key)
+    if hit is not None and hit[0] is agent_config and hit[1] is plugins:
+        return hit[2]
+    raw = agent_config.plugin(name)
+    if isinstance(raw, model):
+        section = raw
+    elif isinstance(raw, BaseModel):
+        section = model.model_validate({k: v for k, v in raw.model_dump().items() if k != "enabled"})
+    elif isinstance(raw, dict):
+        section = model.model_validate({k: v for k, v in raw.items() if k != "enabled"})
+    else:
+        section = model()
+    if len(_sections) >= 256:
+        _sections.clear()
+    _sections[key] = (agent_config, plugins, section)
+    return section
+
+
 # --- schema assembly ---------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Literal
 
+from clawkit.config import section_of
 from clawkit.storage import declare, metrics_table, metrics_upsert
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,33 +47,9 @@ _registries: "weakref.WeakKeyDictionary[Any, SkillRegistry]" = weakref.WeakKeyDi
 _by_id: dict[int, SkillRegistry] = {}
 
 
-_settings: dict[int, tuple[Any, Any, SkillsConfig]] = {}  # id(agent config) -> (it, its plugins, section)
-
-
 def settings(agent_config: Any) -> SkillsConfig:
-    """The agent's section (validated). Asked several times a turn: remembered per agent config
-    object while its ``plugins`` is the same object (a reloaded config is a new object)."""
-    if agent_config is None:
-        return _settings_of(None)
-    hit = _settings.get(id(agent_config))
-    if hit is not None and hit[0] is agent_config and hit[1] is getattr(agent_config, "plugins", None):
-        return hit[2]
-    cfg = _settings_of(agent_config)
-    if len(_settings) >= 64:
-        _settings.clear()
-    _settings[id(agent_config)] = (agent_config, getattr(agent_config, "plugins", None), cfg)
-    return cfg
-
-
-def _settings_of(agent_config: Any) -> SkillsConfig:
-    cfg = agent_config.plugin("skills") if agent_config is not None else None
-    if isinstance(cfg, SkillsConfig):
-        return cfg
-    if isinstance(cfg, BaseModel):
-        return SkillsConfig.model_validate({k: v for k, v in cfg.model_dump().items() if k != "enabled"})
-    if isinstance(cfg, dict):
-        return SkillsConfig.model_validate({k: v for k, v in cfg.items() if k != "enabled"})
-    return SkillsConfig()
+    """The agent's section (validated; remembered per agent config: :func:`clawkit.config.section_of`)."""
+    return section_of(agent_config, "skills", SkillsConfig)
 
 
 def sources_for(workspace: str | Path, cfg: SkillsConfig) -> list[tuple[str, Path]]:

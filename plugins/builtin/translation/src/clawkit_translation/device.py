@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from clawkit import hook_order, hookimpl
+from clawkit.config import section_of
 from clawkit.prompt import PromptContributor, PromptSection
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -95,33 +96,9 @@ class TranslationConfig(BaseModel):
         return value
 
 
-_settings: dict[int, tuple[Any, Any, TranslationConfig]] = {}  # id(agent config) -> (it, its plugins, section)
-
-
 def settings(agent_config: Any) -> TranslationConfig:
-    """The agent's section (validated). Asked several times a turn: remembered per agent config
-    object while its ``plugins`` is the same object (a reloaded config is a new object)."""
-    if agent_config is None:
-        return _settings_of(None)
-    hit = _settings.get(id(agent_config))
-    if hit is not None and hit[0] is agent_config and hit[1] is getattr(agent_config, "plugins", None):
-        return hit[2]
-    cfg = _settings_of(agent_config)
-    if len(_settings) >= 64:
-        _settings.clear()
-    _settings[id(agent_config)] = (agent_config, getattr(agent_config, "plugins", None), cfg)
-    return cfg
-
-
-def _settings_of(agent_config: Any) -> TranslationConfig:
-    cfg = agent_config.plugin("translation") if agent_config is not None else None
-    if isinstance(cfg, TranslationConfig):
-        return cfg
-    if isinstance(cfg, BaseModel):
-        return TranslationConfig.model_validate({k: v for k, v in cfg.model_dump().items() if k != "enabled"})
-    if isinstance(cfg, dict):
-        return TranslationConfig.model_validate({k: v for k, v in cfg.items() if k != "enabled"})
-    return TranslationConfig()
+    """The agent's section (validated; remembered per agent config: :func:`clawkit.config.section_of`)."""
+    return section_of(agent_config, "translation", TranslationConfig)
 
 
 @lru_cache(maxsize=32)
