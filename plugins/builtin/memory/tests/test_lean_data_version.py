@@ -16,6 +16,17 @@ from clawkit_memory.embeddings import LocalStatic
 from clawkit_memory.index import MemoryIndex
 
 
+def _commit_elsewhere(ws) -> None:
+    """A commit to the memory database through another connection (as another process makes), which
+    moves ``PRAGMA data_version``; through the index's own SQLite library (two libraries in one process
+    do not see each other's locks)."""
+    other = mdb.sqlite.connect(ws / "memory.db")
+    with other:
+        other.execute("CREATE TABLE IF NOT EXISTS probe (x)")
+        other.execute("INSERT INTO probe VALUES (1)")
+    other.close()
+
+
 def test_due_check_reuses_a_recent_data_version_read(tmp_path, monkeypatch):
     store = SessionStore(tmp_path / "state.db")
     ws = tmp_path / "ws"
@@ -38,23 +49,14 @@ def test_due_check_reuses_a_recent_data_version_read(tmp_path, monkeypatch):
         assert mem.data_version_read[1] == clock[0]  # the check's own fresh read is recorded too
         assert not merge.may_be_due(mem)
 
-        other = mdb.sqlite.connect(ws / "memory.db")  # another process, the CLI: PRAGMA data_version moves
-        # (the index's SQLite library: two libraries in one process do not see each other's locks)
-        with other:
-            other.execute("CREATE TABLE IF NOT EXISTS probe (x)")
-            other.execute("INSERT INTO probe VALUES (1)")
-        other.close()
+        _commit_elsewhere(ws)  # another process, the CLI: PRAGMA data_version moves
         clock[0] += 0.5
         recall_check()  # a message's recall reads the moved version: the due-check sees it
         assert merge.may_be_due(mem)
         asyncio.run(merge.after_turn(mem, store.path, None, "m"))
         assert not merge.may_be_due(mem)
 
-        other = mdb.sqlite.connect(ws / "memory.db")
-        with other:
-            other.execute("CREATE TABLE IF NOT EXISTS probe (x)")
-            other.execute("INSERT INTO probe VALUES (1)")
-        other.close()
+        _commit_elsewhere(ws)
         clock[0] += 0.5  # the last read is 0.5 s old: taken as it is (the merge waits for a later turn)
         assert not merge.may_be_due(mem)
         clock[0] += merge.DATA_VERSION_REUSE  # older than that: asked again, and seen
@@ -113,11 +115,7 @@ def test_recall_checks_read_data_version_once_per_moment(tmp_path, monkeypatch):
 
     try:
         first = version()
-        other = mdb.sqlite.connect(ws / "memory.db")  # another process's commit
-        with other:
-            other.execute("CREATE TABLE IF NOT EXISTS probe (x)")
-            other.execute("INSERT INTO probe VALUES (1)")
-        other.close()
+        _commit_elsewhere(ws)  # another process's commit
         clock[0] += service.DATA_VERSION_REUSE / 2
         assert version() == first  # the same moment: the read stands
         index.generation += 1  # this process's own write: seen at once
