@@ -27,13 +27,8 @@ class Identity(PromptContributor):
     priority = 0
     source = "system"
 
-    _last: tuple[str, str] = ("", "")  # (agent id, its line): the same string every turn
-
     def contribute(self, ctx: ContributorContext) -> str:
-        last = self._last
-        if last[0] != ctx.agent_id or not last[1]:
-            last = self._last = (ctx.agent_id, f"You are {ctx.agent_id}, an AI agent.")
-        return last[1]
+        return f"You are {ctx.agent_id}, an AI agent."
 
 
 class Instructions(PromptContributor):
@@ -46,14 +41,8 @@ class Instructions(PromptContributor):
     def should_contribute(self, ctx: ContributorContext) -> bool:
         return bool(getattr(ctx.agent, "instructions", ""))
 
-    _last: tuple[str, str] = ("", "")  # (instructions, stripped)
-
     def contribute(self, ctx: ContributorContext) -> str:
-        text = ctx.agent.instructions
-        last = self._last
-        if last[0] is not text and last[0] != text:
-            last = self._last = (text, text.strip())
-        return last[1]
+        return ctx.agent.instructions.strip()
 
 
 class ToolsSummary(PromptContributor):

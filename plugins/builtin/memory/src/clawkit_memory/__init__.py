@@ -84,18 +84,10 @@ def register_tools(register, agent):
         register(fn)
 
 
-_RECALL_ON: dict[int, tuple[Any, bool]] = {}  # id(agent config) -> (config, recall.enabled): asked every turn
-
-
 @hookimpl
 def register_prompt_contributor(register, agent):
     """The recall contributor (it contributes only when a retrieval was started this turn)."""
-    hit = _RECALL_ON.get(id(agent))
-    if hit is None or hit[0] is not agent:
-        if len(_RECALL_ON) >= 256:
-            _RECALL_ON.clear()
-        hit = _RECALL_ON[id(agent)] = (agent, bool(_config().config_of(agent).recall.enabled))
-    if hit[1]:
+    if _config().config_of(agent).recall.enabled:
         register(_recall())
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+from clawkit.config import section_of
 from pydantic import BaseModel, ConfigDict, Field
 
 MEMORY_ROOTS = ("MEMORY.md", "memory")  # memory files in the workspace: a file and a folder
@@ -120,15 +121,9 @@ class MemoryConfig(BaseModel):
 
 
 def config_of(agent: Any) -> MemoryConfig:
-    """The agent's ``plugins.memory`` section as a :class:`MemoryConfig` (defaults when absent)."""
-    section = agent.plugin("memory") if hasattr(agent, "plugin") else None
-    if section is None:
-        return MemoryConfig()
-    if isinstance(section, MemoryConfig):
-        return section
-    data = section.model_dump() if hasattr(section, "model_dump") else dict(section)
-    data.pop("enabled", None)
-    return MemoryConfig.model_validate(data)
+    """The agent's ``plugins.memory`` section as a :class:`MemoryConfig` (defaults when absent; remembered
+    per agent config: :func:`clawkit.config.section_of`)."""
+    return section_of(agent, "memory", MemoryConfig)
 
 
 CHILD_NOTES = ".clawkit/memory/children"  # a sub-agent's memory_save notes, one folder per child partition

@@ -262,12 +262,11 @@ def message_received(ctx, message):
     ctx.state["route"] = route
     _save_route(ctx.session, route)
     ctx.emit("translation.route", elapsed_us=elapsed_us, **route)
-    if not dispatch:
-        metrics.bump_with_turn(ctx.session.store, "routed", 1.0, (f"profile:{profile}", 1.0))
-        return None
-    counts = [(f"profile:{profile}", 1.0), ("dispatch_routes", 1.0)]
-    if len(dispatch) > 1:
-        counts.append(("dispatch_multi", 1.0))
+    counts = [(f"profile:{profile}", 1.0)]
+    if dispatch:
+        counts.append(("dispatch_routes", 1.0))
+        if len(dispatch) > 1:
+            counts.append(("dispatch_multi", 1.0))
     metrics.bump_with_turn(ctx.session.store, "routed", 1.0, *counts)
     return None
 
