@@ -64,8 +64,9 @@ def _config(ctx: Any) -> TruncatorConfig:
 
 
 def context_window(ctx: Any, request: LlmRequest | None = None) -> int:
-    if request is not None and request.metadata.get("context_window"):
-        return int(request.metadata["context_window"])
+    window = request.metadata.get("context_window") if request is not None else None
+    if window:
+        return int(window)
     agent = ctx.agent
     return int(getattr(agent.model, "context_window", None) or agent.limits.context_window)
 
@@ -192,8 +193,7 @@ def before_llm_call(ctx, request):
     cfg = _config(ctx)
     if not cfg.trim_history or not request.messages:
         return None
-    window = request.metadata.get("context_window")
-    window = int(window) if window else context_window(ctx)
+    window = context_window(ctx, request)
     if max_request_tokens(request) < window * cfg.history_trigger:  # most turns: no tokenizer at all
         return None
     counter = counter_for(ctx, cfg)
