@@ -235,16 +235,13 @@ def main() -> int:
     for k in [k for k in keys if k not in hooks_rows]:
         print(f"  {k[:58]:58s}" + "".join(f" {med[v][k]:9.3f}" for v in med))
     if hooks_rows:
-        total = sum(med["full"][k] for k in hooks_rows)
-        print(f"  plugin hooks, all ({len(hooks_rows)} implementations called){'':9s} {total:9.3f}")
-        others = [v for v in med if v != "full" and v != "kernel"]  # baseline, without …: their figures beside
-        if others:
-            print(f"    {'':56s}      full" + "".join(f" {v.replace('without ', '-')[:9]:>9s}" for v in others))
-            for v in others:
-                print(f"    {'(all, ' + v + ')':56s} {'':9s}" + " " * 10 * others.index(v)
-                      + f" {sum(med[v][k] for k in hooks_rows):9.3f}")
+        others = [v for v in med if v not in ("full", "kernel")]  # baseline, without …: their figures beside
+        columns = ["full", *others]
+        print(f"  plugin hooks ({len(hooks_rows)} implementations called){'':20s}"
+              + "".join(f" {v.replace('without ', '-')[:9]:>9s}" for v in columns))
+        print(f"    {'all':56s}" + "".join(f" {sum(med[v][k] for k in hooks_rows):9.3f}" for v in columns))
         for k in sorted(hooks_rows, key=lambda k: -med["full"][k])[:30]:
-            print(f"    {k[5:][:56]:56s} {med['full'][k]:9.3f}" + "".join(f" {med[v][k]:9.3f}" for v in others))
+            print(f"    {k[5:][:56]:56s}" + "".join(f" {med[v][k]:9.3f}" for v in columns))
     f, k_ = med["full"], med["kernel"]
     print(f"full / kernel: throughput {f['turns/s'] / k_['turns/s']:.2f}x, main-thread CPU per session "
           f"{f['CPU ms (main thread)'] / k_['CPU ms (main thread)']:.2f}x")
