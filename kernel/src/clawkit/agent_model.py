@@ -151,12 +151,17 @@ class ModelSide:
         found: list[PromptContributor] = []
         if self.hooks.has("register_prompt_contributor"):
             self.hooks.call_sync("register_prompt_contributor", register=found.append, agent=self.config)
-        if self.config.instructions.strip() and not any(c.id == "instructions" for c in found):
-            found.append(StaticContributor("instructions", self.config.instructions.strip(), priority=10))
+        instructions = self.config.instructions.strip()
+        if instructions:
+            for c in found:
+                if c.id == "instructions":
+                    return found
+            found.append(StaticContributor("instructions", instructions, priority=10))
         return found
 
     def contributor_context(self, ctx: TurnContext, message: str | None = None) -> ContributorContext:
         offered = self.tools.offered(ctx)
+        workspace = self.config.workspace
         return ContributorContext(
             agent_id=self.config.name,
             session_id=ctx.session.id,
@@ -165,7 +170,7 @@ class ModelSide:
             tool_descriptions={t.name: t.definition.description for t in offered},
             registry=self.tools,
             channel=ctx.channel,
-            workspace=Path(self.config.workspace),
+            workspace=workspace if isinstance(workspace, Path) else Path(workspace),  # (validated configs: a Path already)
             model=self.config.model.name,
             message=message,
             agent=self.config,
@@ -216,7 +221,8 @@ class ModelSide:
         budgets = ctx.budget.prompt_chars()
         assembled = assemble(contributors, cctx, total_chars=sum(budgets.values()), budgets=budgets,
                              on_error=lambda c, e: self.hooks.report("contributor", c.id, e))
-        for inc in assembled.cut + assembled.trimmed:  # nothing is dropped silently
+        touched = [i for i in assembled.report if i.chars_before]  # cut or trimmed (most turns: none)
+        for inc in assembled.cut + assembled.trimmed if touched else ():  # nothing is dropped silently
             ctx.emit("context.cut", source=inc.source, section=inc.id, action="dropped" if not inc.included else "trimmed",
                      tokens_before=inc.chars_before // 4, tokens_after=inc.chars // 4 if inc.included else 0,
                      tools=list(inc.tools))

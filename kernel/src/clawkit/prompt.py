@@ -20,6 +20,7 @@ Without a classification only untagged and ``channel``-tagged contributors apply
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal
 
@@ -217,7 +218,7 @@ class AssembledPrompt:
     @property
     def dropped_tools(self) -> set[str]:
         """Tools whose explaining section was cut: they leave the request with it."""
-        return {t for r in self.cut for t in r.tools}
+        return {t for r in self.report if r.reason == "cut by budget" for t in r.tools}
 
 
 def _tags(c: PromptContributor) -> list[Tag]:
@@ -254,19 +255,23 @@ def assemble(
     non-system sections first. A contributor that raises is reported as ``failed`` (and
     passed to ``on_error``), never fatal.
     """
-    report: list[Inclusion] = []
-    chosen: list[Inclusion] = []
-    for c in sorted(contributors, key=lambda c: (c.priority, c.id)):
-        inc = _render(c, ctx, on_error)
-        report.append(inc)
-        if inc.included:
-            chosen.append(inc)
+    report = [_render(c, ctx, on_error) for c in sorted(contributors, key=_ORDER)]
+    chosen = [i for i in report if i.included]
     if budgets:
+        # each source's size in one pass; only a source over its budget is fitted (a group that fits
+        # is left as it is, which is all _fit would do with it)
+        sizes: dict[str, int] = {}
+        for i in chosen:
+            sizes[i.source] = sizes.get(i.source, -2) + i.chars + 2  # (+2 per blank line between sections)
         for source, limit in budgets.items():
-            _fit(chosen, [i for i in chosen if i.source == source], limit, f"the {source} budget ({limit} chars)")
+            if sizes.get(source, 0) > limit:
+                _fit(chosen, [i for i in chosen if i.source == source], limit, f"the {source} budget ({limit} chars)")
     if total_chars is not None and chosen:
         _fit(chosen, chosen, total_chars, f"the {total_chars}-char prompt budget", trim=False)
-    return AssembledPrompt("\n\n".join(i.text for i in chosen), report)
+    return AssembledPrompt("\n\n".join([i.text for i in chosen]), report)
+
+
+_ORDER = attrgetter("priority", "id")  # the sort key (priority, id), without a Python call per contributor
 
 
 MIN_TRIM = 200  # a section trimmed below this is cut instead
@@ -296,44 +301,49 @@ def _fit(chosen: list[Inclusion], group: list[Inclusion], limit: int, what: str,
 
 def _render(c: PromptContributor, ctx: ContributorContext, on_error: Callable[[PromptContributor, BaseException], Any] | None) -> Inclusion:
     """One contributor's decision and section (``included`` False with the reason otherwise)."""
-    meta = {"source": getattr(c, "source", "contributors"), "tools": tuple(getattr(c, "tools", ()) or ()),
-            "compressible": getattr(c, "compressible", True)}
-    try:
-        tags = _tags(c)
-    except ValueError as exc:
-        if on_error:
-            on_error(c, exc)
-        return Inclusion(c.id, False, "failed", c.priority, detail=f"bad tag: {exc}", **meta)
-    if tags:
+    try:  # (PromptContributor declares them; a contributor of another class may not)
+        source, tools, compressible = c.source, c.tools, c.compressible
+    except AttributeError:
+        source, tools, compressible = (getattr(c, "source", "contributors"), getattr(c, "tools", ()),
+                                       getattr(c, "compressible", True))
+    if type(tools) is not tuple:
+        tools = tuple(tools or ())
+    if c.tags:
+        try:
+            tags = _tags(c)
+        except ValueError as exc:
+            if on_error:
+                on_error(c, exc)
+            return Inclusion(c.id, False, "failed", c.priority, 0, f"bad tag: {exc}", "", source, 0, tools, compressible)
         matched = [t for t in tags if tag_matches(t, ctx)]
         if not matched:
-            return Inclusion(c.id, False, "no tag matched", c.priority, **meta)
+            return Inclusion(c.id, False, "no tag matched", c.priority, 0, "", "", source, 0, tools, compressible)
         reason = "tag matched"
         detail = ", ".join(f"{t.dimension}:{t.value}" for t in matched)
     else:
         reason, detail = "untagged", ""
     try:
         if not c.should_contribute(ctx):
-            return Inclusion(c.id, False, "filtered", c.priority, detail=detail, **meta)
+            return Inclusion(c.id, False, "filtered", c.priority, 0, detail, "", source, 0, tools, compressible)
         section = c.contribute(ctx)
     except Exception as exc:
         if on_error:
             on_error(c, exc)
-        return Inclusion(c.id, False, "failed", c.priority, detail=f"{type(exc).__name__}: {exc}", **meta)
+        return Inclusion(c.id, False, "failed", c.priority, 0, f"{type(exc).__name__}: {exc}", "", source, 0, tools, compressible)
     if section is None:
-        return Inclusion(c.id, False, "filtered", c.priority, detail="no section", **meta)
+        return Inclusion(c.id, False, "filtered", c.priority, 0, "no section", "", source, 0, tools, compressible)
     if isinstance(section, str):
         text, limit = section, c.max_chars
     else:
         if section.tools is not None:
-            meta["tools"] = tuple(section.tools)
+            tools = tuple(section.tools)
         text = section.render()
         limit = section.max_chars
         if c.max_chars is not None and (limit is None or c.max_chars < limit):
             limit = c.max_chars
-    if limit is not None and len(text) > limit and meta["compressible"]:
+    if limit is not None and len(text) > limit and compressible:
         text = _trim(text, limit)
         detail = f"{detail}; trimmed to {limit} chars" if detail else f"trimmed to {limit} chars"
     if not text.strip():
-        return Inclusion(c.id, False, "filtered", c.priority, detail="empty section", **meta)
-    return Inclusion(c.id, True, reason, c.priority, len(text), detail, text, **meta)
+        return Inclusion(c.id, False, "filtered", c.priority, 0, "empty section", "", source, 0, tools, compressible)
+    return Inclusion(c.id, True, reason, c.priority, len(text), detail, text, source, 0, tools, compressible)
