@@ -35,6 +35,24 @@ def _as_the_model_sees_it(m: Message) -> Message:
 
 MAX_FAILED_RETRIES = 3  # llm_call_failed retries of one model call
 
+# (window, id(context config)) -> (the context config, the prompt's per-source budgets, their sum): the same
+# arithmetic every turn for an agent (config objects are not changed once loaded)
+_BUDGETS: dict[tuple[int, int], tuple[Any, dict[str, int], int]] = {}
+
+
+def _prompt_budgets(budget: Any) -> tuple[dict[str, int], int]:
+    """``budget.prompt_chars()`` and its sum, worked out once per window and context config
+    (the dict is shared: :func:`clawkit.prompt.assemble` only reads it)."""
+    key = (budget.window, id(budget.config))
+    hit = _BUDGETS.get(key)
+    if hit is not None and hit[0] is budget.config:
+        return hit[1], hit[2]
+    chars = budget.prompt_chars()
+    if len(_BUDGETS) >= 256:
+        _BUDGETS.clear()
+    _BUDGETS[key] = (budget.config, chars, sum(chars.values()))
+    return chars, sum(chars.values())
+
 
 class ModelSide:
     """Warm-up, classification, prompt, model call and delivery of an :class:`~clawkit.loop.Agent`."""
@@ -156,7 +174,10 @@ class ModelSide:
             for c in found:
                 if c.id == "instructions":
                     return found
-            found.append(StaticContributor("instructions", instructions, priority=10))
+            own = self.__dict__.get("_instructions")  # one per text: a stable contributor, rendered once
+            if own is None or own.content != instructions:
+                own = self._instructions = StaticContributor("instructions", instructions, priority=10)
+            found.append(own)
         return found
 
     def contributor_context(self, ctx: TurnContext, message: str | None = None) -> ContributorContext:
@@ -218,8 +239,8 @@ class ModelSide:
         preparing = [c for c in contributors if hasattr(c, "prepare")]
         if preparing:
             await self._prepare(preparing, cctx)
-        budgets = ctx.budget.prompt_chars()
-        assembled = assemble(contributors, cctx, total_chars=sum(budgets.values()), budgets=budgets,
+        budgets, total = _prompt_budgets(ctx.budget)
+        assembled = assemble(contributors, cctx, total_chars=total, budgets=budgets,
                              on_error=lambda c, e: self.hooks.report("contributor", c.id, e))
         touched = [i for i in assembled.report if i.chars_before]  # cut or trimmed (most turns: none)
         for inc in assembled.cut + assembled.trimmed if touched else ():  # nothing is dropped silently

@@ -19,7 +19,7 @@ Without a classification only untagged and ``channel``-tagged contributors apply
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal
@@ -122,6 +122,10 @@ class PromptContributor:
     tools: tuple[str, ...] = ()
     # False: never trimmed, only dropped whole (skill instructions)
     compressible: bool = True
+    # True: should_contribute and contribute depend on nothing but the agent's config (``ctx.agent``) and
+    # this object — not on the session, the turn, the tools or the time. assemble then asks an untagged one
+    # once per agent config and reuses what it rendered (StaticContributor; tagged ones are matched each time)
+    stable: bool = False
 
     # Optional: ``async def prepare(self, ctx)`` — awaited (concurrently with the
     # other contributors' prepares) before assembly; do I/O there, not in contribute.
@@ -137,6 +141,8 @@ class PromptContributor:
 
 class StaticContributor(PromptContributor):
     """A fixed section: ``StaticContributor("style", "Be brief.", tags=["topic:coding"])``."""
+
+    stable = True  # rendered once per agent config: its section never changes
 
     def __init__(self, id: str, content: str, *, heading: str = "", tags: Iterable[Any] = (), priority: int = 100, max_chars: int | None = None):
         self.id = id
@@ -175,7 +181,8 @@ class Inclusion:
     ``reason``: ``untagged`` | ``tag matched`` | ``no tag matched`` | ``filtered`` |
     ``cut by budget`` | ``failed``. ``detail`` says which tags matched, whether the
     section was trimmed to its ``max_chars``, or the error. ``chars`` and ``text``
-    are the rendered section (kept for cut sections too).
+    are the rendered section (kept for cut sections too). Read-only: a ``stable``
+    contributor's Inclusion is shared by the prompts built from the same agent config.
     """
 
     id: str
@@ -255,20 +262,32 @@ def assemble(
     non-system sections first. A contributor that raises is reported as ``failed`` (and
     passed to ``on_error``), never fatal.
     """
-    report = [_render(c, ctx, on_error) for c in sorted(contributors, key=_ORDER)]
+    report = [_reuse(c, ctx, on_error) if getattr(c, "stable", False) else _render(c, ctx, on_error)
+              for c in sorted(contributors, key=_ORDER)]
     chosen = [i for i in report if i.included]
-    if budgets:
-        # each source's size in one pass; only a source over its budget is fitted (a group that fits
-        # is left as it is, which is all _fit would do with it)
-        sizes: dict[str, int] = {}
-        for i in chosen:
-            sizes[i.source] = sizes.get(i.source, -2) + i.chars + 2  # (+2 per blank line between sections)
-        for source, limit in budgets.items():
-            if sizes.get(source, 0) > limit:
-                _fit(chosen, [i for i in chosen if i.source == source], limit, f"the {source} budget ({limit} chars)")
-    if total_chars is not None and chosen:
-        _fit(chosen, chosen, total_chars, f"the {total_chars}-char prompt budget", trim=False)
+    # each source's size and the total in one pass: only what is over its budget is fitted (a group
+    # that fits is left as it is, which is all _fit would do with it)
+    sizes: dict[str, int] = {}
+    total = -2
+    for i in chosen:
+        sizes[i.source] = sizes.get(i.source, -2) + i.chars + 2  # (+2 per blank line between sections)
+        total += i.chars + 2
+    over = [s for s, limit in budgets.items() if sizes.get(s, 0) > limit] if budgets else []
+    if over or (total_chars is not None and total > total_chars):
+        report, chosen = _own(report, chosen)
+        for source in over:
+            limit = budgets[source]  # type: ignore[index]
+            _fit(chosen, [i for i in chosen if i.source == source], limit, f"the {source} budget ({limit} chars)")
+        if total_chars is not None and chosen:
+            _fit(chosen, chosen, total_chars, f"the {total_chars}-char prompt budget", trim=False)
     return AssembledPrompt("\n\n".join([i.text for i in chosen]), report)
+
+
+def _own(report: list[Inclusion], chosen: list[Inclusion]) -> tuple[list[Inclusion], list[Inclusion]]:
+    """Copies of the included sections, for a budget to trim or cut (a stable contributor's
+    Inclusion is shared with other prompts and never changed)."""
+    copies = {id(i): replace(i) for i in chosen}
+    return [copies.get(id(i), i) for i in report], [copies[id(i)] for i in chosen]
 
 
 _ORDER = attrgetter("priority", "id")  # the sort key (priority, id), without a Python call per contributor
@@ -297,6 +316,25 @@ def _fit(chosen: list[Inclusion], group: list[Inclusion], limit: int, what: str,
         inc.included, inc.reason, inc.chars_before = False, "cut by budget", inc.chars_before or inc.chars
         over = f"{inc.chars} chars did not fit {what}" + (f"; its tools {', '.join(inc.tools)} leave the request" if inc.tools else "")
         inc.detail = f"{inc.detail}; {over}" if inc.detail else over
+
+
+def _reuse(c: PromptContributor, ctx: ContributorContext, on_error: Callable[[PromptContributor, BaseException], Any] | None) -> Inclusion:
+    """A ``stable`` contributor's :func:`_render`, once per agent config: its Inclusion is kept on it
+    and returned again (shared: :func:`_own` copies it before a budget changes it). A tagged one is
+    matched every time (the classification changes), and a failure is asked and reported again."""
+    agent = ctx.agent
+    if c.tags or agent is None:
+        return _render(c, ctx, on_error)
+    memo = getattr(c, "_rendered", None)  # (agent config, its Inclusion)
+    if memo is not None and memo[0] is agent:
+        return memo[1]
+    inc = _render(c, ctx, on_error)
+    if inc.reason != "failed":
+        try:
+            c._rendered = (agent, inc)
+        except AttributeError:  # (a class with __slots__: rendered every time)
+            pass
+    return inc
 
 
 def _render(c: PromptContributor, ctx: ContributorContext, on_error: Callable[[PromptContributor, BaseException], Any] | None) -> Inclusion:

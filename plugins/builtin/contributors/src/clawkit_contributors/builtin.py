@@ -26,6 +26,7 @@ class Identity(PromptContributor):
     id = "identity"
     priority = 0
     source = "system"
+    stable = True  # the agent's name: rendered once per agent config
 
     def contribute(self, ctx: ContributorContext) -> str:
         return f"You are {ctx.agent_id}, an AI agent."
@@ -37,6 +38,7 @@ class Instructions(PromptContributor):
     id = "instructions"
     priority = 10
     source = "system"
+    stable = True  # the config's text: rendered once per agent config
 
     def should_contribute(self, ctx: ContributorContext) -> bool:
         return bool(getattr(ctx.agent, "instructions", ""))

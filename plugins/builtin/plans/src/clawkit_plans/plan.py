@@ -164,4 +164,7 @@ def register_tools(register, agent):
 @hookimpl
 def register_prompt_contributor(register, agent):
     """The ``## Plan`` section (or a one-line hint when there is no plan yet)."""
-    register(PlanContributor())
+    register(_PLAN)
+
+
+_PLAN = PlanContributor()  # (it keeps no state: one for every agent and turn)
