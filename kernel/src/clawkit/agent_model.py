@@ -40,17 +40,19 @@ MAX_FAILED_RETRIES = 3  # llm_call_failed retries of one model call
 _BUDGETS: dict[tuple[int, int], tuple[Any, dict[str, int], int]] = {}
 
 
-def _prompt_budgets(budget: Any) -> tuple[dict[str, int], int]:
-    """``budget.prompt_chars()`` and its sum, worked out once per window and context config
+def _prompt_budgets(ctx: TurnContext) -> tuple[dict[str, int], int]:
+    """``ctx.budget.prompt_chars()`` and its sum, worked out once per window and context config
     (the dict is shared: :func:`clawkit.prompt.assemble` only reads it)."""
-    key = (budget.window, id(budget.config))
+    agent = ctx.agent
+    context = agent.context
+    key = (agent.model.context_window or agent.limits.context_window, id(context))  # (ctx.budget's window)
     hit = _BUDGETS.get(key)
-    if hit is not None and hit[0] is budget.config:
+    if hit is not None and hit[0] is context:
         return hit[1], hit[2]
-    chars = budget.prompt_chars()
+    chars = ctx.budget.prompt_chars()
     if len(_BUDGETS) >= 256:
         _BUDGETS.clear()
-    _BUDGETS[key] = (budget.config, chars, sum(chars.values()))
+    _BUDGETS[key] = (context, chars, sum(chars.values()))
     return chars, sum(chars.values())
 
 
@@ -239,7 +241,7 @@ class ModelSide:
         preparing = [c for c in contributors if hasattr(c, "prepare")]
         if preparing:
             await self._prepare(preparing, cctx)
-        budgets, total = _prompt_budgets(ctx.budget)
+        budgets, total = _prompt_budgets(ctx)
         assembled = assemble(contributors, cctx, total_chars=total, budgets=budgets,
                              on_error=lambda c, e: self.hooks.report("contributor", c.id, e))
         touched = [i for i in assembled.report if i.chars_before]  # cut or trimmed (most turns: none)
