@@ -181,17 +181,18 @@ class MemoryRecall(PromptContributor):
         if not hits:
             return None
         mem = st.get("memory")
+        flagged = [h for h in hits if untrusted_hit(mem, h)] if mem is not None else []
         # with sub-agents' notes: room for the data block's markers, so a cut never drops the end marker
-        room = 300 if mem is not None and any(untrusted_hit(mem, h) for h in hits) else 0
+        room = 300 if flagged else 0
         per = max(200, (st["max_chars"] - room) // max(1, len(hits)) - 40)
         mine, theirs = [], []
+        bad = {id(h) for h in flagged}
         for h in hits:
             body = " ".join(h.text.split())
             body = body if len(body) <= per else body[: per - 1].rstrip() + "…"
-            (theirs if mem is not None and untrusted_hit(mem, h) else mine).append(f"- [{h.citation}] {body}")
+            (theirs if id(h) in bad else mine).append(f"- [{h.citation}] {body}")
         text = "From your memory (cite as [path#lines]; may be outdated):\n" + "\n".join(mine) if mine else ""
         if theirs:  # sub-agents' notes: data inside delimiters, and the session now carries untrusted content
-            flagged = [h for h in hits if untrusted_hit(mem, h)]
             mark_untrusted_hits(ctx, mem, flagged, "recalled")
             label = ("From your sub-agents' notes:\n" if all(mem.untrusted(h.partition) for h in flagged) else
                      "From your sub-agents' notes and past conversations (or summaries of them) that held untrusted "

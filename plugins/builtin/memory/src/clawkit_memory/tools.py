@@ -58,20 +58,22 @@ def untrusted_hit(mem: "AgentMemory", hit: Any) -> bool:
 
 def mark_untrusted_hits(ctx: Any, mem: "AgentMemory", hits: list, what: str) -> None:
     """The session now holds these untrusted hits (``clawkit.provenance``, kind ``memory``)."""
-    mark_from_children(ctx, {h.partition for h in hits if mem.untrusted(h.partition)}, what)
+    own = [h for h in hits if not mem.untrusted(h.partition)]  # the rest: sub-agents' notes
+    if len(own) < len(hits):
+        mark_from_children(ctx, {h.partition for h in hits if mem.untrusted(h.partition)}, what)
     if ctx is None or getattr(ctx, "session", None) is None:
         return
     from clawkit.provenance import mark_untrusted
 
-    merged = sorted({h.path for h in hits if not mem.untrusted(h.partition) and str(h.path).startswith("merged:")})
+    merged = sorted({h.path for h in own if str(h.path).startswith("merged:")})
     if merged:
         mark_untrusted(ctx.session, "memory", f"{what}: summary of past sessions that held untrusted content "
                        f"({', '.join(merged)})", kind="memory")
     from .trust import describe
 
     episodes: dict[str, list] = {}
-    for h in hits:  # episodes of past sessions that held untrusted content (see .trust)
-        if not mem.untrusted(h.partition) and getattr(h, "untrusted_sources", None):
+    for h in own:  # episodes of past sessions that held untrusted content (see .trust)
+        if getattr(h, "untrusted_sources", None):
             episodes.setdefault(str(h.path), h.untrusted_sources)
     for path, sources in sorted(episodes.items()):
         which = f"episode {path} of a past session" if path.startswith("session:") else f"{path}: a note from a session"
