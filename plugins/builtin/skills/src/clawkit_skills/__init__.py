@@ -56,6 +56,7 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 _state = lazy_module(__name__, "state")
 _skilltools = lazy_module(__name__, "skilltools")
 _CONTRIBUTORS: list = []
+_IDLE = "skills.idle"  # turn state: this agent's tools: admit no skill (message_received found; state.admits_no_skill)
 
 
 def _contributors() -> list:
@@ -97,6 +98,7 @@ def register_tools(register, agent):
 def message_received(ctx, message):
     state = _state()
     if state.admits_no_skill(ctx.tools):  # no skill can be admitted for this agent: no registry to keep current
+        ctx.state[_IDLE] = True  # (what the turn's later hooks ask)
         return None
     reg = state.registry_for(ctx)
     cfg = state.settings(ctx.agent)
@@ -143,7 +145,7 @@ def before_llm_call(ctx, request):
     state = _state()
     # the kernel offers the skill tools itself (SkillTool.offered: only while the skill is active)
     reg = ctx.state.get("skills.registry")
-    if reg is None and state.admits_no_skill(ctx.tools):
+    if reg is None and (ctx.state.get(_IDLE) or state.admits_no_skill(ctx.tools)):
         active = []  # (no skill can be admitted for this agent)
     else:
         active = state.active_skills(ctx, reg or state.registry_for(ctx))
@@ -190,7 +192,7 @@ def before_tool_call(ctx, call):
 def list_skills(ctx):
     state = _state()
     reg = ctx.state.get("skills.registry")
-    if reg is None and state.admits_no_skill(ctx.tools):
+    if reg is None and (ctx.state.get(_IDLE) or state.admits_no_skill(ctx.tools)):
         return []  # none could be admitted (what the filter below would find, without a registry)
     if reg is None:
         reg = state.registry_for(ctx)
