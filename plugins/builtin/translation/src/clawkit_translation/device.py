@@ -436,7 +436,6 @@ def register_prompt_contributor(register, agent):
 @hookimpl(tryfirst=True)
 @hook_order(10)
 def message_sending(ctx, outbound):
-    cfg = settings(ctx.agent)
     meta = outbound.metadata
     if outbound.kind == "routed" and meta.get("ct1") is not None and (outbound.target != "user" or meta.get("to")):
         message = _ct1_of(meta["ct1"])
@@ -444,10 +443,11 @@ def message_sending(ctx, outbound):
         if meta.get("dispatch"):  # a task handed to a sub-agent (its dispatch record)
             metrics.bump_with_turn(ctx.session.store, "subagent_dispatches")
         return encode_for_transport(ctx, message, skill=meta.get("skill"))
+    if outbound.kind != "stream_chunk" and not may_contain_artifacts(outbound.content):
+        return None  # what scrub() would conclude, whatever the config (the usual delivery: no config, no codec)
+    cfg = settings(ctx.agent)
     if not cfg.scrub or meta.get("transport") in ("ct1", "clawdense"):
         return None
-    if outbound.kind != "stream_chunk" and not may_contain_artifacts(outbound.content):
-        return None  # what scrub() would conclude, without building the codec
     codec = _codec_for(cfg)
     if outbound.kind == "stream_chunk":
         scrubber = ctx.state.get(SCRUBBER_KEY)
