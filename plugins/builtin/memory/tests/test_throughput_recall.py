@@ -45,6 +45,27 @@ def test_recall_without_memory_files_syncs_nothing_until_a_file_appears(make_age
     assert len(syncs) == first + 1
 
 
+def test_a_burst_of_messages_shares_one_look_at_absent_memory_roots(make_agent, workspace: Path, monkeypatch):
+    """start_watching looks for the memory file roots at most once per ABSENT_REUSE (5 ms) while all are
+    absent: the messages of a burst share the look; a root that appears is seen once the window passes."""
+    from clawkit_memory import service
+
+    a = make_agent(script=["ok"], plugins=(clawkit_memory,), tools=TOOLS)
+    mem = memory_for(a.config)
+    looks = []
+    real = mem._absent_roots.absent
+    monkeypatch.setattr(mem._absent_roots, "absent", lambda: looks.append(1) or real())
+    now = [1000.0]
+    monkeypatch.setattr(service.time, "monotonic", lambda: now[0])
+    for _ in range(5):  # one burst
+        mem.start_watching()
+    assert len(looks) == 1 and not mem.watching
+    (workspace / "MEMORY.md").write_text("# Notes\n\nThe cat is called Miso.\n")
+    now[0] += 2 * service.ABSENT_REUSE
+    mem.start_watching()  # the window has passed: looks again, finds the file, watches it
+    assert len(looks) == 2 and mem.watching
+
+
 def test_a_sub_agent_partition_is_seen_after_its_first_note(make_agent, workspace: Path):
     a = make_agent(script=["ok"], plugins=(clawkit_memory,), tools=TOOLS)
     mem = memory_for(a.config)

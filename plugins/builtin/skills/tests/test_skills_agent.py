@@ -246,6 +246,32 @@ def test_the_agents_allowlist_decides_skill_tools(agent_for):
     assert tool_names(req) == ["skill_weather"] and "### Skill: weather" in req.system and "## Skills" not in req.system
 
 
+def test_an_allowlist_that_admits_no_skill_leaves_the_plugin_idle(agent_for, monkeypatch):
+    """tools: without load_skill or any skill_* tool: no skill can be listed, routed, loaded or active, so
+    the plugin builds no registry and keeps none current for that agent's turns (docs/plugins/skills.md)."""
+    from clawkit.tools import ToolRegistry
+    from clawkit_skills import state
+
+    built = []
+    real = state.build_registry
+    monkeypatch.setattr(state, "build_registry", lambda cfg: built.append(cfg) or real(cfg))
+    probe = Probe()
+    closed = agent_for(["a", "b"], extra=(Router(), probe), tools=[], skills={"always": ["code-review"]})
+    turns(closed, "weather?", "and tomorrow's weather?")
+    assert built == [] and probe.active == [[], []] and probe.capabilities == [[], []]
+    assert "Skill" not in closed.provider.requests[0].system
+    for allow, idle in [([], True), (["ping", "read_*"], True), (["load_skill"], False), (["skills"], False),
+                        (["skill_weather"], False), (["skill_*"], False), (["*"], False), (["s*"], False),
+                        (["?kill_x"], False), (["[sl]*"], False), (["skillz"], True), (["sk"], True)]:
+        reg = ToolRegistry(allow)
+        reg.add_group("skills", state.SKILLS_GROUP)
+        assert state.admits_no_skill(reg) is idle, allow
+    declared = ToolRegistry(["ping"])
+    assert state.admits_no_skill(declared)
+    declared.declared.add("skill_weather")  # allowed by a declaration elsewhere
+    assert not state.admits_no_skill(declared)
+
+
 def test_always_and_disabled(agent_for):
     agent = agent_for(["a"], skills={"always": ["code-review"], "disabled": ["weather"]})
     turns(agent, "hi")

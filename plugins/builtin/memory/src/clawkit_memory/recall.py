@@ -95,6 +95,34 @@ def _deadline(st: dict[str, Any]) -> float:
     return base + st["budget_ms"] / 1000
 
 
+def _wake(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def _until(cf: concurrent.futures.Future, timeout: float) -> None:
+    """Wait until the worker's future ``cf`` is done or ``timeout`` seconds pass, whichever comes
+    first (never raises for ``cf``'s outcome). ``asyncio.wait([asyncio.wrap_future(cf)], timeout=…)``
+    without its machinery: one loop future and one timer, no chained copy of ``cf``'s state and no
+    sets of futures — a recall is waited for twice a turn (the model's load, the search)."""
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+
+    def done(_: concurrent.futures.Future) -> None:  # in the worker's thread (or here, when already done)
+        if not waiter.done():  # (a turn that stopped waiting is not woken for nothing)
+            try:
+                loop.call_soon_threadsafe(_wake, waiter)
+            except RuntimeError:  # the loop closed meanwhile: nobody waits
+                pass
+
+    cf.add_done_callback(done)
+    timer = loop.call_later(timeout, _wake, waiter)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+
+
 def _settle(st: dict[str, Any], hits: Any, timed_out: bool, error: str | None = None) -> None:
     st["hits"], st["timed_out"] = hits, timed_out
     if error is not None:
@@ -124,11 +152,11 @@ class MemoryRecall(PromptContributor):
     async def _wait(self, st: dict[str, Any]) -> None:
         load_left = st["started"] + st["load_wait_ms"] / 1000 - time.perf_counter()
         if not st["ready"].done() and load_left > 0:
-            await asyncio.wait([asyncio.wrap_future(st["ready"])], timeout=load_left)
+            await _until(st["ready"], load_left)
         future = st["future"]
         left = _deadline(st) - time.perf_counter()
         if not future.done() and left > 0:
-            await asyncio.wait([asyncio.wrap_future(future)], timeout=left)
+            await _until(future, left)
         if not future.done():  # a result that is ready is taken however late the prompt is built
             _settle(st, [], True)
         elif future.exception() is not None:  # retrieval failed: the turn goes on without memory
@@ -153,17 +181,18 @@ class MemoryRecall(PromptContributor):
         if not hits:
             return None
         mem = st.get("memory")
+        flagged = [h for h in hits if untrusted_hit(mem, h)] if mem is not None else []
         # with sub-agents' notes: room for the data block's markers, so a cut never drops the end marker
-        room = 300 if mem is not None and any(untrusted_hit(mem, h) for h in hits) else 0
+        room = 300 if flagged else 0
         per = max(200, (st["max_chars"] - room) // max(1, len(hits)) - 40)
         mine, theirs = [], []
+        bad = {id(h) for h in flagged}
         for h in hits:
             body = " ".join(h.text.split())
             body = body if len(body) <= per else body[: per - 1].rstrip() + "…"
-            (theirs if mem is not None and untrusted_hit(mem, h) else mine).append(f"- [{h.citation}] {body}")
+            (theirs if id(h) in bad else mine).append(f"- [{h.citation}] {body}")
         text = "From your memory (cite as [path#lines]; may be outdated):\n" + "\n".join(mine) if mine else ""
         if theirs:  # sub-agents' notes: data inside delimiters, and the session now carries untrusted content
-            flagged = [h for h in hits if untrusted_hit(mem, h)]
             mark_untrusted_hits(ctx, mem, flagged, "recalled")
             label = ("From your sub-agents' notes:\n" if all(mem.untrusted(h.partition) for h in flagged) else
                      "From your sub-agents' notes and past conversations (or summaries of them) that held untrusted "

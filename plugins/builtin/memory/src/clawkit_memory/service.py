@@ -31,6 +31,10 @@ SESSIONS_PER_STEP = 64  # sessions indexed per step of episode indexing (one tra
 #: seconds a ``PRAGMA data_version`` read stands for the index's other-connection state (recall's checks on the
 #: event loop: the empty-memory test, the repeated-question cache): a server's messages arrive milliseconds apart
 DATA_VERSION_REUSE = 0.025
+#: seconds a look that found every memory file root absent stands for the next messages (start_watching, the
+#: recall's checks): a burst of messages shares one look, and a root that appears is seen by the messages
+#: arriving from 5 ms after it on
+ABSENT_REUSE = 0.005
 MAX_DEFER = 5.0  # seconds a finished turn waits at most for a quiet moment before it is indexed anyway
 URGENT_SESSIONS = 16  # sessions a process's first turn indexes ahead of its recall (the rest: background)
 EXIT_FLUSH_SECONDS = 2.0  # closing indexes the turns still waiting for at most this long
@@ -331,7 +335,7 @@ class AgentMemory:
             return True
         # a root on disk: one stat per parent folder while they are unchanged (see AbsentPaths) — none when
         # start_watching found every root absent for this very message (as _files_fresh)
-        if time.monotonic() - self._absent_at >= 0.005 and len(self._absent_roots.absent()) < len(self._root_paths):
+        if time.monotonic() - self._absent_at >= ABSENT_REUSE and len(self._absent_roots.absent()) < len(self._root_paths):
             return True
         index = self.index
         if not index.lock.acquire(blocking=False):  # busy writing: something is coming
@@ -356,6 +360,8 @@ class AgentMemory:
         """Re-index memory files as they change, in a daemon thread (watchfiles)."""
         if not self.cfg.watch or self.watching:
             return
+        if time.monotonic() - self._absent_at < ABSENT_REUSE:
+            return  # every root was absent a moment ago (a burst of messages shares one look)
         if len(self._absent_roots.absent()) == len(self._root_paths):
             targets = []
         else:
@@ -525,7 +531,7 @@ class AgentMemory:
             return time.monotonic() - self._last_sync < SAFETY_SYNC_SECONDS
         if not self._no_files or self._globbed:
             return False
-        return time.monotonic() - self._absent_at < 0.005 or len(self._absent_roots.absent()) == len(self._root_paths)
+        return time.monotonic() - self._absent_at < ABSENT_REUSE or len(self._absent_roots.absent()) == len(self._root_paths)
 
     def distinct(self, hits: list[Hit], threshold: float, vecs: dict | None = None) -> list[Hit]:
         """``hits`` (best first) without those whose text is a near-duplicate of a better one:

@@ -4,7 +4,8 @@ How it plugs in:
 
 * ``message_received`` — finds (or creates) the agent's :class:`SkillRegistry`,
   refreshes it (stats what the last scan saw; rescans only on a change), starts the watchfiles thread, emits queued
-  reload/error events, and syncs skill tools into the agent's tool registry.
+  reload/error events, and syncs skill tools into the agent's tool registry — nothing at all for an
+  agent whose ``tools:`` can admit no skill (:func:`~.state.admits_no_skill`).
 * ``register_prompt_contributor`` — ``skills.index`` (a compact list of available
   skills: name + one line) and ``skills.active`` (the full compiled section of each
   skill active this turn: selected by ``ctx.state["route"]["skills"]``, loaded by
@@ -55,6 +56,7 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 _state = lazy_module(__name__, "state")
 _skilltools = lazy_module(__name__, "skilltools")
 _CONTRIBUTORS: list = []
+_IDLE = "skills.idle"  # turn state: this agent's tools: admit no skill (message_received found; state.admits_no_skill)
 
 
 def _contributors() -> list:
@@ -95,6 +97,9 @@ def register_tools(register, agent):
 @hook_order(30)
 def message_received(ctx, message):
     state = _state()
+    if state.admits_no_skill(ctx.tools):  # no skill can be admitted for this agent: no registry to keep current
+        ctx.state[_IDLE] = True  # (what the turn's later hooks ask)
+        return None
     reg = state.registry_for(ctx)
     cfg = state.settings(ctx.agent)
     reg.refresh()
@@ -139,8 +144,11 @@ def register_prompt_contributor(register, agent):
 def before_llm_call(ctx, request):
     state = _state()
     # the kernel offers the skill tools itself (SkillTool.offered: only while the skill is active)
-    reg = ctx.state.get("skills.registry") or state.registry_for(ctx)
-    active = state.active_skills(ctx, reg)
+    reg = ctx.state.get("skills.registry")
+    if reg is None and (ctx.state.get(_IDLE) or state.admits_no_skill(ctx.tools)):
+        active = []  # (no skill can be admitted for this agent)
+    else:
+        active = state.active_skills(ctx, reg or state.registry_for(ctx))
     if not active:  # the usual turn: nothing active, nothing requested
         ctx.state["skills.active"], ctx.state["capability_requests"], ctx.state[state.ADVISORY_KEY] = [], [], []
         return
@@ -184,6 +192,8 @@ def before_tool_call(ctx, call):
 def list_skills(ctx):
     state = _state()
     reg = ctx.state.get("skills.registry")
+    if reg is None and (ctx.state.get(_IDLE) or state.admits_no_skill(ctx.tools)):
+        return []  # none could be admitted (what the filter below would find, without a registry)
     if reg is None:
         reg = state.registry_for(ctx)
         reg.refresh()

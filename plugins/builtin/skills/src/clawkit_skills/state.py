@@ -3,6 +3,7 @@ the active skills of a turn, and the plugin's metrics table."""
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import time
 import weakref
@@ -137,6 +138,39 @@ def admitted(tools: Any, skill: CompiledSkill) -> bool:
     if not (tools.allowed("load_skill") or any(tools.allowed(td.name) for td in skill.tool_definitions)):
         return False
     return not missing_tools(tools, skill)
+
+
+def _may_admit_a_skill(pattern: str) -> bool:
+    """Whether allowlist entry ``pattern`` (a name or an ``fnmatch`` glob) could allow ``load_skill`` or a
+    skill's tool — every one is named ``skill_…`` (:func:`~.compiler.tool_name`)."""
+    if fnmatch.fnmatchcase("load_skill", pattern):
+        return True
+    cut = min((i for i in (pattern.find(c) for c in "*?[") if i >= 0), default=-1)
+    if cut < 0:  # a plain name
+        return pattern.startswith("skill_")
+    head = pattern[:cut]  # what every name the glob matches starts with
+    return head.startswith("skill_") or "skill_".startswith(head)
+
+
+_no_skill: dict[int, tuple[tuple[str, ...], bool]] = {}  # id(allowlist patterns) -> (them, no entry may admit a skill)
+
+
+def admits_no_skill(tools: Any) -> bool:
+    """True when the agent's ``tools:`` allowlist can admit no skill at all: no entry (name, glob or group)
+    and no declared tool allows ``load_skill`` or any ``skill_*`` tool. Then no skill can be listed,
+    routed to, loaded or active (:func:`admitted`), whatever the skill folders hold, and the plugin has
+    nothing to do for the agent's turns. False when unsure (a tool registry without an allowlist).
+    Worked out once per allowlist (the registry's expanded patterns: a new tuple when it or a group changes)."""
+    patterns, declared = getattr(tools, "patterns", None), getattr(tools, "declared", None)
+    if not callable(patterns) or not isinstance(declared, set):
+        return False
+    allow = patterns()
+    hit = _no_skill.get(id(allow))
+    if hit is None or hit[0] is not allow:
+        if len(_no_skill) >= 64:
+            _no_skill.clear()
+        hit = _no_skill[id(allow)] = (allow, not any(_may_admit_a_skill(p) for p in allow))
+    return hit[1] and not (declared and any(n == "load_skill" or n.startswith("skill_") for n in declared))
 
 
 def active_skills(ctx: Any, reg: SkillRegistry | None = None) -> list[CompiledSkill]:

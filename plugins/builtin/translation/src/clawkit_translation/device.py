@@ -10,7 +10,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
-import math
 import re
 import time
 from functools import lru_cache
@@ -123,14 +122,10 @@ def router_for(cfg: TranslationConfig) -> IntentRouter:
 
 @lru_cache(maxsize=32)
 def _codec(lexicon_key: str) -> ClawDense:
-    import json
-
     return ClawDense(Lexicon.from_block(json.loads(lexicon_key)) if lexicon_key != "{}" else None)
 
 
 def _codec_for(cfg: TranslationConfig, skill_lexicon: dict[str, Any] | None = None) -> ClawDense:
-    import json
-
     merged = dict(cfg.lexicon)
     for part in ("mappings", "path_compressions", "priority_markers"):
         if skill_lexicon and isinstance(skill_lexicon.get(part), dict):
@@ -169,12 +164,12 @@ def _build_skill_infos(listed: list[Any], cfg: TranslationConfig) -> list[SkillI
     for sk in listed:
         if sk.name not in infos:
             kws = tuple(cfg.skill_keywords.get(sk.name, ())) + tuple(getattr(sk, "keywords", None) or ())
-            infos[sk.name] = SkillInfo(sk.name, str(sk.description or ""), kws, float(getattr(sk, "weight", 1.0) or 1.0),
+            infos[sk.name] = SkillInfo(str(sk.name), str(sk.description or ""), kws, float(getattr(sk, "weight", 1.0) or 1.0),
                                        str(getattr(sk, "trigger", "") or ""), str(getattr(sk, "source", "") or ""),
                                        str(getattr(sk, "model", "") or ""), tuple(getattr(sk, "fallback_models", ()) or ()))
     for name, kws in cfg.skill_keywords.items():
         if name not in infos:
-            infos[name] = SkillInfo(name, "", tuple(kws))
+            infos[name] = SkillInfo(str(name), "", tuple(kws))
     return list(infos.values())
 
 
@@ -349,62 +344,19 @@ def _save_route(session: Any, route: dict[str, Any]) -> None:
     The metadata in memory changes now; on disk only this key is updated (``store.queue_metadata_key``,
     so a full metadata write by another plugin in between loses nothing), queued on the
     store: it lands in the same transaction as the message it routes, not a commit of
-    its own. Unchanged routes (a chat repeating itself) are not written again.
+    its own. Unchanged routes (a chat repeating itself) are not written again. A route is JSON as
+    it is — strings, a finite confidence, lists of names (skill names are ``str`` from
+    :func:`_build_skill_infos` on) and dispatch records of those — so it is handed to the store
+    without a check or a copy (SQLite's ``json()`` would refuse a NaN; none can occur).
     """
     if session.get(ROUTE_META_KEY) == route:
         return
     write_key = getattr(session.store, "queue_metadata_key", None)
-    if not callable(write_key) or not isinstance(getattr(session, "metadata", None), dict):
+    if write_key is None or type(getattr(session, "metadata", None)) is not dict:
         session.set(ROUTE_META_KEY, route)
         return
-    if _flat_json(route) or _plain_json(route):
-        route_json = route  # written as is: the store serialises it now
-    else:
-        try:
-            route_json = json.loads(json.dumps(route, default=str, allow_nan=False))
-        except ValueError:  # NaN or infinity: SQLite's json() would refuse the commit
-            session.set(ROUTE_META_KEY, route)
-            return
     session.metadata[ROUTE_META_KEY] = route
-    write_key(session.id, ROUTE_META_KEY, route_json)
-
-
-_SCALARS = (str, bool, int, type(None))
-
-
-def _flat_json(route: dict[str, Any]) -> bool:
-    """The common route (str keys; scalars, finite floats, lists of strings), checked in one
-    pass; False means "look closer" (:func:`_plain_json`), not "not JSON"."""
-    for k, v in route.items():
-        if type(k) is not str:
-            return False
-        t = type(v)
-        if t is str or t is list:
-            if t is list:
-                for x in v:
-                    if type(x) is not str:
-                        return False
-            continue
-        if t in _SCALARS or (t is float and math.isfinite(v)):
-            continue
-        return False
-    return True
-
-
-def _plain_json(value: Any, depth: int = 0) -> bool:
-    """Whether ``value`` is JSON as it is (str keys; str, bool, int, finite float, None, lists
-    and dicts of those): what a route is, checked without serialising it."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if depth > 8:
-        return False
-    if isinstance(value, list):
-        return all(_plain_json(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain_json(v, depth + 1) for k, v in value.items())
-    return False
+    write_key(session.id, ROUTE_META_KEY, route)
 
 
 def _restricting_profile(ctx: Any, cfg: TranslationConfig) -> ProfileConfig | None:
@@ -484,7 +436,6 @@ def register_prompt_contributor(register, agent):
 @hookimpl(tryfirst=True)
 @hook_order(10)
 def message_sending(ctx, outbound):
-    cfg = settings(ctx.agent)
     meta = outbound.metadata
     if outbound.kind == "routed" and meta.get("ct1") is not None and (outbound.target != "user" or meta.get("to")):
         message = _ct1_of(meta["ct1"])
@@ -492,10 +443,11 @@ def message_sending(ctx, outbound):
         if meta.get("dispatch"):  # a task handed to a sub-agent (its dispatch record)
             metrics.bump_with_turn(ctx.session.store, "subagent_dispatches")
         return encode_for_transport(ctx, message, skill=meta.get("skill"))
+    if outbound.kind != "stream_chunk" and not may_contain_artifacts(outbound.content):
+        return None  # what scrub() would conclude, whatever the config (the usual delivery: no config, no codec)
+    cfg = settings(ctx.agent)
     if not cfg.scrub or meta.get("transport") in ("ct1", "clawdense"):
         return None
-    if outbound.kind != "stream_chunk" and not may_contain_artifacts(outbound.content):
-        return None  # what scrub() would conclude, without building the codec
     codec = _codec_for(cfg)
     if outbound.kind == "stream_chunk":
         scrubber = ctx.state.get(SCRUBBER_KEY)
