@@ -89,7 +89,7 @@ TOKENS: tuple[str, ...] = (
 #: ``password = value``, ``"api_key": "value"``: only the value (group 1, the only capturing group) is replaced.
 ASSIGNMENT = (
     r"(?i:api[_-]?key|apikey|secret|token|passw(?:or)?d|passphrase|client[_-]?secret|[A-Za-z0-9]+_(?:pass|pwd|pw)\b)[A-Za-z0-9_\-]*"
-    r"[\"']?\s*[:=]\s*[\"']?([^\s\"',;]{4,})"
+    r"(?:\\?[\"'])?\s*[:=]\s*(?:\\?[\"'])?([^\s\"',;]{4,})"
 )
 
 _cache: dict[str, Any] = {"at": 0.0, "values": (), "extra": ()}
@@ -170,7 +170,10 @@ _SCREEN_WORDS = r"(?i:key|secret|token|passw|passphrase|auth|cookie|credential|b
 #: an ASSIGNMENT's keyword ends in one of these (lower case); then what ASSIGNMENT requires up to its value
 #: (every part but the value is forced, so the one match below is the only candidate)
 _ASSIGNMENT_WORDS = ("key", "secret", "token", "passw", "passphrase", "_pass", "_pw")
-_ASSIGNMENT_TAIL = re.compile(r"[A-Za-z0-9_\-]*[\"']?[\t\n\f\r ]*[:=][\t\n\f\r ]*[\"']?([^\t\n\f\r \"',;]*)")
+_ASSIGNMENT_TAIL = re.compile(r"[A-Za-z0-9_\-]*(?:\\?[\"'])?[\t\n\f\r ]*[:=][\t\n\f\r ]*(?:\\?[\"'])?([^\t\n\f\r \"',;]*)")
+#: the same with a value of at least four characters: in an ASCII text (one byte a character) the only test needed,
+#: and a short value (``"prompt_tokens":137``) fails inside the regex instead of in Python code after it
+_ASSIGNMENT_TAIL4 = re.compile(r"[A-Za-z0-9_\-]*(?:\\?[\"'])?[\t\n\f\r ]*[:=][\t\n\f\r ]*(?:\\?[\"'])?[^\t\n\f\r \"',;]{4}")
 #: the screen's words (lower case), as in _SCREEN_WORDS
 _SCREEN_LITERALS = ("key", "secret", "token", "passw", "passphrase", "auth", "cookie", "credential", "bearer", "_pass",
                     "_pw", "webhook", "hooks.slack")
@@ -227,6 +230,14 @@ def _may_match(text: str, values: tuple[str, ...]) -> bool:
     low = text.lower()  # offsets unchanged: no letter of a text without _FOLDS lowers to more than one
     if "bearer" in low:
         return True
+    if text.isascii():  # a value's characters are its bytes: four of them, or no assignment
+        for word in _ASSIGNMENT_WORDS:
+            at = low.find(word)
+            while at >= 0:
+                if _ASSIGNMENT_TAIL4.match(text, at + len(word)) is not None:
+                    return True
+                at = low.find(word, at + 1)
+        return False
     for word in _ASSIGNMENT_WORDS:
         at = low.find(word)
         while at >= 0:
@@ -339,12 +350,25 @@ def clear_memo() -> None:
 
 def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
     """``text`` with every recognisable secret replaced by ``[REDACTED]`` (the same object when clean)."""
-    global _last_clean
     if not text or len(text) < SHORTEST:
         return text
-    global _memo
-    values = secret_values(extra_names)
-    small, big = _patterns(values)
+    return _redact_with(text, secret_values(extra_names))
+
+
+#: (secret values, their patterns): :func:`_patterns` for the values of the last call (an identity check instead
+#: of hashing the tuple of values again for every text)
+_current: tuple[Any, Any] = (None, None)
+
+
+def _redact_with(text: str, values: tuple[str, ...]) -> str:
+    """:func:`redact_text` for a text of at least :data:`SHORTEST` characters and these secret ``values``."""
+    global _last_clean, _memo, _current
+    current = _current
+    if current[0] is values:
+        small, big = current[1]
+    else:
+        small, big = patterns = _patterns(values)
+        _current = (values, patterns)
     last = _last_clean
     if last[0] is text and last[1] is small:  # this very string, scanned by these very patterns
         return text
@@ -393,15 +417,70 @@ def _splice(text, matches, mark):
     return text[:0].join(out)
 
 
+#: key name -> does it name a secret (:data:`_KEY_NAME`)? Event, metadata and record keys come from a small
+#: vocabulary ("prompt_tokens", "call_id"...): the regex runs once per name, not once per stored value
+_secret_keys: dict[str, bool] = {}
+_SCALARS = (int, float, bool, type(None))
+_BLANK = (None, "", [], {})  # values a secret-named key keeps (nothing to hide)
+
+
+def secret_key(name: str) -> bool:
+    """Does the key ``name`` name a secret (its value is replaced whole)? Remembered per name."""
+    found = _secret_keys.get(name)
+    if found is None:
+        if len(_secret_keys) >= 4096:  # bounded: keys a tool made up one by one do not grow it for ever
+            _secret_keys.clear()
+        found = _secret_keys[name] = _KEY_NAME.match(name) is not None
+    return found
+
+
 def redact(value: Any, extra_names: Iterable[str] = ()) -> Any:
-    """A copy of ``value`` (JSON-like) with secrets removed; keys named like secrets lose their values."""
-    if isinstance(value, str):
-        return redact_text(value, extra_names)
+    """``value`` (JSON-like) with secrets removed: every string redacted (:func:`redact_text`), and the value of
+    every key named like a secret replaced whole. Nothing is copied when nothing changes: the result is
+    ``value`` itself (a caller that changes the result must copy it first); else a copy of each container
+    on the way to a change (a tuple becomes a list), the rest shared."""
+    if value.__class__ in _SCALARS:
+        return value
+    return _walk(value, secret_values(extra_names))
+
+
+def _walk(value: Any, values: tuple[str, ...]) -> Any:
+    cls = value.__class__
+    if cls is str:
+        return value if len(value) < SHORTEST else _redact_with(value, values)
+    if cls is dict:
+        out = None
+        keys = _secret_keys
+        for k, v in value.items():
+            secret = keys.get(k)
+            if secret is None:
+                secret = isinstance(k, str) and secret_key(k)
+            if secret and v not in _BLANK:
+                new = MARK
+            elif v.__class__ in _SCALARS:
+                continue
+            else:
+                new = _walk(v, values)
+            if new is not v:
+                if out is None:
+                    out = dict(value)
+                out[k] = new
+        return value if out is None else out
+    if cls in _SCALARS:
+        return value
+    if cls is list or cls is tuple:
+        out = None
+        for i, v in enumerate(value):
+            new = _walk(v, values)
+            if new is not v:
+                if out is None:
+                    out = list(value)
+                out[i] = new
+        return value if out is None else out
+    if isinstance(value, str):  # subclasses (a Canonical column text, an enum's value)
+        return value if len(value) < SHORTEST else _redact_with(value, values)
     if isinstance(value, dict):
-        return {
-            k: (MARK if isinstance(k, str) and _KEY_NAME.match(k) and v not in (None, "", [], {}) else redact(v, extra_names))
-            for k, v in value.items()
-        }
+        return _walk(dict(value), values)
     if isinstance(value, (list, tuple)):
-        return [redact(v, extra_names) for v in value]
+        return _walk(list(value), values)
     return value
