@@ -105,7 +105,8 @@ class Turn:
     def grants_for(self, tool: str) -> list:
         found = self._by_tool.get(tool)
         if found is None:
-            found = self._by_tool[tool] = scope.applicable(self.all_grants(), tool, self.ws_real)
+            grants = self.all_grants()  # (no grant at all: no need for the workspace's real path)
+            found = self._by_tool[tool] = scope.applicable(grants, tool, self.ws_real) if grants else []
         return found
 
 
@@ -422,9 +423,11 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
         risk = turn._risk[call.name] = False if tool is None else risk_of(cfg, call.name, tool.definition.risk)
     if risk is False:
         return done("block", f"{call.name} is not in this agent's tool list (deny by default)")
-    req = scope.requested(call.arguments, turn.ws_real, turn.real_path)
+    # the workspace's real path costs a stat (a system call gives the GIL away): resolved only for a call that
+    # names a path or a command, or a tool some grant names (paths resolve through turn.real_path)
+    req = scope.requested(call.arguments, turn.workspace, turn.real_path)
     grants = turn.grants_for(call.name)
-    ev = scope.evaluate(req, grants, turn.ws_real)
+    ev = scope.evaluate(req, grants, turn.ws_real if req.paths or req.commands else turn.workspace)
     slot = ctx.state.setdefault("granted", {}).setdefault(call.name, {"paths": [], "hosts": [], "commands": []})
     for _, g, paths in grants:
         for key, values in (("paths", paths), ("hosts", g.hosts), ("commands", g.commands)):
