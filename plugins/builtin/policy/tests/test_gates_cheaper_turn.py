@@ -138,3 +138,22 @@ def test_a_call_naming_no_path_or_command_does_not_resolve_the_workspace(build_a
     assert rec["decision"] == "allow" and rec["requested"] == {"paths": [], "hosts": [], "commands": [], "risk": "safe"}
     agent.run("read it", session_id=first.session_id)
     assert len(seen) == 1  # a path: resolved, once for the turn
+
+
+def test_a_call_naming_nothing_is_recorded_from_a_template_with_the_same_columns():
+    """The ``requested`` column of a call that names no path, host or command is one canonical text per risk
+    level (not a dict built and serialised per call); a record whose other columns hold a secret is redacted
+    value by value, that column included, and stores the same text."""
+    from clawkit.types import Risk
+    from clawkit_policy.gate import _asked_nothing, prepare
+    from clawkit_policy.ledger import AuditLedger, canonical
+    from clawkit_policy.scope import Requested
+
+    expected = canonical({**Requested().as_dict(), "risk": "guarded"})
+    assert _asked_nothing(Risk.GUARDED) == expected and _asked_nothing(Risk.GUARDED) is _asked_nothing(Risk.GUARDED)
+    clean = prepare([])
+    for reason in ("safe tool within its scope", "password=hunter22 was typed"):
+        values = AuditLedger._values("decision", clean({"requested": _asked_nothing(Risk.GUARDED), "reason": reason,
+                                                        "arguments": {}, "granted": {}}))
+        assert values["requested"] == expected and values["arguments"] == "{}" and values["granted"] == "{}"
+        assert "hunter22" not in values["reason"]
