@@ -420,7 +420,7 @@ def _splice(text, matches, mark):
 #: key name -> does it name a secret (:data:`_KEY_NAME`)? Event, metadata and record keys come from a small
 #: vocabulary ("prompt_tokens", "call_id"...): the regex runs once per name, not once per stored value
 _secret_keys: dict[str, bool] = {}
-_SCALARS = (int, float, bool, type(None))
+_SCALARS = frozenset((int, float, bool, type(None)))
 _BLANK = (None, "", [], {})  # values a secret-named key keeps (nothing to hide)
 
 
@@ -457,6 +457,10 @@ def _walk(value: Any, values: tuple[str, ...]) -> Any:
                 secret = isinstance(k, str) and secret_key(k)
             if secret and v not in _BLANK:
                 new = MARK
+            elif v.__class__ is str:  # (the usual value: no call of _walk for it)
+                if len(v) < SHORTEST:
+                    continue
+                new = _redact_with(v, values)
             elif v.__class__ in _SCALARS:
                 continue
             else:
