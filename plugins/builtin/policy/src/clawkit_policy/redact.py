@@ -109,27 +109,45 @@ def secret_values(extra: Iterable[str] = ()) -> tuple[str, ...]:
     URL —, the agent's own model keys (:func:`clawkit.secrets.register_secret`), and the reversed,
     hex and base64 forms of each (:func:`clawkit.secrets.variants`): a command that prints a key
     encoded does not get it past redaction."""
-    extra = tuple(extra)
-    now = time.monotonic()
+    if extra.__class__ is not tuple:
+        extra = tuple(extra)
     known = registered()
+    last = _answer  # the usual call: the same names and registered secrets, within the 5 s
+    if (last[0] is extra or last[0] == extra) and last[1] is known and time.monotonic() < last[2]:
+        return last[3]
+    return _judge(extra, known)
+
+
+#: (extra names, registered secrets, monotonic deadline, values): :func:`secret_values`' last answer, good until
+#: the deadline (one tuple, replaced whole: a thread reading it sees one consistent answer)
+_answer: tuple[Any, Any, float, tuple[str, ...]] = ((), None, 0.0, ())
+
+
+def _judge(extra: tuple[str, ...], known: Any) -> tuple[str, ...]:
+    global _answer
+    now = time.monotonic()
     if now - _cache["at"] > 5.0 or _cache["extra"] != extra or _cache.get("registered") is not known:
         env = tuple(os.environ.items())
         if env == _cache.get("env") and _cache["extra"] == extra and _cache.get("registered") is known:
             _cache["at"] = now  # the environment has not changed: nothing to judge again
-            return _cache["values"]
-        _cache["env"] = env
-        from clawkit.secrets import secret_env_values, variants
-        vals = {v for k, v in os.environ.items()
-                if len(v) >= 6 and (is_secret_name(k, extra) or _CREDENTIAL_URL.search(v))}
-        vals |= secret_env_values(extra=extra)
-        for v in list(vals):
-            vals.update(variants(v))
-        _cache.update(at=now, values=tuple(sorted(vals, key=lambda v: (-len(v), v))), extra=extra, registered=known)
+        else:
+            _cache["env"] = env
+            from clawkit.secrets import secret_env_values, variants
+            vals = {v for k, v in os.environ.items()
+                    if len(v) >= 6 and (is_secret_name(k, extra) or _CREDENTIAL_URL.search(v))}
+            vals |= secret_env_values(extra=extra)
+            for v in list(vals):
+                vals.update(variants(v))
+            _cache.update(at=now, values=tuple(sorted(vals, key=lambda v: (-len(v), v))), extra=extra,
+                          registered=known)
+    _answer = (extra, known, _cache["at"] + 5.0, _cache["values"])
     return _cache["values"]
 
 
 def refresh() -> None:
     """Forget the cached environment (after changing os.environ in-process)."""
+    global _answer
+    _answer = ((), None, 0.0, ())
     _cache["at"] = 0.0
     _cache.pop("env", None)
 
