@@ -272,6 +272,21 @@ def _escaped(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(values + tuple(json.dumps(v, ensure_ascii=False)[1:-1] for v in values)))
 
 
+#: (secret values, :func:`_escaped` of them) for the values of the last call: found by identity (the lru cache
+#: hashes the tuple of values, every value, for every record)
+_last_escaped: tuple[Any, tuple[str, ...]] = (None, ())
+
+
+def _escaped_now(values: tuple[str, ...]) -> tuple[str, ...]:
+    global _last_escaped
+    last = _last_escaped
+    if last[0] is values:
+        return last[1]
+    found = _escaped(values)
+    _last_escaped = (values, found)
+    return found
+
+
 def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
     """False when :func:`redact` would leave every value whose canonical JSON text (or plain
     string, for a string value) is in ``json_text`` unchanged: one pass to skip the structural walk.
@@ -286,7 +301,7 @@ def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
     characters JSON never escapes, and key names, bearer tokens and assignments all contain a word
     of :data:`_SCREEN_WORDS`.
     """
-    return _screen(json_text, _escaped(secret_values(extra_names)))
+    return _screen(json_text, _escaped_now(secret_values(extra_names)))
 
 
 def _screen(text: str, escaped: tuple[str, ...]) -> bool:
@@ -310,7 +325,7 @@ def screened_clean(texts: Iterable[str], extra_names: Iterable[str] = ()) -> boo
     (``"{}"``, a decision's reason, the resources a call asked for) repeat from record to record, so a text
     recently screened clean under the same secret values is not screened again. Only clean texts are kept."""
     global _screened
-    escaped = _escaped(secret_values(extra_names))
+    escaped = _escaped_now(secret_values(extra_names))
     bound, memo = _screened
     if bound is not escaped:
         memo = OrderedDict()
