@@ -106,3 +106,54 @@ def test_a_record_s_values_are_those_of_before():
     assert values["kind"] == "decision" and values["ts"] == 5.0 and values["granted"] is None and values["seq"] is None
     with pytest.raises(TypeError, match="unknown audit fields: bogus"):
         AuditLedger._values("decision", {"bogus": 1})
+
+
+def test_a_call_naming_no_path_or_command_does_not_resolve_the_workspace(build_agent, monkeypatch):
+    """The workspace's real path (a stat: a system call gives the GIL away) is resolved for a call that names a
+    path or a command, or a tool a grant names; a call of a tool without either (``ping``) is decided without it,
+    and its record and decision are the same."""
+    import clawkit_policy
+    import clawkit_tools
+    from clawkit import hookimpl
+    from clawkit.testing import ScriptedReply, call
+
+    class Ping:
+        @hookimpl
+        def register_tools(self, register, agent):
+            def ping() -> str:
+                """Answer pong."""
+                return "pong"
+
+            register(ping)
+
+    gate = importlib.import_module("clawkit_policy.gate")
+    seen = []
+    real = gate.workspace_real
+    monkeypatch.setattr(gate, "workspace_real", lambda ws: (seen.append(ws), real(ws))[1])
+    agent = build_agent([ScriptedReply.calls(call("ping")), "pong it is", ScriptedReply.calls(call("read_file", path="a.txt")),
+                         "done"], plugins=(clawkit_tools, clawkit_policy, Ping()), tools=["ping", "read_file"])
+    first = agent.run("ping")
+    assert first.reply == "pong it is" and seen == []
+    (rec,) = [r for r in clawkit_policy.ledger_for(agent.store).records(kind="decision") if r["tool"] == "ping"]
+    assert rec["decision"] == "allow" and rec["requested"] == {"paths": [], "hosts": [], "commands": [], "risk": "safe"}
+    agent.run("read it", session_id=first.session_id)
+    assert len(seen) == 1  # a path: resolved, once for the turn
+
+
+def test_a_call_naming_nothing_is_recorded_from_a_template_with_the_same_columns():
+    """The ``requested`` column of a call that names no path, host or command is one canonical text per risk
+    level (not a dict built and serialised per call); a record whose other columns hold a secret is redacted
+    value by value, that column included, and stores the same text."""
+    from clawkit.types import Risk
+    from clawkit_policy.gate import _asked_nothing, prepare
+    from clawkit_policy.ledger import AuditLedger, canonical
+    from clawkit_policy.scope import Requested
+
+    expected = canonical({**Requested().as_dict(), "risk": "guarded"})
+    assert _asked_nothing(Risk.GUARDED) == expected and _asked_nothing(Risk.GUARDED) is _asked_nothing(Risk.GUARDED)
+    clean = prepare([])
+    for reason in ("safe tool within its scope", "password=hunter22 was typed"):
+        values = AuditLedger._values("decision", clean({"requested": _asked_nothing(Risk.GUARDED), "reason": reason,
+                                                        "arguments": {}, "granted": {}}))
+        assert values["requested"] == expected and values["arguments"] == "{}" and values["granted"] == "{}"
+        assert "hunter22" not in values["reason"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 
 import pytest
 
@@ -118,7 +119,8 @@ def _fragments():
              "github_pat_", "glpat-", "xoxb-", "AKIA", "ASIA", "AIza", "npm_", "hf_", "eyJ", ".", "-----BEGIN RSA PRIVATE KEY-----",
              "-----END RSA PRIVATE KEY-----", "\n", "https://", "u:p@", "postgres://", "/webhooks/", "A" * 16, "a" * 36,
              "acme-live-0123456789", "tök-ünïcode-987654", "://", "@", "/", ":", ":@", "<", "127.0.0.1:8080", "hooks.slack",
-             "discord.com/api/webhooks/", "Webhook", ".webhook.office.com/", "/services/", "http://"]
+             "discord.com/api/webhooks/", "Webhook", ".webhook.office.com/", "/services/", "http://",
+             "\\", "\\\"", "\\'", "\\n"]
     for _ in range(4000):
         yield "".join(rng.choice(parts) for _ in range(rng.randint(1, 12)))
 
@@ -164,3 +166,57 @@ def test_a_url_is_screened_by_its_credentials_not_by_its_scheme(text):
     assert redact_mod._may_match(text, ())
     assert redact_text(text) != text
     assert not redact_mod._may_match("GET http://127.0.0.1:8080/v1/models and https://example.com/a:b/c@d", ())
+
+
+def _old_redact(value):
+    """redact() as it was (a full copy every time): the reference the identity-keeping walk must equal."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: (MARK if isinstance(k, str) and redact_mod._KEY_NAME.match(k) and v not in (None, "", [], {})
+                    else _old_redact(v)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_old_redact(v) for v in value]
+    return value
+
+
+def test_redact_keeps_what_it_does_not_change_and_matches_a_full_copy(secret_env):
+    """redact() returns the very value (no copy) when nothing in it is secret, and otherwise the same result as
+    a walk that copies everything: key names are judged from a memo, scalars are never copied."""
+    usage = {"prompt_tokens": 1370, "completion_tokens": 3, "cache_read_tokens": 0, "cost": None, "estimated": False}
+    clean = {"model": "openai/x", "usage": usage, "tools": ["ping", "read"], "pair": ("a", 1), "n": 2.5}
+    assert redact(clean) is clean
+    for text in _fragments():
+        for value in ({"v": text, "keep": [1, "plain words"]}, {text: "value1234", "token": 5, "x": (text,)},
+                      [text, {"api_key": 0, "ok": None}], {"nested": {"password": text, "list": [text]}}):
+            out = redact(value)
+            assert json.dumps(out) == json.dumps(_old_redact(value)), value  # (a tuple kept as such is the same JSON)
+            assert (out is value) == (json.dumps(out) == json.dumps(value)), value
+
+
+def test_a_token_count_is_an_assignment_in_plain_text_only_from_four_characters():
+    """The ASCII fast path of the prefilter asks the regex for four value characters at once: what the full
+    pattern redacts in plain text (a 4-digit value after a token-named key) still reaches it."""
+    assert redact_mod._may_match('"usage":{"prompt_tokens":1370,"x":1}', ())
+    assert redact_text('"prompt_tokens":1370,') == '"prompt_tokens":' + MARK + ","
+    assert not redact_mod._may_match('"usage":{"prompt_tokens":137,"total_tokens":140,"cost":null}', ())
+    assert redact_mod._may_match("password: ab€ é", ())  # non-ASCII: three characters of five bytes still go to re2
+
+
+def test_an_assignment_quoted_inside_a_json_string_is_redacted_where_it_is_stored(tmp_path):
+    """``password="hunter22"`` inside a string of an event's data (or ``{"token": "…"}`` inside a tool call's raw
+    arguments) shows up JSON-escaped in the stored text: ``password=\\"hunter22\\"``. The assignment pattern takes
+    an escaped quote where it takes a quote, so the store's one pass over the JSON text finds it and the value is
+    redacted value by value (it was stored as is)."""
+    from clawkit.sessions import SessionStore
+
+    store = SessionStore(tmp_path / "s.db")
+    store.redact, store.redact_value = redact_text, redact
+    sid = store.create("a")
+    store.event(sid, None, "x.test", {"note": 'password="hunter22y"', "raw": json.dumps({"token": "abcdefgh12"})}, 1.0)
+    store.flush()
+    (data,) = store.conn.execute("SELECT data FROM events").fetchone()
+    assert "hunter22y" not in data and "abcdefgh12" not in data
+    assert json.loads(data) == {"note": f'password="{MARK}"', "raw": json.dumps({"token": MARK})}
+    assert redact_text('{"note":"password=\\"hunter22y\\""}') != '{"note":"password=\\"hunter22y\\""}'
+    store.close()

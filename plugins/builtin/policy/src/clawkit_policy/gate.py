@@ -25,6 +25,7 @@ from __future__ import annotations
 import fnmatch
 import glob as globmod
 import hashlib
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -105,7 +106,8 @@ class Turn:
     def grants_for(self, tool: str) -> list:
         found = self._by_tool.get(tool)
         if found is None:
-            found = self._by_tool[tool] = scope.applicable(self.all_grants(), tool, self.ws_real)
+            grants = self.all_grants()  # (no grant at all: no need for the workspace's real path)
+            found = self._by_tool[tool] = scope.applicable(grants, tool, self.ws_real) if grants else []
         return found
 
 
@@ -375,19 +377,34 @@ def prepare(extra: list[str]):
         for key in _JSON_FIELDS:
             value = fields.get(key)
             if value is not None:
-                texts[key] = "{}" if value == {} and type(value) is dict else canonical(value)
+                cls = value.__class__
+                texts[key] = value if cls is Canonical else "{}" if cls is dict and not value else canonical(value)
         plain = [v if isinstance(v, str) else canonical(v) for v in map(fields.get, _TEXT_FIELDS) if v is not None]
         # each text screened on its own (redact works value by value), a text screened clean recently not again
         if not screened_clean((*texts.values(), *plain), extra):
             for key in _JSON_FIELDS + _TEXT_FIELDS:
-                if fields.get(key) is not None:
-                    fields[key] = redact(fields[key], extra)
+                value = fields.get(key)
+                if value is not None:  # (a column given as canonical text is redacted value by value too)
+                    fields[key] = redact(json.loads(value) if value.__class__ is Canonical else value, extra)
             return fields
         for key, text in texts.items():
             fields[key] = Canonical(text)
         return fields
 
     return clean
+
+
+#: what a call that names no path, host or command asks of the scope: nothing (read only)
+_NOTHING = scope.Evaluation()
+_NOTHING_ASKED: dict[Risk, Canonical] = {}
+
+
+def _asked_nothing(risk: Risk) -> Canonical:
+    """The ``requested`` column of a call that names no resource: one canonical text per risk level."""
+    found = _NOTHING_ASKED.get(risk)
+    if found is None:
+        found = _NOTHING_ASKED[risk] = Canonical(canonical({**scope.Requested().as_dict(), "risk": risk.value}))
+    return found
 
 
 def record(turn: Turn, kind: str, ids: dict[str, Any], **fields: Any) -> None:
@@ -402,16 +419,20 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
     ids = {"session_id": ctx.session.id, "trace_id": ctx.trace_id, "task_id": ctx.task_id, "run_id": ctx.run_id,
            "step_id": call.id, "tool": call.name}
     digest = scope.call_hash(call.name, call.arguments)
-    base = {"arguments": dict(call.arguments), "call_hash": digest}
+    arguments = dict(call.arguments)  # as decided (a later hook may rewrite the call's)
 
     slot_add: dict[str, list[str]] = {}
 
     def done(action: str, reason: str, risk: Risk | None = None, asked: bool = False, **extra: Any) -> Decision | None:
-        record(turn, "decision", ids, **base, decision=action, reason=reason, approval_required=asked, **extra)
+        if turn.writer is not None and cfg.audit:  # (record(), without its copies of the fields)
+            turn.last_record = turn.writer.submit("decision", {
+                **ids, "arguments": arguments, "call_hash": digest, "decision": action, "reason": reason,
+                "approval_required": asked, **extra})
         if action == "block":
             return Decision(action="block", reason=reason)
+        granted = extra.get("granted")
         pending[(ctx.session.id, call.id)] = Pending(call, risk or Risk.SAFE, now, asked, turn, ids,
-                                                     step_grant=extra.get("granted", {}).get("step"),
+                                                     step_grant=granted.get("step") if granted else None,
                                                      started=None if asked else now, call_hash=digest,
                                                      slot=slot, slot_add=slot_add or None)
         return Decision(action="require_approval", reason=reason) if asked else None
@@ -422,9 +443,12 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
         risk = turn._risk[call.name] = False if tool is None else risk_of(cfg, call.name, tool.definition.risk)
     if risk is False:
         return done("block", f"{call.name} is not in this agent's tool list (deny by default)")
-    req = scope.requested(call.arguments, turn.ws_real, turn.real_path)
+    # the workspace's real path costs a stat (a system call gives the GIL away): resolved only for a call that
+    # names a path or a command, or a tool some grant names (paths resolve through turn.real_path)
+    req = scope.requested(call.arguments, turn.workspace, turn.real_path)
     grants = turn.grants_for(call.name)
-    ev = scope.evaluate(req, grants, turn.ws_real)
+    asks = req.paths or req.hosts or req.commands
+    ev = scope.evaluate(req, grants, turn.ws_real if req.paths or req.commands else turn.workspace) if asks else _NOTHING
     slot = ctx.state.setdefault("granted", {}).setdefault(call.name, {"paths": [], "hosts": [], "commands": []})
     for _, g, paths in grants:
         for key, values in (("paths", paths), ("hosts", g.hosts), ("commands", g.commands)):
@@ -432,7 +456,7 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
         if g.access == "ro":  # a sandbox mounts these read-only
             slot.setdefault("readonly", []).extend(v for v in paths if v not in slot["readonly"])
     used = {i: g for i, g, _ in grants if i in ev.used_grants}
-    info = {"requested": {**req.as_dict(), "risk": risk.value},
+    info = {"requested": {**req.as_dict(), "risk": risk.value} if asks or req.problems else _asked_nothing(risk),
             "granted": {"grants": [used[i].model_dump(exclude_defaults=True) for i in ev.used_grants]} if used else {}}
     if ev.forbidden or req.problems:
         return done("block", "refused: " + "; ".join(ev.forbidden + req.problems), risk, **info)

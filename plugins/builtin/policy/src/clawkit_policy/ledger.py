@@ -102,6 +102,11 @@ def record_hash(values: dict[str, Any], key: bytes | None = None) -> str:
         row = _ROW(values)
     except KeyError:
         row = [values.get(c) for c in COLUMNS]
+    return _mac(row, key)
+
+
+def _mac(row: Any, key: bytes | None) -> str:
+    """:func:`record_hash` of a record's column values in :data:`COLUMNS` order."""
     payload = _COMPACT(row).encode("utf-8", "surrogatepass")  # a tuple is encoded as the same JSON array as a list
     if key is None:
         return hashlib.sha256(payload).hexdigest()
@@ -178,11 +183,13 @@ class AuditLedger:
                 row = self.conn.execute("SELECT seq, hash FROM policy_audit_head WHERE id = 1").fetchone()
                 seq, prev = (row[0], row[1]) if row else (0, GENESIS)
                 params = []
+                key = self.key
                 for values in rows:
                     seq += 1
                     values["seq"], values["prev_hash"] = seq, prev
-                    values["hash"] = prev = record_hash(values, self.key)
-                    params.append(_ROW(values) + (prev,))
+                    row = _ROW(values)  # (once: the MAC's payload and the INSERT's parameters)
+                    values["hash"] = prev = _mac(row, key)
+                    params.append(row + (prev,))
                 self.conn.executemany(_INSERT, params)
                 if rows:
                     self.conn.execute(

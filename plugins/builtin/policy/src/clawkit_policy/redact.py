@@ -89,7 +89,7 @@ TOKENS: tuple[str, ...] = (
 #: ``password = value``, ``"api_key": "value"``: only the value (group 1, the only capturing group) is replaced.
 ASSIGNMENT = (
     r"(?i:api[_-]?key|apikey|secret|token|passw(?:or)?d|passphrase|client[_-]?secret|[A-Za-z0-9]+_(?:pass|pwd|pw)\b)[A-Za-z0-9_\-]*"
-    r"[\"']?\s*[:=]\s*[\"']?([^\s\"',;]{4,})"
+    r"(?:\\?[\"'])?\s*[:=]\s*(?:\\?[\"'])?([^\s\"',;]{4,})"
 )
 
 _cache: dict[str, Any] = {"at": 0.0, "values": (), "extra": ()}
@@ -109,27 +109,45 @@ def secret_values(extra: Iterable[str] = ()) -> tuple[str, ...]:
     URL —, the agent's own model keys (:func:`clawkit.secrets.register_secret`), and the reversed,
     hex and base64 forms of each (:func:`clawkit.secrets.variants`): a command that prints a key
     encoded does not get it past redaction."""
-    extra = tuple(extra)
-    now = time.monotonic()
+    if extra.__class__ is not tuple:
+        extra = tuple(extra)
     known = registered()
+    last = _answer  # the usual call: the same names and registered secrets, within the 5 s
+    if (last[0] is extra or last[0] == extra) and last[1] is known and time.monotonic() < last[2]:
+        return last[3]
+    return _judge(extra, known)
+
+
+#: (extra names, registered secrets, monotonic deadline, values): :func:`secret_values`' last answer, good until
+#: the deadline (one tuple, replaced whole: a thread reading it sees one consistent answer)
+_answer: tuple[Any, Any, float, tuple[str, ...]] = ((), None, 0.0, ())
+
+
+def _judge(extra: tuple[str, ...], known: Any) -> tuple[str, ...]:
+    global _answer
+    now = time.monotonic()
     if now - _cache["at"] > 5.0 or _cache["extra"] != extra or _cache.get("registered") is not known:
         env = tuple(os.environ.items())
         if env == _cache.get("env") and _cache["extra"] == extra and _cache.get("registered") is known:
             _cache["at"] = now  # the environment has not changed: nothing to judge again
-            return _cache["values"]
-        _cache["env"] = env
-        from clawkit.secrets import secret_env_values, variants
-        vals = {v for k, v in os.environ.items()
-                if len(v) >= 6 and (is_secret_name(k, extra) or _CREDENTIAL_URL.search(v))}
-        vals |= secret_env_values(extra=extra)
-        for v in list(vals):
-            vals.update(variants(v))
-        _cache.update(at=now, values=tuple(sorted(vals, key=lambda v: (-len(v), v))), extra=extra, registered=known)
+        else:
+            _cache["env"] = env
+            from clawkit.secrets import secret_env_values, variants
+            vals = {v for k, v in os.environ.items()
+                    if len(v) >= 6 and (is_secret_name(k, extra) or _CREDENTIAL_URL.search(v))}
+            vals |= secret_env_values(extra=extra)
+            for v in list(vals):
+                vals.update(variants(v))
+            _cache.update(at=now, values=tuple(sorted(vals, key=lambda v: (-len(v), v))), extra=extra,
+                          registered=known)
+    _answer = (extra, known, _cache["at"] + 5.0, _cache["values"])
     return _cache["values"]
 
 
 def refresh() -> None:
     """Forget the cached environment (after changing os.environ in-process)."""
+    global _answer
+    _answer = ((), None, 0.0, ())
     _cache["at"] = 0.0
     _cache.pop("env", None)
 
@@ -170,7 +188,10 @@ _SCREEN_WORDS = r"(?i:key|secret|token|passw|passphrase|auth|cookie|credential|b
 #: an ASSIGNMENT's keyword ends in one of these (lower case); then what ASSIGNMENT requires up to its value
 #: (every part but the value is forced, so the one match below is the only candidate)
 _ASSIGNMENT_WORDS = ("key", "secret", "token", "passw", "passphrase", "_pass", "_pw")
-_ASSIGNMENT_TAIL = re.compile(r"[A-Za-z0-9_\-]*[\"']?[\t\n\f\r ]*[:=][\t\n\f\r ]*[\"']?([^\t\n\f\r \"',;]*)")
+_ASSIGNMENT_TAIL = re.compile(r"[A-Za-z0-9_\-]*(?:\\?[\"'])?[\t\n\f\r ]*[:=][\t\n\f\r ]*(?:\\?[\"'])?([^\t\n\f\r \"',;]*)")
+#: the same with a value of at least four characters: in an ASCII text (one byte a character) the only test needed,
+#: and a short value (``"prompt_tokens":137``) fails inside the regex instead of in Python code after it
+_ASSIGNMENT_TAIL4 = re.compile(r"[A-Za-z0-9_\-]*(?:\\?[\"'])?[\t\n\f\r ]*[:=][\t\n\f\r ]*(?:\\?[\"'])?[^\t\n\f\r \"',;]{4}")
 #: the screen's words (lower case), as in _SCREEN_WORDS
 _SCREEN_LITERALS = ("key", "secret", "token", "passw", "passphrase", "auth", "cookie", "credential", "bearer", "_pass",
                     "_pw", "webhook", "hooks.slack")
@@ -227,6 +248,14 @@ def _may_match(text: str, values: tuple[str, ...]) -> bool:
     low = text.lower()  # offsets unchanged: no letter of a text without _FOLDS lowers to more than one
     if "bearer" in low:
         return True
+    if text.isascii():  # a value's characters are its bytes: four of them, or no assignment
+        for word in _ASSIGNMENT_WORDS:
+            at = low.find(word)
+            while at >= 0:
+                if _ASSIGNMENT_TAIL4.match(text, at + len(word)) is not None:
+                    return True
+                at = low.find(word, at + 1)
+        return False
     for word in _ASSIGNMENT_WORDS:
         at = low.find(word)
         while at >= 0:
@@ -243,6 +272,21 @@ def _escaped(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(values + tuple(json.dumps(v, ensure_ascii=False)[1:-1] for v in values)))
 
 
+#: (secret values, :func:`_escaped` of them) for the values of the last call: found by identity (the lru cache
+#: hashes the tuple of values, every value, for every record)
+_last_escaped: tuple[Any, tuple[str, ...]] = (None, ())
+
+
+def _escaped_now(values: tuple[str, ...]) -> tuple[str, ...]:
+    global _last_escaped
+    last = _last_escaped
+    if last[0] is values:
+        return last[1]
+    found = _escaped(values)
+    _last_escaped = (values, found)
+    return found
+
+
 def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
     """False when :func:`redact` would leave every value whose canonical JSON text (or plain
     string, for a string value) is in ``json_text`` unchanged: one pass to skip the structural walk.
@@ -257,7 +301,7 @@ def may_hold_secrets(json_text: str, extra_names: Iterable[str] = ()) -> bool:
     characters JSON never escapes, and key names, bearer tokens and assignments all contain a word
     of :data:`_SCREEN_WORDS`.
     """
-    return _screen(json_text, _escaped(secret_values(extra_names)))
+    return _screen(json_text, _escaped_now(secret_values(extra_names)))
 
 
 def _screen(text: str, escaped: tuple[str, ...]) -> bool:
@@ -281,7 +325,7 @@ def screened_clean(texts: Iterable[str], extra_names: Iterable[str] = ()) -> boo
     (``"{}"``, a decision's reason, the resources a call asked for) repeat from record to record, so a text
     recently screened clean under the same secret values is not screened again. Only clean texts are kept."""
     global _screened
-    escaped = _escaped(secret_values(extra_names))
+    escaped = _escaped_now(secret_values(extra_names))
     bound, memo = _screened
     if bound is not escaped:
         memo = OrderedDict()
@@ -339,12 +383,25 @@ def clear_memo() -> None:
 
 def redact_text(text: str, extra_names: Iterable[str] = ()) -> str:
     """``text`` with every recognisable secret replaced by ``[REDACTED]`` (the same object when clean)."""
-    global _last_clean
     if not text or len(text) < SHORTEST:
         return text
-    global _memo
-    values = secret_values(extra_names)
-    small, big = _patterns(values)
+    return _redact_with(text, secret_values(extra_names))
+
+
+#: (secret values, their patterns): :func:`_patterns` for the values of the last call (an identity check instead
+#: of hashing the tuple of values again for every text)
+_current: tuple[Any, Any] = (None, None)
+
+
+def _redact_with(text: str, values: tuple[str, ...]) -> str:
+    """:func:`redact_text` for a text of at least :data:`SHORTEST` characters and these secret ``values``."""
+    global _last_clean, _memo, _current
+    current = _current
+    if current[0] is values:
+        small, big = current[1]
+    else:
+        small, big = patterns = _patterns(values)
+        _current = (values, patterns)
     last = _last_clean
     if last[0] is text and last[1] is small:  # this very string, scanned by these very patterns
         return text
@@ -393,15 +450,74 @@ def _splice(text, matches, mark):
     return text[:0].join(out)
 
 
+#: key name -> does it name a secret (:data:`_KEY_NAME`)? Event, metadata and record keys come from a small
+#: vocabulary ("prompt_tokens", "call_id"...): the regex runs once per name, not once per stored value
+_secret_keys: dict[str, bool] = {}
+_SCALARS = frozenset((int, float, bool, type(None)))
+_BLANK = (None, "", [], {})  # values a secret-named key keeps (nothing to hide)
+
+
+def secret_key(name: str) -> bool:
+    """Does the key ``name`` name a secret (its value is replaced whole)? Remembered per name."""
+    found = _secret_keys.get(name)
+    if found is None:
+        if len(_secret_keys) >= 4096:  # bounded: keys a tool made up one by one do not grow it for ever
+            _secret_keys.clear()
+        found = _secret_keys[name] = _KEY_NAME.match(name) is not None
+    return found
+
+
 def redact(value: Any, extra_names: Iterable[str] = ()) -> Any:
-    """A copy of ``value`` (JSON-like) with secrets removed; keys named like secrets lose their values."""
-    if isinstance(value, str):
-        return redact_text(value, extra_names)
+    """``value`` (JSON-like) with secrets removed: every string redacted (:func:`redact_text`), and the value of
+    every key named like a secret replaced whole. Nothing is copied when nothing changes: the result is
+    ``value`` itself (a caller that changes the result must copy it first); else a copy of each container
+    on the way to a change (a tuple becomes a list), the rest shared."""
+    if value.__class__ in _SCALARS:
+        return value
+    return _walk(value, secret_values(extra_names))
+
+
+def _walk(value: Any, values: tuple[str, ...]) -> Any:
+    cls = value.__class__
+    if cls is str:
+        return value if len(value) < SHORTEST else _redact_with(value, values)
+    if cls is dict:
+        out = None
+        keys = _secret_keys
+        for k, v in value.items():
+            secret = keys.get(k)
+            if secret is None:
+                secret = isinstance(k, str) and secret_key(k)
+            if secret and v not in _BLANK:
+                new = MARK
+            elif v.__class__ is str:  # (the usual value: no call of _walk for it)
+                if len(v) < SHORTEST:
+                    continue
+                new = _redact_with(v, values)
+            elif v.__class__ in _SCALARS:
+                continue
+            else:
+                new = _walk(v, values)
+            if new is not v:
+                if out is None:
+                    out = dict(value)
+                out[k] = new
+        return value if out is None else out
+    if cls in _SCALARS:
+        return value
+    if cls is list or cls is tuple:
+        out = None
+        for i, v in enumerate(value):
+            new = _walk(v, values)
+            if new is not v:
+                if out is None:
+                    out = list(value)
+                out[i] = new
+        return value if out is None else out
+    if isinstance(value, str):  # subclasses (a Canonical column text, an enum's value)
+        return value if len(value) < SHORTEST else _redact_with(value, values)
     if isinstance(value, dict):
-        return {
-            k: (MARK if isinstance(k, str) and _KEY_NAME.match(k) and v not in (None, "", [], {}) else redact(v, extra_names))
-            for k, v in value.items()
-        }
+        return _walk(dict(value), values)
     if isinstance(value, (list, tuple)):
-        return [redact(v, extra_names) for v in value]
+        return _walk(list(value), values)
     return value

@@ -132,7 +132,8 @@ class Requested:
 
 
 def requested(arguments: dict[str, Any], workspace: str, resolve: Callable[[str], str] | None = None) -> Requested:
-    """The resources ``arguments`` name; paths resolved with ``resolve`` (default: :func:`real_path`)."""
+    """The resources ``arguments`` name; paths resolved with ``resolve`` (default: :func:`real_path` against
+    ``workspace``, which is read only then)."""
     req = Requested()
     for key, value in arguments.items():
         k = key.lower()
@@ -199,7 +200,7 @@ def applicable(grants: Iterable[Grant], tool: str, workspace: str) -> list[tuple
 
 
 def evaluate(req: Requested, grants: list[tuple[int, Grant, list[str]]], ws: str) -> Evaluation:
-    """``ws`` is the workspace's real path."""
+    """``ws`` is the workspace's real path (read only for a request naming a path or a command)."""
     ev = Evaluation()
     for path in req.paths:
         if any(is_within(path, r) for r in FORBIDDEN_ROOTS):

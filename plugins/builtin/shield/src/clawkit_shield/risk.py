@@ -154,6 +154,19 @@ def assess(
     access = float(getattr(weights, risk, 0.5))
     reasons: list[str] = [f"{risk} tool"]
     sensitivity = 0.0
+    if arguments or resources.paths or resources.hosts or resources.command_text:  # (else nothing to look at)
+        sensitivity = _sensitivity(capability, arguments, resources, weights, sensitive, reasons)
+    distrust = max(0.0, min(1.0, 1.0 - trust))
+    if distrust > 0:
+        reasons.append(f"session trust {trust:.2f}")
+    score = 1.0 - (1.0 - access) * (1.0 - sensitivity) * (1.0 - distrust)
+    return Assessment(round(score, 4), access, sensitivity, distrust, reasons)
+
+
+def _sensitivity(capability: str | None, arguments: dict[str, Any], resources: Resources, weights: Any,
+                 sensitive: SensitivePaths, reasons: list[str]) -> float:
+    """The data-sensitivity factor of a call that names something (its reasons appended to ``reasons``)."""
+    sensitivity = 0.0
     touched = [p for p in resources.paths if sensitive.match(p)]
     if touched:
         sensitivity = max(sensitivity, weights.sensitive_path)
@@ -167,11 +180,7 @@ def assess(
         egress = capability in ("net.http", "shell.exec")
         sensitivity = max(sensitivity, weights.secret_egress if egress else weights.secret)
         reasons.append("a credential in the arguments" + (" of a call that can send it out" if egress else ""))
-    distrust = max(0.0, min(1.0, 1.0 - trust))
-    if distrust > 0:
-        reasons.append(f"session trust {trust:.2f}")
-    score = 1.0 - (1.0 - access) * (1.0 - sensitivity) * (1.0 - distrust)
-    return Assessment(round(score, 4), access, sensitivity, distrust, reasons)
+    return sensitivity
 
 
 def _flatten(arguments: dict[str, Any]) -> str:
