@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from pydantic_core import to_json as _to_json
+
 
 from .checkpoint import Checkpointer
 from .errors import UsageError
@@ -101,7 +103,9 @@ class SessionStore(RunRecords):
         #: text -> text with secrets removed, applied to every message and event before it is stored
         #: (a security plugin sets it; the policy plugin does). The model still sees this turn's text.
         self.redact: Any = None
-        #: JSON value -> JSON value with secrets removed (may blank values by their key), for structured data
+        #: JSON value -> JSON value with secrets removed (may blank values by their key), for structured data;
+        #: may raise TypeError for a value it cannot see into (not JSON: bytes, a set, an object), which an
+        #: event's data is then stored through ``redact`` on its dumped text instead
         self.redact_value: Any = None
         #: a :class:`clawkit.transcript.Transcript` (``sessions.transcript: jsonl``): every stored message
         #: and event is also appended to the session's JSONL file, in its redacted, stored form
@@ -136,6 +140,24 @@ class SessionStore(RunRecords):
         if self.redact_value is not None:
             return _dump(self.redact_value(value))
         return _dump(_map_strings(value, self.redact))
+
+    def _event_text(self, data: dict[str, Any]) -> str:
+        """An event's data as stored: JSON, secrets removed. With a structural redactor (``redact_value``) the
+        data is redacted value by value before it is dumped — its strings (model names, endpoints, reasons)
+        repeat from event to event and are remembered clean by the redactor, its numbers are never scanned —
+        instead of scanning the dumped text, unique to each event (ids, timings) and full of key names that
+        look like assignments (``"prompt_tokens":``)."""
+        redact_value = self.redact_value if self.redact is not None else None
+        if redact_value is not None:
+            try:
+                return _to_json(redact_value(data)).decode()  # (no fallback: what JSON cannot hold raises)
+            except (ValueError, TypeError):  # a lone surrogate, something the walk cannot see into: as below
+                pass
+        try:
+            text = _dump(data)
+        except (ValueError, TypeError):
+            text = _dump(_scrub(json.loads(json.dumps(data, default=str))))
+        return text if self.redact is None else self._redact_json(text)
 
     def try_lock(self, session_id: str) -> bool:
         """Take the session for a turn, or return False when another process holds it (see
@@ -377,12 +399,7 @@ class SessionStore(RunRecords):
         Events, usage rows, runs and steps are observations: they cost no commit of their
         own and are written together, once per turn.
         """
-        try:
-            text = _dump(data)
-        except (ValueError, TypeError):
-            text = _dump(_scrub(json.loads(json.dumps(data, default=str))))
-        if self.redact is not None:
-            text = self._redact_json(text)
+        text = self._event_text(data)
         if self.transcript is not None:
             try:
                 self.transcript.write(session_id, {"type": "event", "event": type, "data": json.loads(text), "ts": ts})

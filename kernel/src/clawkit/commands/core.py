@@ -86,7 +86,12 @@ def redacted(agent, data: Any) -> Any:
     redact_value = getattr(getattr(agent, "store", None), "redact_value", None)
     if callable(redact_value):
         try:
-            data = redact_value(data)
+            try:
+                data = redact_value(data)
+            except TypeError:  # something it cannot see into (bytes, an object): redacted as its JSON text holds it
+                import json
+
+                data = redact_value(json.loads(json.dumps(data, default=str)))
         except Exception:  # the kernel's pass below still runs
             pass
     return scrub(data)

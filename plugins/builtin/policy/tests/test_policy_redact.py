@@ -220,3 +220,33 @@ def test_an_assignment_quoted_inside_a_json_string_is_redacted_where_it_is_store
     assert json.loads(data) == {"note": f'password="{MARK}"', "raw": json.dumps({"token": MARK})}
     assert redact_text('{"note":"password=\\"hunter22y\\""}') != '{"note":"password=\\"hunter22y\\""}'
     store.close()
+
+
+def test_event_data_is_redacted_value_by_value_and_what_the_walk_cannot_see_into_by_its_text(tmp_path, secret_env):
+    """The store redacts an event's data before dumping it (``redact_value``, as the policy installs it: strict):
+    strings by pattern, secret-named keys whole, numbers never scanned (a 4-digit token count stays). Data the walk
+    cannot see into (bytes, a set, a path) makes the strict walk raise, and the dumped text is scanned instead:
+    nothing in it is stored in the clear."""
+    from pathlib import PurePosixPath
+
+    from clawkit.sessions import SessionStore
+
+    store = SessionStore(tmp_path / "s.db")
+    store.redact, store.redact_value = redact_text, lambda value: redact(value, strict=True)
+    sid = store.create("a")
+    plain = {"usage": {"prompt_tokens": 1370, "total_tokens": 1400}, "endpoint": "http://127.0.0.1:1/v1",
+             "password": "abc", "note": "key is acme-live-0123456789", "calls": [{"args": "Bearer abcdefghijklmnop"}]}
+    store.event(sid, None, "x.plain", plain, 1.0)
+    odd = {"blob": b"acme-live-0123456789", "tags": {"acme-live-0123456789"},
+           "path": PurePosixPath("/tmp/acme-live-0123456789")}
+    store.event(sid, None, "x.odd", odd, 2.0)
+    store.flush()
+    rows = dict(store.conn.execute("SELECT type, data FROM events").fetchall())
+    assert json.loads(rows["x.plain"]) == {"usage": {"prompt_tokens": 1370, "total_tokens": 1400},
+                                           "endpoint": "http://127.0.0.1:1/v1", "password": MARK,
+                                           "note": f"key is {MARK}", "calls": [{"args": MARK}]}
+    assert "acme-live" not in rows["x.odd"] and set(json.loads(rows["x.odd"])) == {"blob", "tags", "path"}
+    with pytest.raises(TypeError):
+        redact({"blob": b"x"}, strict=True)
+    assert redact({"blob": b"x"}) == {"blob": b"x"}  # (not strict: left as it is)
+    store.close()

@@ -179,7 +179,7 @@ def message_received(ctx, message):
         # transcripts and exports never hold a secret: every stored message and event is redacted
         extra = tuple(turn.cfg.secret_env)
         store.redact = lambda text: redact_text(text, extra)
-        store.redact_value = lambda value: redact(value, extra)
+        store.redact_value = lambda value: redact(value, extra, strict=True)  # (TypeError: the store scans the text)
 
 
 @hookimpl(tryfirst=True)

@@ -467,17 +467,19 @@ def secret_key(name: str) -> bool:
     return found
 
 
-def redact(value: Any, extra_names: Iterable[str] = ()) -> Any:
+def redact(value: Any, extra_names: Iterable[str] = (), *, strict: bool = False) -> Any:
     """``value`` (JSON-like) with secrets removed: every string redacted (:func:`redact_text`), and the value of
     every key named like a secret replaced whole. Nothing is copied when nothing changes: the result is
     ``value`` itself (a caller that changes the result must copy it first); else a copy of each container
-    on the way to a change (a tuple becomes a list), the rest shared."""
+    on the way to a change (a tuple becomes a list), the rest shared. Anything else (bytes, a set, a path, a
+    model) is left as it is — or, with ``strict``, raises TypeError: the session store redacts an event's data
+    this way and scans its dumped text instead when the data holds something the walk cannot see into."""
     if value.__class__ in _SCALARS:
         return value
-    return _walk(value, secret_values(extra_names))
+    return _walk(value, secret_values(extra_names), strict)
 
 
-def _walk(value: Any, values: tuple[str, ...]) -> Any:
+def _walk(value: Any, values: tuple[str, ...], strict: bool = False) -> Any:
     cls = value.__class__
     if cls is str:
         return value if len(value) < SHORTEST else _redact_with(value, values)
@@ -497,7 +499,7 @@ def _walk(value: Any, values: tuple[str, ...]) -> Any:
             elif v.__class__ in _SCALARS:
                 continue
             else:
-                new = _walk(v, values)
+                new = _walk(v, values, strict)
             if new is not v:
                 if out is None:
                     out = dict(value)
@@ -508,7 +510,7 @@ def _walk(value: Any, values: tuple[str, ...]) -> Any:
     if cls is list or cls is tuple:
         out = None
         for i, v in enumerate(value):
-            new = _walk(v, values)
+            new = _walk(v, values, strict)
             if new is not v:
                 if out is None:
                     out = list(value)
@@ -517,7 +519,9 @@ def _walk(value: Any, values: tuple[str, ...]) -> Any:
     if isinstance(value, str):  # subclasses (a Canonical column text, an enum's value)
         return value if len(value) < SHORTEST else _redact_with(value, values)
     if isinstance(value, dict):
-        return _walk(dict(value), values)
+        return _walk(dict(value), values, strict)
     if isinstance(value, (list, tuple)):
-        return _walk(list(value), values)
+        return _walk(list(value), values, strict)
+    if strict:
+        raise TypeError(f"not a JSON value: {type(value).__name__}")
     return value
