@@ -250,3 +250,18 @@ def test_event_data_is_redacted_value_by_value_and_what_the_walk_cannot_see_into
         redact({"blob": b"x"}, strict=True)
     assert redact({"blob": b"x"}) == {"blob": b"x"}  # (not strict: left as it is)
     store.close()
+
+
+@pytest.mark.parametrize("name,secret", [
+    ("accessToken", True), ("githubToken", True), ("userPassword", True), ("sessionCookie", True),
+    ("awsAccessKey", True), ("openaiAPIKey", True), ("clientCredentials", True), ("refreshToken_v2", True),
+    ("primaryKey", False), ("sortKey", False), ("useAuth", False), ("tokenCount", False), ("maxTokens", False),
+    ("promptTokens", False), ("secretName", False), ("accessTokenExpiry", False),
+])
+def test_a_camel_case_key_naming_a_secret_loses_its_value(name, secret):
+    """camelCase names (JavaScript APIs, MCP servers' arguments) end in the same words as snake_case ones: the
+    value of ``accessToken`` is blanked like ``access_token``'s; a name that only contains such a word as a
+    prefix or a plural (``tokenCount``, ``maxTokens``), or ends in a bare ``Key``/``Auth``, keeps its value."""
+    out = redact({name: "abc", "n": 1})
+    assert out == ({name: MARK, "n": 1} if secret else {name: "abc", "n": 1})
+    assert redact_mod.may_hold_secrets(json.dumps({name: "abc"})) or not secret  # the screen sees it too

@@ -70,6 +70,14 @@ _KEY_NAME = re.compile(
     r"cookie|credentials?|private[_-]?key|client[_-]?secret|auth)([_-].*)?$",
     re.IGNORECASE,
 )
+#: The same words as the last word of a camelCase name (``accessToken``, ``githubToken``, ``userPassword``,
+#: ``sessionCookie``): a lower-case letter or digit, then the capitalised word, then the end or ``_``/``-``.
+#: Not "Key" or "Auth" alone (``primaryKey``, ``useAuth``), nor a word the name goes on from (``tokenCount``,
+#: ``maxTokens``): those name no secret.
+_CAMEL_KEY_NAME = re.compile(
+    r"^.*[a-z0-9](ApiKey|APIKey|AccessKey|PrivateKey|Secret|Token|Password|Passwd|Passphrase|Authorization|Cookie|"
+    r"Credentials?)([_-].*)?$"
+)
 #: Well-known credential formats.
 TOKENS: tuple[str, ...] = (
     r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}",
@@ -463,7 +471,7 @@ def secret_key(name: str) -> bool:
     if found is None:
         if len(_secret_keys) >= 4096:  # bounded: keys a tool made up one by one do not grow it for ever
             _secret_keys.clear()
-        found = _secret_keys[name] = _KEY_NAME.match(name) is not None
+        found = _secret_keys[name] = _KEY_NAME.match(name) is not None or _CAMEL_KEY_NAME.match(name) is not None
     return found
 
 
