@@ -52,8 +52,8 @@ def _prompt_budgets(ctx: TurnContext) -> tuple[dict[str, int], int]:
     chars = ctx.budget.prompt_chars()
     if len(_BUDGETS) >= 256:
         _BUDGETS.clear()
-    _BUDGETS[key] = (context, chars, sum(chars.values()))
-    return chars, sum(chars.values())
+    hit = _BUDGETS[key] = (context, chars, sum(chars.values()))
+    return hit[1], hit[2]
 
 
 class ModelSide:
@@ -244,7 +244,7 @@ class ModelSide:
         budgets, total = _prompt_budgets(ctx)
         assembled = assemble(contributors, cctx, total_chars=total, budgets=budgets,
                              on_error=lambda c, e: self.hooks.report("contributor", c.id, e))
-        touched = [i for i in assembled.report if i.chars_before]  # cut or trimmed (most turns: none)
+        touched = any(i.chars_before for i in assembled.report)  # cut or trimmed (most turns: none)
         for inc in assembled.cut + assembled.trimmed if touched else ():  # nothing is dropped silently
             ctx.emit("context.cut", source=inc.source, section=inc.id, action="dropped" if not inc.included else "trimmed",
                      tokens_before=inc.chars_before // 4, tokens_after=inc.chars // 4 if inc.included else 0,

@@ -337,6 +337,11 @@ def _reuse(c: PromptContributor, ctx: ContributorContext, on_error: Callable[[Pr
     return inc
 
 
+def _left_out(c: PromptContributor, reason: str, detail: str, source: str, tools: tuple[str, ...], compressible: bool) -> Inclusion:
+    """The Inclusion of a contributor that is not in the prompt (``reason``, ``detail``)."""
+    return Inclusion(c.id, False, reason, c.priority, 0, detail, "", source, 0, tools, compressible)
+
+
 def _render(c: PromptContributor, ctx: ContributorContext, on_error: Callable[[PromptContributor, BaseException], Any] | None) -> Inclusion:
     """One contributor's decision and section (``included`` False with the reason otherwise)."""
     try:  # (PromptContributor declares them; a contributor of another class may not)
@@ -352,24 +357,24 @@ def _render(c: PromptContributor, ctx: ContributorContext, on_error: Callable[[P
         except ValueError as exc:
             if on_error:
                 on_error(c, exc)
-            return Inclusion(c.id, False, "failed", c.priority, 0, f"bad tag: {exc}", "", source, 0, tools, compressible)
+            return _left_out(c, "failed", f"bad tag: {exc}", source, tools, compressible)
         matched = [t for t in tags if tag_matches(t, ctx)]
         if not matched:
-            return Inclusion(c.id, False, "no tag matched", c.priority, 0, "", "", source, 0, tools, compressible)
+            return _left_out(c, "no tag matched", "", source, tools, compressible)
         reason = "tag matched"
         detail = ", ".join(f"{t.dimension}:{t.value}" for t in matched)
     else:
         reason, detail = "untagged", ""
     try:
         if not c.should_contribute(ctx):
-            return Inclusion(c.id, False, "filtered", c.priority, 0, detail, "", source, 0, tools, compressible)
+            return _left_out(c, "filtered", detail, source, tools, compressible)
         section = c.contribute(ctx)
     except Exception as exc:
         if on_error:
             on_error(c, exc)
-        return Inclusion(c.id, False, "failed", c.priority, 0, f"{type(exc).__name__}: {exc}", "", source, 0, tools, compressible)
+        return _left_out(c, "failed", f"{type(exc).__name__}: {exc}", source, tools, compressible)
     if section is None:
-        return Inclusion(c.id, False, "filtered", c.priority, 0, "no section", "", source, 0, tools, compressible)
+        return _left_out(c, "filtered", "no section", source, tools, compressible)
     if isinstance(section, str):
         text, limit = section, c.max_chars
     else:
@@ -383,5 +388,5 @@ def _render(c: PromptContributor, ctx: ContributorContext, on_error: Callable[[P
         text = _trim(text, limit)
         detail = f"{detail}; trimmed to {limit} chars" if detail else f"trimmed to {limit} chars"
     if not text.strip():
-        return Inclusion(c.id, False, "filtered", c.priority, 0, "empty section", "", source, 0, tools, compressible)
+        return _left_out(c, "filtered", "empty section", source, tools, compressible)
     return Inclusion(c.id, True, reason, c.priority, len(text), detail, text, source, 0, tools, compressible)

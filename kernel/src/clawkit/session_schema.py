@@ -103,6 +103,11 @@ def _map_strings(value: Any, fn: Any) -> Any:
     return value
 
 
+def _dump_json(value: Any) -> str:
+    """:func:`_dump` of JSON values only: anything else raises (ValueError) instead of becoming its ``str``."""
+    return _to_json(value).decode()
+
+
 def _dump(value: Any) -> str:
     """Compact JSON text (pydantic-core's serializer: ~5x json.dumps on the small dicts of events and
     steps); what JSON cannot hold becomes its ``str``. A lone surrogate raises ValueError."""

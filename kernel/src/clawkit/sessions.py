@@ -17,9 +17,6 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from pydantic_core import to_json as _to_json
-
-
 from .checkpoint import Checkpointer
 from .errors import UsageError
 from .sessionlock import SessionLocks
@@ -29,7 +26,7 @@ from .types import Message, SessionClassification, ToolResult, new_id
 from .runlog import RunRecords
 from .session_schema import (  # noqa: F401  (TABLES, SCHEMA: importable from here too)
     _DATA_FIELDS, _EVENT_SQL, _MESSAGE_SQL, _META_KEY_SQL, _META_KEY_SQL_PG, _PG_FUNCTIONS, _RESULT_TEXT, _RUN_END_SQL,
-    _RUN_END_SQL_PG, SCHEMA, TABLES, _dump, _map_strings, _scrub,
+    _RUN_END_SQL_PG, SCHEMA, TABLES, _dump, _dump_json, _map_strings, _scrub,
 )
 
 log = logging.getLogger("clawkit.sessions")
@@ -150,7 +147,7 @@ class SessionStore(RunRecords):
         redact_value = self.redact_value if self.redact is not None else None
         if redact_value is not None:
             try:
-                return _to_json(redact_value(data)).decode()  # (no fallback: what JSON cannot hold raises)
+                return _dump_json(redact_value(data))  # (what JSON cannot hold raises)
             except (ValueError, TypeError):  # a lone surrogate, something the walk cannot see into: as below
                 pass
         try:

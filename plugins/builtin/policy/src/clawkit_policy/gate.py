@@ -408,8 +408,13 @@ def _asked_nothing(risk: Risk) -> Canonical:
 
 
 def record(turn: Turn, kind: str, ids: dict[str, Any], **fields: Any) -> None:
+    submit_record(turn, kind, {**ids, **fields})
+
+
+def submit_record(turn: Turn, kind: str, fields: dict[str, Any]) -> None:
+    """Queue an audit record of ``fields`` (ids included; the dict is the writer's from now on)."""
     if turn.writer is not None and turn.cfg.audit:
-        turn.last_record = turn.writer.submit(kind, {**ids, **fields})
+        turn.last_record = turn.writer.submit(kind, fields)
 
 
 def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], Pending]) -> Decision | None:
@@ -424,10 +429,8 @@ def decide(turn: Turn, ctx: Any, call: ToolCall, pending: dict[tuple[str, str], 
     slot_add: dict[str, list[str]] = {}
 
     def done(action: str, reason: str, risk: Risk | None = None, asked: bool = False, **extra: Any) -> Decision | None:
-        if turn.writer is not None and cfg.audit:  # (record(), without its copies of the fields)
-            turn.last_record = turn.writer.submit("decision", {
-                **ids, "arguments": arguments, "call_hash": digest, "decision": action, "reason": reason,
-                "approval_required": asked, **extra})
+        submit_record(turn, "decision", {**ids, "arguments": arguments, "call_hash": digest, "decision": action,
+                                          "reason": reason, "approval_required": asked, **extra})
         if action == "block":
             return Decision(action="block", reason=reason)
         granted = extra.get("granted")

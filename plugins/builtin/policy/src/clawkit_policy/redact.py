@@ -256,19 +256,13 @@ def _may_match(text: str, values: tuple[str, ...]) -> bool:
     low = text.lower()  # offsets unchanged: no letter of a text without _FOLDS lowers to more than one
     if "bearer" in low:
         return True
-    if text.isascii():  # a value's characters are its bytes: four of them, or no assignment
-        for word in _ASSIGNMENT_WORDS:
-            at = low.find(word)
-            while at >= 0:
-                if _ASSIGNMENT_TAIL4.match(text, at + len(word)) is not None:
-                    return True
-                at = low.find(word, at + 1)
-        return False
+    ascii_ = text.isascii()  # then a value's characters are its bytes: four of them, or no assignment
+    tail = _ASSIGNMENT_TAIL4 if ascii_ else _ASSIGNMENT_TAIL
     for word in _ASSIGNMENT_WORDS:
         at = low.find(word)
         while at >= 0:
-            m = _ASSIGNMENT_TAIL.match(text, at + len(word))
-            if m is not None and (len(m[1]) >= 4 or len(m[1].encode("utf-8", "surrogatepass")) >= 4):
+            m = tail.match(text, at + len(word))
+            if m is not None and (ascii_ or len(m[1]) >= 4 or len(m[1].encode("utf-8", "surrogatepass")) >= 4):
                 return True
             at = low.find(word, at + 1)
     return False

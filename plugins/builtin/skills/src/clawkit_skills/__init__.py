@@ -59,6 +59,11 @@ _CONTRIBUTORS: list = []
 _IDLE = "skills.idle"  # turn state: this agent's tools: admit no skill (message_received found; state.admits_no_skill)
 
 
+def _idle(ctx, state) -> bool:
+    """This agent's ``tools:`` admit no skill (as message_received found, or asked now)."""
+    return bool(ctx.state.get(_IDLE)) or state.admits_no_skill(ctx.tools)
+
+
 def _contributors() -> list:
     """The two prompt contributors (stateless: one pair serves every agent and turn)."""
     if not _CONTRIBUTORS:
@@ -145,7 +150,7 @@ def before_llm_call(ctx, request):
     state = _state()
     # the kernel offers the skill tools itself (SkillTool.offered: only while the skill is active)
     reg = ctx.state.get("skills.registry")
-    if reg is None and (ctx.state.get(_IDLE) or state.admits_no_skill(ctx.tools)):
+    if reg is None and _idle(ctx, state):
         active = []  # (no skill can be admitted for this agent)
     else:
         active = state.active_skills(ctx, reg or state.registry_for(ctx))
@@ -192,7 +197,7 @@ def before_tool_call(ctx, call):
 def list_skills(ctx):
     state = _state()
     reg = ctx.state.get("skills.registry")
-    if reg is None and (ctx.state.get(_IDLE) or state.admits_no_skill(ctx.tools)):
+    if reg is None and _idle(ctx, state):
         return []  # none could be admitted (what the filter below would find, without a registry)
     if reg is None:
         reg = state.registry_for(ctx)
