@@ -143,12 +143,13 @@ def test_read_file_offsets_caps_and_binary(workspace, ctx_for):
 
 
 def _read_bytes() -> int:
-    """Bytes this process has read through read() syscalls so far (Linux /proc/self/io)."""
-    with open("/proc/self/io") as fh:
+    """Bytes this thread has read through read() syscalls so far (Linux /proc/thread-self/io: the calling
+    thread's own count — the process's also counts whatever another test's leftover thread reads meanwhile)."""
+    with open("/proc/thread-self/io") as fh:
         return next(int(ln.split()[1]) for ln in fh if ln.startswith("rchar:"))
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs Linux /proc/self/io to count bytes read")
+@pytest.mark.skipif(not os.path.exists("/proc/thread-self/io"), reason="needs Linux /proc/thread-self/io to count bytes read")
 def test_big_file_keeps_head_and_tail_reading_only_the_cap(workspace, ctx_for):
     import re
 
