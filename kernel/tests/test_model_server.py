@@ -97,14 +97,14 @@ def test_rate_limit_and_status_faults(model_server):
 
 
 def test_delay_outlasts_a_client_timeout(model_server):
-    model_server.script(Fault.delay(2.0, then="late"), "prompt")
+    model_server.script(Fault.delay(10.0, then="late"), "prompt")  # abandoned at stop
     with pytest.raises(TimeoutError):
         chat_timeout = post(model_server, {"model": "m", "messages": []}, timeout=0.2)
         chat_timeout[1].read()
     started = time.monotonic()
     _, data = chat(model_server)  # the server still serves others while one answer waits
     assert json.loads(data)["choices"][0]["message"]["content"] == "prompt"
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 5  # not the 10 s of the delayed answer
 
 
 def test_cut_stream_breaks_the_body(model_server):

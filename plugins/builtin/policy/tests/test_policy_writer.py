@@ -134,7 +134,7 @@ def test_a_database_that_cannot_be_opened_fails_closed_without_a_traceback(tmp_p
     writer.submit("decision", {"tool": "shell_exec", "decision": "allow"})
     started = time.monotonic()
     writer.flush()
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5  # not the 10 s wait
     assert writer.error is not None
     assert "could not be written" in caplog.text
     try:
