@@ -32,14 +32,9 @@ from clawkit.absent import AbsentPaths
 from clawkit.config import ConfigError, format_validation_error, parse_yaml
 from clawkit.prompt import StaticContributor
 
-from .settings import ContributorSpec
+from .settings import RECHECK_S, ContributorSpec
 
 log = logging.getLogger("clawkit.contributors")
-
-#: a prompts directory appearing or vanishing is noticed by the first prompt build this long after
-#: the last look (seconds): a look is a ``stat`` — on the event loop's thread, every turn, it cost more
-#: than the rest of the contributors' registration (issue 29 goal 5); files in it: the watcher's ~50 ms
-RECHECK_S = 0.05
 
 
 @dataclass(frozen=True)
