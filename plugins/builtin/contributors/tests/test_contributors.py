@@ -73,6 +73,29 @@ def test_project_context_absent_without_files(workspace):
     assert by_id(out)["project-context"].reason == "filtered"
 
 
+def test_project_file_created_later_is_picked_up_after_the_recheck(workspace, monkeypatch):
+    """A project file that was missing is looked for again RECHECK_S after the last look (a stat per prompt
+    build was the section's main cost); one that exists is stat'ed every time: its edits show at once."""
+    import time
+
+    from clawkit_contributors import builtin
+    from clawkit_contributors.settings import RECHECK_S
+
+    clock = [1000.0]
+    monkeypatch.setattr(builtin, "time", type("Clock", (), {"monotonic": staticmethod(lambda: clock[0]),
+                                                            "time": staticmethod(time.time), "mktime": time.mktime}))
+    agent = build(workspace)
+    assert by_id(prompt_of(agent))["project-context"].reason == "filtered"
+    (workspace / "AGENTS.md").write_text("Use tox.\n")
+    assert by_id(prompt_of(agent))["project-context"].reason == "filtered"  # looked RECHECK_S ago: not yet
+    clock[0] += RECHECK_S
+    assert "Use tox." in prompt_of(agent).text
+    (workspace / "AGENTS.md").write_text("Use nox instead.\n")
+    assert "Use nox instead." in prompt_of(agent).text  # an edit: at once, whatever the clock
+    (workspace / "AGENTS.md").unlink()
+    assert by_id(prompt_of(agent))["project-context"].reason == "filtered"  # and a removal
+
+
 def test_tools_summary_lists_visible_tools_with_descriptions(workspace):
     @tool
     def read_file(path: str) -> str:

@@ -155,14 +155,23 @@ def test_prompt_builds_do_not_touch_unchanged_files(prompts):
     assert wp.contributors[0] is first  # same mtime and size: not re-parsed
 
 
-def test_directory_created_after_start_is_picked_up(workspace):
-    agent = build(workspace, ["one", "two"])
+def test_directory_created_after_start_is_picked_up(workspace, monkeypatch):
+    """Noticed by the first prompt build RECHECK_S after the last look at the directory (a look per
+    turn was a stat on the event loop's thread; concurrent turns share one now)."""
+    from clawkit_contributors import workspace as ws
+
+    clock = [1000.0]
+    monkeypatch.setattr(ws, "time", type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])}))
+    agent = build(workspace, ["one", "two", "three"])
     sid = agent.run("hello").session_id
     d = workspace / ".agents" / "prompts"
     d.mkdir(parents=True)
     (d / "late.md").write_text("LATE SECTION\n")
     agent.run("again", session_id=sid)
-    assert "LATE SECTION" in agent.provider.requests[1].system
+    assert "LATE SECTION" not in agent.provider.requests[1].system  # looked at RECHECK_S ago: not yet
+    clock[0] += ws.RECHECK_S
+    agent.run("and again", session_id=sid)
+    assert "LATE SECTION" in agent.provider.requests[2].system
 
 
 def test_relative_workspace_follows_the_working_directory(tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ from typing import Any
 from clawkit.absent import AbsentPaths
 from clawkit.prompt import ContributorContext, PromptContributor, PromptSection
 
-from .settings import settings_of
+from .settings import RECHECK_S, settings_of
 
 
 class Identity(PromptContributor):
@@ -105,21 +105,26 @@ class ProjectContext(PromptContributor):
     def __init__(self) -> None:
         self._cache: dict[str, tuple[tuple[int, int], str]] = {}
         self._quotes: dict[str, tuple[str, str]] = {}  # name -> (text, its quote)
-        self._absent: dict[tuple[str, tuple[str, ...]], tuple] = {}  # missing project files: one stat per turn
+        self._absent: dict[tuple[str, tuple[str, ...]], tuple] = {}  # missing project files: one stat per RECHECK_S
 
     def _missing(self, workspace: str, names: tuple[str, ...] | list[str]) -> frozenset[str]:
-        """The project file names not in ``workspace`` (one stat of the folder while it is unchanged)."""
+        """The project file names not in ``workspace`` as of the last look, at most :data:`RECHECK_S` ago (a
+        look: one stat of the folder while it is unchanged). A file found is stat'ed by every prompt build
+        (:meth:`_read`): its edits and its removal are seen at once."""
         key = (workspace, names if type(names) is tuple else tuple(names))
         hit = self._absent.get(key)
         if hit is None:
             if len(self._absent) > 64:
                 self._absent.clear()
             watch = AbsentPaths([os.path.join(workspace, n) for n in names])
-            hit = self._absent[key] = (watch, dict(zip(watch.paths, names)), [(), frozenset()])
+            hit = self._absent[key] = (watch, dict(zip(watch.paths, names)), [(), frozenset(), 0.0])
         watch, name_of, last = hit
-        absent = watch.absent()
-        if absent is not last[0]:  # (the same tuple while nothing changed)
-            last[:] = [absent, frozenset(name_of[p] for p in absent)]
+        now = time.monotonic()
+        if now >= last[2]:
+            absent = watch.absent()
+            if absent is not last[0]:  # (the same tuple while nothing changed)
+                last[:2] = [absent, frozenset(name_of[p] for p in absent)]
+            last[2] = now + RECHECK_S
         return last[1]
 
     def _read(self, path: str) -> str | None:

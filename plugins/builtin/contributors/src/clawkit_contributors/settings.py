@@ -11,6 +11,12 @@ from clawkit.prompt import Tag
 
 BUILTIN_IDS = ("identity", "instructions", "tools", "project-context", "directives", "runtime")
 
+#: a workspace prompts directory or project file that appears (or, for the directory, vanishes) while the agent
+#: runs is noticed by the first prompt build this long after the last look (seconds): a look is a ``stat`` on
+#: the event loop's thread, and at every prompt build it cost more than the rest of these sections (issue 29
+#: goal 5); concurrent turns share one look. (Files in the directory: the watcher's ~50 ms.)
+RECHECK_S = 0.05
+
 
 class ContributorsConfig(BaseModel):
     """``plugins.contributors``: which built-in sections apply and where workspace sections live."""

@@ -21,6 +21,7 @@ import atexit
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from clawkit.absent import AbsentPaths
 from clawkit.config import ConfigError, format_validation_error, parse_yaml
 from clawkit.prompt import StaticContributor
 
-from .settings import ContributorSpec
+from .settings import RECHECK_S, ContributorSpec
 
 log = logging.getLogger("clawkit.contributors")
 
@@ -120,6 +121,7 @@ class WorkspacePrompts:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._existed = False
+        self._recheck_at = 0.0  # time.monotonic() from which refresh() looks at the directory again
         self.refresh()
 
     # --- loading ------------------------------------------------------------------------
@@ -167,7 +169,12 @@ class WorkspacePrompts:
             self._cond.notify_all()
 
     def refresh(self) -> None:
-        """Cheap check at prompt build: only notices the directory appearing or vanishing."""
+        """Cheap check at prompt build: only notices the directory appearing or vanishing (at most one
+        look per :data:`RECHECK_S`: concurrent turns share it)."""
+        now = time.monotonic()
+        if now < self._recheck_at:
+            return
+        self._recheck_at = now + RECHECK_S
         # absent: one stat of its parent while that is unchanged; present: is it still there
         exists = False if not self._existed and self._absent.absent() else os.path.isdir(self._dir_str)
         if exists and not self._existed:

@@ -138,9 +138,9 @@ def _codec_for(cfg: TranslationConfig, skill_lexicon: dict[str, Any] | None = No
 
 def _listed_skills(ctx: Any) -> list[Any]:
     hooks = getattr(ctx, "hooks", None)
-    if hooks is None or not hooks.has("list_skills"):
+    if hooks is None:
         return []
-    return [sk for found in hooks.call_sync("list_skills", ctx=ctx) for sk in (found or [])]
+    return [sk for found in hooks.call_sync("list_skills", ctx=ctx) for sk in (found or [])]  # (none: no call)
 
 
 _infos_cache: list[tuple[TranslationConfig, list[Any], list[SkillInfo]]] = []  # the last (config, skills) seen

@@ -242,12 +242,12 @@ class IntentRouter:
     def classify(self, text: str) -> tuple[str, str, float]:
         """``(intent, profile, confidence)`` for ``text``."""
         scores = self.scores(text)
+        if not scores or max(scores.values()) < 1.0:
+            return "chat", "conversation", 0.5
         by_profile: dict[str, float] = {}
         for intent, s in scores.items():
             p = self.profile_of[intent]
             by_profile[p] = by_profile.get(p, 0.0) + s
-        if not scores or max(scores.values()) < 1.0:
-            return "chat", "conversation", 0.5
         intent = max(scores, key=lambda i: (by_profile[self.profile_of[i]], scores[i]))
         profile = self.profile_of[intent]
         best = by_profile[profile]
