@@ -42,6 +42,29 @@ def _config(ctx: Any) -> HealingConfig:
     return cfg if isinstance(cfg, HealingConfig) else HealingConfig()
 
 
+# id(agent config) -> (agent config, its plugins, the window the request named, (section, window, history tokens past
+# which the focus note is due)): looked up once per agent (config objects are not changed once loaded; a reloaded
+# config is a new object, and so is a replaced ``plugins``)
+_AGENTS: dict[int, tuple[Any, Any, Any, tuple[HealingConfig, int, float]]] = {}
+
+
+def _settings(ctx: Any, request: Any) -> tuple[HealingConfig, int, float]:
+    """``(section, window, focus threshold)`` for ``request``: :func:`_config` and the window arithmetic."""
+    agent = ctx.agent
+    named = request.metadata.get("context_window")
+    plugins = getattr(agent, "plugins", None)
+    hit = _AGENTS.get(id(agent))
+    if hit is not None and hit[0] is agent and hit[1] is plugins and hit[2] == named:
+        return hit[3]
+    cfg = _config(ctx)
+    window = int(named or agent.limits.context_window)
+    out = (cfg, window, cfg.focus_share * window)
+    if len(_AGENTS) >= 256:
+        _AGENTS.clear()
+    _AGENTS[id(agent)] = (agent, plugins, named, out)
+    return out
+
+
 def _state(session: Any) -> dict[str, Any]:
     st = session.get(KEY) or {}
     return _defaults(st)
@@ -84,8 +107,9 @@ def observe(ctx: Any, st: dict[str, Any]) -> bool:
         return False  # nothing arrived (a turn's first request): no plan or calls to look at
     new = history[seen:]
     calls = {c.id: c for m in new if m.role == "assistant" for c in m.tool_calls}
-    plan = ctx.session.get("plan") or {}  # the plan (clawkit-plans), if any, is session metadata
-    done = sum(1 for s in plan.get("steps", []) if isinstance(s, dict) and s.get("status") == "done")
+    plan = ctx.session.get("plan")  # the plan (clawkit-plans), if any, is session metadata
+    steps = plan.get("steps") if isinstance(plan, dict) else None
+    done = sum(1 for s in steps if isinstance(s, dict) and s.get("status") == "done") if steps else 0
     failures, since, noted, signatures = st["failures"], st["since_progress"], st["noted_failures"], st["seen"]
     plan_done = st.get("plan_done", 0)
     observed = False
@@ -135,7 +159,7 @@ async def intervene(ctx: Any, request: Any) -> None:
 def intervene_now(ctx: Any, request: Any) -> Any:
     """:func:`intervene`'s work, synchronously; an awaitable (the notices to deliver) only
     when there are notes — most model calls need no coroutine."""
-    cfg = _config(ctx)
+    cfg, window, focus_at = _settings(ctx, request)
     if not cfg.enabled:
         return None
     stored = ctx.session.get(KEY)
@@ -146,7 +170,7 @@ def intervene_now(ctx: Any, request: Any) -> Any:
         # nothing arrived since the last request (a turn's first, as a rule) and no counter at its threshold:
         # nothing to count, note or write — only the focus booster to look at
         ctx.state["healing.seen"] = len(ctx.session.history)
-        focus = _focus(ctx, request, cfg)
+        focus = _focus(ctx, request, cfg, window, focus_at)
         if focus is None:
             return None
         add_to_latest_message(request, focus)
@@ -164,7 +188,7 @@ def intervene_now(ctx: Any, request: Any) -> Any:
         ctx.emit("healing.stagnation", steps=st["since_progress"])
         st["since_progress"] = 0
         changed = True
-    focus = _focus(ctx, request, cfg)
+    focus = _focus(ctx, request, cfg, window, focus_at)
     if focus is not None:
         notes.append(focus)
     if changed:  # an unchanged state (most model calls) is not written again
@@ -175,11 +199,11 @@ def intervene_now(ctx: Any, request: Any) -> Any:
     return _notify(ctx, notes)
 
 
-def _focus(ctx: Any, request: Any, cfg: HealingConfig) -> str | None:
-    """The focus note (and its event) when the history fills more than ``focus_share`` of the window."""
-    window = int(request.metadata.get("context_window") or ctx.agent.limits.context_window)
+def _focus(ctx: Any, request: Any, cfg: HealingConfig, window: int, focus_at: float) -> str | None:
+    """The focus note (and its event) when the history fills more than ``focus_share`` of the window
+    (``focus_at`` tokens)."""
     tokens = _history_tokens(request)
-    if tokens <= cfg.focus_share * window:
+    if tokens <= focus_at:
         return None
     last = next((m.content for m in reversed(request.messages) if m.role == "user" and not m.metadata.get("kernel_note")), "")
     if not last:
