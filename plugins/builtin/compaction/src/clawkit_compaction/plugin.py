@@ -90,25 +90,11 @@ def _limit(cfg: CompactionConfig, ctx: Any, window: int) -> int:
     return min(ContextBudget(window, ctx.agent.context).summarize_at_tokens, window - int(getattr(ctx.agent.model, "max_tokens", None) or 0))
 
 
-# (id(config section), id(agent config), window) -> (section, agent config, limit, mark): the same
-# arithmetic for every model call of an agent (config objects are not changed once loaded)
-_MARKS: dict[tuple[int, int, int], tuple[Any, Any, int, int]] = {}
-
-
 def _marks(cfg: CompactionConfig, ctx: Any, window: int) -> tuple[int, int]:
     """``(limit, mark)``: :func:`_limit`, and the size from which the summary is prepared (``background``)
     or the limit itself."""
-    agent = ctx.agent
-    key = (id(cfg), id(agent), window)
-    hit = _MARKS.get(key)
-    if hit is not None and hit[0] is cfg and hit[1] is agent:
-        return hit[2], hit[3]
     limit = _limit(cfg, ctx, window)
-    mark = int(limit * cfg.prepare_share) if cfg.background else limit
-    if len(_MARKS) >= 256:
-        _MARKS.clear()
-    _MARKS[key] = (cfg, agent, limit, mark)
-    return limit, mark
+    return limit, (int(limit * cfg.prepare_share) if cfg.background else limit)
 
 
 # id(agent config) -> (agent config, its plugins, the window the request named, (section, window, limit, mark)):
