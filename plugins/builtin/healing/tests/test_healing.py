@@ -90,3 +90,20 @@ def test_blocked_calls_count_as_failures(make_agent):
     agent = make_agent(script, plugins=(clawkit_healing, Tools(), Gate()), tools=["fine"])
     agent.run("go")
     assert "STOP and THINK" in _last(agent.provider.requests[3])
+
+
+def test_signatures_seen_are_stored_and_a_repeat_in_a_later_turn_counts(make_agent):
+    # the state is written when a counter or the signatures seen change (a new call's signature is kept for
+    # later turns: the same call again is no progress), and read back by the next turn
+    script = [ScriptedReply.calls(call("fine", n=1)), "done", ScriptedReply.calls(call("fine", n=1)), "again",
+              ScriptedReply.calls(call("fine", n=2)), "new"]
+    agent = make_agent(script, plugins=(clawkit_healing, Tools()), tools=["fine"])
+    r = agent.run("one")
+    first = agent.store.load_metadata(r.session_id)["healing"]
+    assert (len(first["seen"]), first["since_progress"], first["failures"]) == (1, 0, 0)
+    agent.run("two", session_id=r.session_id)
+    second = agent.store.load_metadata(r.session_id)["healing"]
+    assert (second["seen"], second["since_progress"]) == (first["seen"], 1)
+    agent.run("three", session_id=r.session_id)
+    third = agent.store.load_metadata(r.session_id)["healing"]
+    assert (len(third["seen"]), third["since_progress"]) == (2, 0)

@@ -260,6 +260,7 @@ def test_an_allowlist_that_admits_no_skill_leaves_the_plugin_idle(agent_for, mon
     turns(closed, "weather?", "and tomorrow's weather?")
     assert built == [] and probe.active == [[], []] and probe.capabilities == [[], []]
     assert "Skill" not in closed.provider.requests[0].system
+    assert clawkit_skills._ADVISORY == state.ADVISORY_KEY  # the idle path's key, named without importing state
     for allow, idle in [([], True), (["ping", "read_*"], True), (["load_skill"], False), (["skills"], False),
                         (["skill_weather"], False), (["skill_*"], False), (["*"], False), (["s*"], False),
                         (["?kill_x"], False), (["[sl]*"], False), (["skillz"], True), (["sk"], True)]:

@@ -90,25 +90,34 @@ def _limit(cfg: CompactionConfig, ctx: Any, window: int) -> int:
     return min(ContextBudget(window, ctx.agent.context).summarize_at_tokens, window - int(getattr(ctx.agent.model, "max_tokens", None) or 0))
 
 
-# (id(config section), id(agent config), window) -> (section, agent config, limit, mark): the same
-# arithmetic for every model call of an agent (config objects are not changed once loaded)
-_MARKS: dict[tuple[int, int, int], tuple[Any, Any, int, int]] = {}
-
-
 def _marks(cfg: CompactionConfig, ctx: Any, window: int) -> tuple[int, int]:
     """``(limit, mark)``: :func:`_limit`, and the size from which the summary is prepared (``background``)
     or the limit itself."""
-    agent = ctx.agent
-    key = (id(cfg), id(agent), window)
-    hit = _MARKS.get(key)
-    if hit is not None and hit[0] is cfg and hit[1] is agent:
-        return hit[2], hit[3]
     limit = _limit(cfg, ctx, window)
-    mark = int(limit * cfg.prepare_share) if cfg.background else limit
-    if len(_MARKS) >= 256:
-        _MARKS.clear()
-    _MARKS[key] = (cfg, agent, limit, mark)
-    return limit, mark
+    return limit, (int(limit * cfg.prepare_share) if cfg.background else limit)
+
+
+# id(agent config) -> (agent config, its plugins, the window the request named, (section, window, limit, mark)):
+# what every model call of an agent compares with, looked up once (config objects are not changed once loaded;
+# a reloaded config is a new object, and so is a replaced ``plugins``)
+_AGENTS: dict[int, tuple[Any, Any, Any, tuple[CompactionConfig, int, int, int]]] = {}
+
+
+def _settings(ctx: Any, request: Any) -> tuple[CompactionConfig, int, int, int]:
+    """``(section, window, limit, mark)`` for ``request``: :func:`_config`, :func:`_window` and :func:`_marks`."""
+    agent = ctx.agent
+    named = request.metadata.get("context_window")
+    plugins = getattr(agent, "plugins", None)
+    hit = _AGENTS.get(id(agent))
+    if hit is not None and hit[0] is agent and hit[1] is plugins and hit[2] == named:
+        return hit[3]
+    cfg = _config(ctx)
+    window = _window(ctx, request)
+    out = (cfg, window, *_marks(cfg, ctx, window))
+    if len(_AGENTS) >= 256:
+        _AGENTS.clear()
+    _AGENTS[id(agent)] = (agent, plugins, named, out)
+    return out
 
 
 async def compact(ctx: Any, request: Any, cfg: CompactionConfig, *, window: int, trigger: str, keep_share: float | None = None) -> bool:
@@ -159,9 +168,7 @@ def over_limit(ctx, request) -> tuple[CompactionConfig, int] | None:
     below the limit and need no coroutine). With ``background`` (the default) the summary is
     prepared from ``prepare_share`` of the limit on, and a request over the limit takes it if it
     is ready, else is truncated — both here, without awaiting anything."""
-    cfg = _config(ctx)
-    window = _window(ctx, request)
-    limit, mark = _marks(cfg, ctx, window)
+    cfg, window, limit, mark = _settings(ctx, request)
     if max_request_tokens(request) <= mark:
         return None
     tokens = request_tokens(request, get_counter(request.model))

@@ -42,6 +42,29 @@ def _config(ctx: Any) -> HealingConfig:
     return cfg if isinstance(cfg, HealingConfig) else HealingConfig()
 
 
+# id(agent config) -> (agent config, its plugins, the window the request named, (section, window, history tokens past
+# which the focus note is due)): looked up once per agent (config objects are not changed once loaded; a reloaded
+# config is a new object, and so is a replaced ``plugins``)
+_AGENTS: dict[int, tuple[Any, Any, Any, tuple[HealingConfig, int, float]]] = {}
+
+
+def _settings(ctx: Any, request: Any) -> tuple[HealingConfig, int, float]:
+    """``(section, window, focus threshold)`` for ``request``: :func:`_config` and the window arithmetic."""
+    agent = ctx.agent
+    named = request.metadata.get("context_window")
+    plugins = getattr(agent, "plugins", None)
+    hit = _AGENTS.get(id(agent))
+    if hit is not None and hit[0] is agent and hit[1] is plugins and hit[2] == named:
+        return hit[3]
+    cfg = _config(ctx)
+    window = int(named or agent.limits.context_window)
+    out = (cfg, window, cfg.focus_share * window)
+    if len(_AGENTS) >= 256:
+        _AGENTS.clear()
+    _AGENTS[id(agent)] = (agent, plugins, named, out)
+    return out
+
+
 def _state(session: Any) -> dict[str, Any]:
     st = session.get(KEY) or {}
     return _defaults(st)
@@ -53,14 +76,6 @@ def _defaults(st: dict[str, Any]) -> dict[str, Any]:
     st.setdefault("seen", [])
     st.setdefault("noted_failures", 0)
     return st
-
-
-def _snapshot(st: dict[str, Any]) -> tuple:
-    """What :func:`observe` and :func:`intervene` may change, to tell whether a write is due. The list of
-    signatures seen is held, not copied (up to ``SEEN_MAX`` per model call): :func:`observe` replaces it when
-    it adds one, and the same list compares equal at once; none and an empty list are the same."""
-    return (st.get("failures", 0), st.get("since_progress", 0), st.get("seen") or None, st.get("noted_failures", 0),
-            st.get("plan_done"))
 
 
 # the encoder ``json.dumps(arguments, sort_keys=True, default=str)`` builds on every call, built once
@@ -82,33 +97,47 @@ def _sig(call: Any) -> str:
     return hit
 
 
-def observe(ctx: Any, st: dict[str, Any]) -> None:
-    """Count the tool results that arrived since the last request (blocked and denied calls too)."""
+def observe(ctx: Any, st: dict[str, Any]) -> bool:
+    """Count the tool results that arrived since the last request (blocked and denied calls too);
+    True when a counter or the signatures seen changed (the state is to be written)."""
     history = ctx.session.history
     seen = ctx.state.get("healing.seen")
     ctx.state["healing.seen"] = len(history)
     if seen is None or seen >= len(history):
-        return  # nothing arrived (a turn's first request): no plan or calls to look at
+        return False  # nothing arrived (a turn's first request): no plan or calls to look at
     new = history[seen:]
     calls = {c.id: c for m in new if m.role == "assistant" for c in m.tool_calls}
-    plan = ctx.session.get("plan") or {}  # the plan (clawkit-plans), if any, is session metadata
-    done = sum(1 for s in plan.get("steps", []) if isinstance(s, dict) and s.get("status") == "done")
+    plan = ctx.session.get("plan")  # the plan (clawkit-plans), if any, is session metadata
+    steps = plan.get("steps") if isinstance(plan, dict) else None
+    done = sum(1 for s in steps if isinstance(s, dict) and s.get("status") == "done") if steps else 0
+    failures, since, noted, signatures = st["failures"], st["since_progress"], st["noted_failures"], st["seen"]
+    plan_done = st.get("plan_done", 0)
+    observed = False
     for m in new:
         if m.role != "tool" or m.tool_result is None:
             continue
-        failed = m.tool_result.is_error
-        st["failures"] = st["failures"] + 1 if failed else 0
-        if not failed:
-            st["noted_failures"] = 0
+        observed = True
+        if m.tool_result.is_error:
+            failures += 1
+        else:
+            failures = noted = 0
         call = calls.get(m.tool_result.call_id)
         sig = _sig(call) if call is not None else m.tool_result.call_id
-        if sig not in st["seen"] or done > st.get("plan_done", 0):
-            st["since_progress"] = 0
+        if sig not in signatures:
+            since = 0
+            signatures = (signatures + [sig])[-SEEN_MAX:]  # a new list: the stored one is not changed in place
+        elif done > plan_done:
+            since = 0
         else:
-            st["since_progress"] += 1
-        if sig not in st["seen"]:
-            st["seen"] = (st["seen"] + [sig])[-SEEN_MAX:]
-        st["plan_done"] = done
+            since += 1
+        plan_done = done
+    if not observed:
+        return False
+    changed = (failures != st["failures"] or since != st["since_progress"] or noted != st["noted_failures"]
+               or signatures is not st["seen"] or done != st.get("plan_done"))
+    st["failures"], st["since_progress"], st["noted_failures"], st["seen"], st["plan_done"] = \
+        failures, since, noted, signatures, done
+    return changed
 
 
 def _history_tokens(request: Any) -> int:
@@ -130,7 +159,7 @@ async def intervene(ctx: Any, request: Any) -> None:
 def intervene_now(ctx: Any, request: Any) -> Any:
     """:func:`intervene`'s work, synchronously; an awaitable (the notices to deliver) only
     when there are notes — most model calls need no coroutine."""
-    cfg = _config(ctx)
+    cfg, window, focus_at = _settings(ctx, request)
     if not cfg.enabled:
         return None
     stored = ctx.session.get(KEY)
@@ -141,27 +170,28 @@ def intervene_now(ctx: Any, request: Any) -> Any:
         # nothing arrived since the last request (a turn's first, as a rule) and no counter at its threshold:
         # nothing to count, note or write — only the focus booster to look at
         ctx.state["healing.seen"] = len(ctx.session.history)
-        focus = _focus(ctx, request, cfg)
+        focus = _focus(ctx, request, cfg, window, focus_at)
         if focus is None:
             return None
         add_to_latest_message(request, focus)
         return _notify(ctx, [focus])
-    before = _snapshot(st)
     _defaults(st)
-    observe(ctx, st)
+    changed = observe(ctx, st)
     notes: list[str] = []
     if st["failures"] >= cfg.consecutive_failures and st["failures"] > st["noted_failures"]:
         notes.append(STOP_AND_THINK.format(n=st["failures"]))
         st["noted_failures"] = st["failures"] + cfg.consecutive_failures - 1  # again after another streak
         ctx.emit("healing.stop_and_think", failures=st["failures"])
+        changed = True
     if st["since_progress"] >= cfg.stagnation_steps:
         notes.append(STAGNATION.format(n=st["since_progress"]))
         ctx.emit("healing.stagnation", steps=st["since_progress"])
         st["since_progress"] = 0
-    focus = _focus(ctx, request, cfg)
+        changed = True
+    focus = _focus(ctx, request, cfg, window, focus_at)
     if focus is not None:
         notes.append(focus)
-    if _snapshot(st) != before:  # an unchanged state (most model calls) is not written again
+    if changed:  # an unchanged state (most model calls) is not written again
         ctx.session.set(KEY, st)
     if not notes:
         return None
@@ -169,11 +199,11 @@ def intervene_now(ctx: Any, request: Any) -> Any:
     return _notify(ctx, notes)
 
 
-def _focus(ctx: Any, request: Any, cfg: HealingConfig) -> str | None:
-    """The focus note (and its event) when the history fills more than ``focus_share`` of the window."""
-    window = int(request.metadata.get("context_window") or ctx.agent.limits.context_window)
+def _focus(ctx: Any, request: Any, cfg: HealingConfig, window: int, focus_at: float) -> str | None:
+    """The focus note (and its event) when the history fills more than ``focus_share`` of the window
+    (``focus_at`` tokens)."""
     tokens = _history_tokens(request)
-    if tokens <= cfg.focus_share * window:
+    if tokens <= focus_at:
         return None
     last = next((m.content for m in reversed(request.messages) if m.role == "user" and not m.metadata.get("kernel_note")), "")
     if not last:

@@ -56,6 +56,7 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 _state = lazy_module(__name__, "state")
 _skilltools = lazy_module(__name__, "skilltools")
 _CONTRIBUTORS: list = []
+_ADVISORY = "advisory_capability_requests"  # state.ADVISORY_KEY (read here without importing state)
 _IDLE = "skills.idle"  # turn state: this agent's tools: admit no skill (message_received found; state.admits_no_skill)
 
 
@@ -147,15 +148,19 @@ def register_prompt_contributor(register, agent):
 @hookimpl
 @hook_order(10)
 def before_llm_call(ctx, request):
-    state = _state()
     # the kernel offers the skill tools itself (SkillTool.offered: only while the skill is active)
-    reg = ctx.state.get("skills.registry")
-    if reg is None and _idle(ctx, state):
+    turn = ctx.state
+    reg = turn.get("skills.registry")
+    if reg is None and turn.get(_IDLE):  # (message_received found that no skill can be admitted for this agent)
+        turn["skills.active"], turn["capability_requests"], turn[_ADVISORY] = [], [], []
+        return
+    state = _state()
+    if reg is None and state.admits_no_skill(ctx.tools):
         active = []  # (no skill can be admitted for this agent)
     else:
         active = state.active_skills(ctx, reg or state.registry_for(ctx))
     if not active:  # the usual turn: nothing active, nothing requested
-        ctx.state["skills.active"], ctx.state["capability_requests"], ctx.state[state.ADVISORY_KEY] = [], [], []
+        turn["skills.active"], turn["capability_requests"], turn[_ADVISORY] = [], [], []
         return
     ctx.state["skills.active"] = [s.name for s in active]
     # only skills chosen deliberately (always, load_skill) narrow the agent's own calls; a routed one guides

@@ -54,9 +54,40 @@ def _size(d: Any) -> int:
     return n
 
 
+# the identities of a request's definitions -> (those definitions, held: their ids stay theirs; ≈ tokens): the
+# kernel offers the same definitions on every model call of an agent, in a new list each time
+_totals: dict[tuple[int, ...], tuple[list[Any], int]] = {}
+
+
 def def_tokens(defs: list[Any]) -> int:
     """≈ tokens of the definitions as sent (JSON, ~4 characters a token)."""
-    return sum(_size(d) for d in defs) // 4
+    key = tuple(map(id, defs))
+    hit = _totals.get(key)
+    if hit is not None:
+        return hit[1]
+    tokens = sum(_size(d) for d in defs) // 4
+    if len(_totals) >= 1024:
+        _totals.clear()
+    _totals[key] = (list(defs), tokens)
+    return tokens
+
+
+# id(agent config) -> (agent config, its plugins, (section, the agent's window)): looked up once per agent
+# (config objects are not changed once loaded; a reloaded config is a new object, and so is a replaced ``plugins``)
+_AGENTS: dict[int, tuple[Any, Any, tuple[ToolSearchConfig, int]]] = {}
+
+
+def _settings(ctx: Any) -> tuple[ToolSearchConfig, int]:
+    """``(section, window)``: :func:`_config` and the agent's context window."""
+    agent = ctx.agent
+    hit = _AGENTS.get(id(agent))
+    if hit is not None and hit[0] is agent and hit[1] is getattr(agent, "plugins", None):
+        return hit[2]
+    out = (_config(ctx), int(agent.limits.context_window))
+    if len(_AGENTS) >= 256:
+        _AGENTS.clear()
+    _AGENTS[id(agent)] = (agent, getattr(agent, "plugins", None), out)
+    return out
 
 
 def _query(request: Any) -> str:
@@ -93,10 +124,10 @@ def select_tools(ctx: Any, request: Any) -> None:
     defs = request.tools  # (replaced below, never changed in place: no copy)
     if not defs:
         return
-    cfg = _config(ctx)
+    cfg, window = _settings(ctx)
     if not cfg.enabled:
         return
-    window = int(request.metadata.get("context_window") or ctx.agent.limits.context_window)
+    window = int(request.metadata.get("context_window") or window)
     before = def_tokens(defs)
     if len(defs) <= cfg.max_tools and before <= cfg.share * window:
         return

@@ -148,23 +148,26 @@ def cut_result(ctx: Any, call: ToolCall, result: ToolResult, cfg: TruncatorConfi
     return result.model_copy(update={"content": content, "metadata": meta})
 
 
-# (id(config section), id(agent config)) -> (section, agent config, tokens one result may take): the same
-# arithmetic for every tool result of an agent (config objects are not changed once loaded)
-_BUDGETS: dict[tuple[int, int], tuple[Any, Any, int]] = {}
+# id(agent config) -> (agent config, its plugins, (section, tokens one result may take, the agent's window)):
+# looked up once per agent for every tool result and model call (config objects are not changed once loaded;
+# a reloaded config is a new object, and so is a replaced ``plugins``)
+_AGENTS: dict[int, tuple[Any, Any, tuple[Any, int, int]]] = {}
 
 
-def _result_budget(cfg: TruncatorConfig, ctx: Any) -> int:
-    """:func:`budget_tokens` for the agent's window, worked out once per config."""
+def _settings(ctx: Any) -> tuple[Any, int, int]:
+    """``(section, result budget, window)``: :func:`_config`, :func:`budget_tokens` and :func:`context_window`
+    for the agent, worked out once per config."""
     agent = ctx.agent
-    key = (id(cfg), id(agent))
-    hit = _BUDGETS.get(key)
-    if hit is not None and hit[0] is cfg and hit[1] is agent:
+    hit = _AGENTS.get(id(agent))
+    if hit is not None and hit[0] is agent and hit[1] is getattr(agent, "plugins", None):
         return hit[2]
-    budget = budget_tokens(cfg, context_window(ctx), ctx)
-    if len(_BUDGETS) >= 256:
-        _BUDGETS.clear()
-    _BUDGETS[key] = (cfg, agent, budget)
-    return budget
+    cfg = _config(ctx)
+    window = context_window(ctx)
+    out = (cfg, budget_tokens(cfg, window, ctx), window)
+    if len(_AGENTS) >= 256:
+        _AGENTS.clear()
+    _AGENTS[id(agent)] = (agent, getattr(agent, "plugins", None), out)
+    return out
 
 
 @hookimpl
@@ -176,8 +179,7 @@ def after_tool_call(ctx, call, result):
         return None
     if _result_reader.get() is not None:
         return None  # a host proxy reads it, not the model: the context budget does not apply
-    cfg = _config(ctx)
-    budget = _result_budget(cfg, ctx)
+    cfg, budget, _ = _settings(ctx)
     if len(content) * 4 <= budget:  # plan_cut's first test, before a counter is made: fits
         return None
     return cut_result(ctx, call, result, cfg, budget)
@@ -190,10 +192,10 @@ def after_tool_call(ctx, call, result):
 @hook_order(50)
 def before_llm_call(ctx, request):
     """Trim old tool results in the request once it fills the window."""
-    cfg = _config(ctx)
+    cfg, _, window = _settings(ctx)
     if not cfg.trim_history or not request.messages:
         return None
-    window = context_window(ctx, request)
+    window = int(request.metadata.get("context_window") or window)
     if max_request_tokens(request) < window * cfg.history_trigger:  # most turns: no tokenizer at all
         return None
     counter = counter_for(ctx, cfg)
