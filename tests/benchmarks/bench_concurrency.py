@@ -144,6 +144,20 @@ async def run_sessions(agent, n: int) -> tuple[float, float, float]:
     return wall, max(peak, rss_mib()), cpu
 
 
+HISTORY_SETTLE = 3.0  # seconds of quiet after the earlier sessions: memory indexes finished turns in a quiet moment
+
+
+async def make_history(turn, n: int, settle: float = HISTORY_SETTLE) -> None:
+    """``n`` earlier one-turn sessions (50 at a time), then ``settle`` seconds of quiet: a workspace with
+    history, as a served agent's is after its first hour — stored sessions, and (full install) memory's
+    episodes indexed, so every new message's recall has something to search. ``turn(i)`` runs session
+    ``i``; the earlier ones are numbered from 1,000,000, unlike the measured run's."""
+    for start in range(1_000_000, 1_000_000 + n, 50):
+        await asyncio.gather(*(turn(i) for i in range(start, min(1_000_000 + n, start + 50))))
+    if n:
+        await asyncio.sleep(settle)
+
+
 def print_profile(prof, sessions: int, top: int = 30) -> None:
     """The main thread's CPU by function (own and cumulative), per session."""
     import pstats

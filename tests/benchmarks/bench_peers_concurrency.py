@@ -3,6 +3,7 @@
 
     .venv/bin/python tests/benchmarks/bench_peers_concurrency.py [--sessions 500] [--rounds 3]
         [--peer-python /tmp/light_peers/bin/python] [--only clawkit,kernel,llm] [--baseline DIR]
+        [--history N]   # a workspace with history: N earlier sessions first (clawkit's memory indexes them)
 
 The model is the loopback ``ModelServer`` of ``bench_concurrency.py`` in a process of its own,
 answering every request after ``--latency`` (0.1 s) over the OpenAI Chat Completions wire format.
@@ -175,12 +176,17 @@ BUILDERS = {"clawkit": build_clawkit, "kernel": build_clawkit, "pydantic-ai": bu
             "llm": build_llm}
 
 
-def child(name: str, url: str, sessions: int) -> None:
-    """Run in the child process: warm up, then ``sessions`` concurrent turns; JSON on stdout."""
+def child(name: str, url: str, sessions: int, history: int = 0) -> None:
+    """Run in the child process: the earlier sessions (``--history``), a warm-up, then ``sessions``
+    concurrent turns; JSON on stdout."""
+    sys.path.insert(0, str(HERE))
+    from bench_concurrency import make_history  # (standard library only: importable by the peers' interpreter)
+
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         turn = BUILDERS[name](url, Path(tmp))
 
         async def scenario():
+            await make_history(turn, history)
             for r in await asyncio.gather(*(turn(i) for i in range(10))):  # warm-up: imports, connections
                 if ANSWER not in str(r):
                     raise SystemExit(f"{name}: wrong answer {r!r}")
@@ -228,11 +234,14 @@ def main() -> int:
                     help="also run the full install from the sources of an earlier commit, interleaved with the rest "
                          "(`git archive <commit> kernel plugins | tar -x -C DIR`): row 'clawkit@baseline', a before/after "
                          "in one run")
+    ap.add_argument("--history", type=int, default=0, metavar="N",
+                    help="a workspace with history: every framework first serves N earlier sessions (clawkit's "
+                         "memory indexes them), then the measured run")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.url, args.sessions)
+        child(args.child, args.url, args.sessions, args.history)
         return 0
     resource.setrlimit(resource.RLIMIT_NOFILE, (8192, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     sys.path.insert(0, str(HERE))
@@ -280,7 +289,8 @@ def main() -> int:
                 t0 = time.perf_counter()
                 try:
                     which = "clawkit" if n == "clawkit@baseline" else n
-                    p = subprocess.run([python, __file__, "--child", which, "--url", url, "--sessions", str(args.sessions)],
+                    p = subprocess.run([python, __file__, "--child", which, "--url", url, "--sessions", str(args.sessions),
+                                        "--history", str(args.history)],
                                        capture_output=True, text=True, env=cenv, timeout=args.timeout)
                 except subprocess.TimeoutExpired:
                     print(f"  {n}: no result within {args.timeout:.0f} s (--timeout); left out of this round",

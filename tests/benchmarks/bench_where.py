@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/benchmarks/bench_where.py [--sessions 500] [--runs 3] [--hooks] [--without policy,memory]
         [--baseline DIR]   # one more variant: the full install from an earlier commit's sources
+        [--history N]      # a workspace with history: N earlier sessions (memory indexes them) first
 
 The scenario of ``bench_peers_concurrency.py``'s ``clawkit`` and ``kernel`` children (bench_concurrency's
 loopback server in a process of its own answering after 100 ms, ``Pinger``, ``make_agent``, persistence
@@ -19,6 +20,9 @@ Medians per variant, per session:
 * with ``--hooks`` (adds some overhead of its own): thread time inside each plugin hook implementation,
   inside the kernel's event emission by event type (persisting, redacting, broadcasting to ``on_event``)
   and inside the store's redaction of stored text.
+
+``--history N`` runs N earlier sessions in each child before the warm-up and waits for memory to index
+them (``bench_concurrency.make_history``): the measured messages' recall then has episodes to search.
 
 ``--without a,b`` adds a variant per named plugin: the full install with that one plugin turned off
 (what it costs in all: its hooks, the events and records it adds, their redaction, the collector's share).
@@ -116,9 +120,9 @@ def _time_events(acc: collections.Counter) -> None:
     sessions.SessionStore._redact_json = timed_redact
 
 
-def child(variant: str, url: str, sessions: int, hooks: bool) -> None:
+def child(variant: str, url: str, sessions: int, hooks: bool, history: int = 0) -> None:
     sys.path.insert(0, str(HERE))
-    from bench_concurrency import Pinger, make_agent
+    from bench_concurrency import Pinger, make_agent, make_history
 
     acc: collections.Counter = collections.Counter()
     if hooks:
@@ -128,6 +132,7 @@ def child(variant: str, url: str, sessions: int, hooks: bool) -> None:
         agent = make_agent(url, Path(tmp), Pinger(), off)
 
         async def scenario() -> dict:
+            await make_history(lambda i: agent.turn(f"ping number {i}"), history)
             await asyncio.gather(*(agent.turn(f"ping number {i}") for i in range(10)))  # warm-up
             if hooks:
                 _time_events(acc)
@@ -183,11 +188,13 @@ def main() -> int:
     ap.add_argument("--baseline", type=Path, metavar="DIR",
                     help="one more variant, 'baseline': the full install from an earlier commit's sources "
                          "(`git archive <commit> kernel plugins | tar -x -C DIR`), interleaved with the others")
+    ap.add_argument("--history", type=int, default=0, metavar="N",
+                    help="a workspace with history: N earlier sessions first, memory's episodes indexed")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.url, args.sessions, args.hooks)
+        child(args.child, args.url, args.sessions, args.hooks, args.history)
         return 0
     resource.setrlimit(resource.RLIMIT_NOFILE, (8192, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     sys.path.insert(0, str(HERE))
@@ -214,7 +221,7 @@ def main() -> int:
                 if variant == "baseline":
                     cenv["PYTHONPATH"] = os.pathsep.join(filter(None, [baseline_path, env.get("PYTHONPATH")]))
                 cmd = [sys.executable, __file__, "--child", "full" if variant == "baseline" else variant, "--url", url,
-                       "--sessions", str(args.sessions)]
+                       "--sessions", str(args.sessions), "--history", str(args.history)]
                 p = subprocess.run(cmd + (["--hooks"] if args.hooks else []), capture_output=True, text=True, env=cenv,
                                    timeout=600)
                 lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
