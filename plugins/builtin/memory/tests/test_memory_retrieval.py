@@ -210,3 +210,40 @@ def test_binary_prefilter_matches_exact_search(tmp_path, minilm):
     print(f"\nbinary prefilter (20 of {n} candidates) top-5 agreement with exact KNN: {np.mean(agree):.3f}")
     assert np.mean(agree) >= 0.85  # MiniLM's 384 bits: >= 0.9; the static table's 256 bits: 0.86 (issue 29)
     index.close()
+
+
+def test_queries_expected_for_recall_are_embedded_in_one_pass_with_the_same_vectors(tmp_path, minilm):
+    """Concurrent recalls: the first query embedded takes the others queued for recall along (one forward
+    pass for many, instead of one each); each gets the vector it would have got alone."""
+    index = MemoryIndex(tmp_path / "m.db", minilm, workspace=tmp_path)
+    queries = [f"how did we fix the login bug, take {i}" for i in range(5)] + ["what is the deploy target"]
+    alone = {q: np.asarray(minilm.embed([q]), dtype=np.float32)[0] for q in queries}
+    calls = []
+    embed = minilm.embed
+    try:
+        minilm.embed = lambda texts: (calls.append(list(texts)), embed(texts))[1]
+        for q in queries:
+            index.expect_query(q)
+        index.unexpect_query(queries[3])  # its turn went on without it: no pass embeds it
+        first = index.query_vector(queries[0])
+        assert calls == [[q for i, q in enumerate(queries) if i != 3]]
+        for q in queries[1:3] + queries[4:]:  # answered from the pass above
+            np.testing.assert_allclose(index.query_vector(q), alone[q], atol=1e-5)
+        np.testing.assert_allclose(first, alone[queries[0]], atol=1e-5)
+        assert len(calls) == 1
+        np.testing.assert_allclose(index.query_vector(queries[3]), alone[queries[3]], atol=1e-5)
+        assert calls[1] == [queries[3]]
+    finally:
+        minilm.embed = embed
+        index.close()
+
+
+def test_the_default_model_embeds_a_batch_of_queries_as_it_embeds_each_alone():
+    """Padding inside a pass changes nothing: the attention mask keeps a short query's vector its own."""
+    from clawkit_memory.local import LocalEmbeddings
+
+    model = LocalEmbeddings()
+    queries = ["fix the login bug in auth.py", "deploy", "what did we decide about the database migration last week?"]
+    together = model.embed(queries)
+    for q, v in zip(queries, together):
+        np.testing.assert_allclose(v, model.embed([q])[0], atol=1e-4)

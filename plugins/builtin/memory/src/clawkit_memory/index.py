@@ -53,6 +53,10 @@ def tags_of(text: str) -> list[str]:
     return sorted(found)
 
 
+QUERY_BATCH = 32  # queries per embedding call at most (short ones: one forward pass)
+QUERY_CACHE = 1024  # query vectors kept (1.5 MiB at 384 dimensions), and queries expected at most
+
+
 @dataclass
 class IndexReport:
     """What one indexing run did."""
@@ -97,6 +101,9 @@ class MemoryIndex:
         self.generation = 0  # bumped on every write: search caches key on it
         self.binary = BinaryPrefilter()  # in-memory bit vectors for the Hamming prefilter, kept in step
         self._query_cache: dict[str, np.ndarray] = {}
+        # queries submitted for recall and not embedded yet (insertion order; the main thread adds, the memory
+        # thread takes): the first one embedded takes the others along in the same call (expect_query)
+        self._expected: dict[str, None] = {}
         self._state_conns: dict[str, tuple[Any, tuple]] = {}  # session db -> (read-only connection, file id)
         self._episodes_lock = threading.Lock()
         self._trust_filled: set[tuple[str, str]] = set()  # (partition, session db) whose old episodes got provenance
@@ -197,11 +204,33 @@ class MemoryIndex:
                 self._ensure_vectors()
         v = self._query_cache.get(text)
         if v is None:
-            v = np.asarray(self.provider.embed([text]), dtype=np.float32)[0]
-            if len(self._query_cache) > 256:
-                self._query_cache.clear()
-            self._query_cache[text] = v
+            cache, expected = self._query_cache, self._expected
+            # the other queries waiting for recall embedded in the same call: the model's weights are read and
+            # widened once per forward pass, which a short query alone pays in full (~15 ms of CPU); a pass
+            # of 32 short queries costs little more than one
+            batch = [text, *(q for q in list(expected)[:QUERY_BATCH] if q != text and q not in cache)][:QUERY_BATCH]
+            vectors = np.asarray(self.provider.embed(batch), dtype=np.float32)
+            for q in batch:
+                expected.pop(q, None)
+            cache.update(zip(batch, vectors))
+            while len(cache) > QUERY_CACHE:  # the oldest go (a batch's other queries are the newest: kept)
+                del cache[next(iter(cache))]
+            v = vectors[0]
         return v
+
+    def expect_query(self, text: str) -> None:
+        """``text`` will be asked of :meth:`query_vector` soon (a recall was queued for it): whichever
+        query is embedded first takes it along in the same call. Any thread; a query embedded or
+        abandoned meanwhile costs nothing more than its share of a pass."""
+        expected = self._expected
+        if text not in self._query_cache and text not in expected:
+            if len(expected) >= QUERY_CACHE:  # recalls that never ran (a worker that stopped)
+                expected.clear()
+            expected[text] = None
+
+    def unexpect_query(self, text: str) -> None:
+        """The recall queued for ``text`` will not run (its turn went on without it): no pass embeds it."""
+        self._expected.pop(text, None)
 
     # --- writing chunks ----------------------------------------------------------------
 

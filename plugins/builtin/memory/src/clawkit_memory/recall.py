@@ -74,11 +74,13 @@ def start_recall(ctx: Any, mem: "AgentMemory", text: str) -> None:
 
     def job() -> Any:
         if "hits" in st:  # the prompt was built without it (many turns at once: the queue was long): skip
+            mem.index.unexpect_query(text)
             timings["skipped"] = 1.0
             ready.set_result(time.perf_counter())
             return []
         return mem.recall(text, session_id=sid, extra_partitions=extra, timings=timings, ready=ready)
 
+    mem.index.expect_query(text)  # embedded along with the first query the worker embeds (one pass for many)
     future = mem.executor.submit(job)
     st["memory"] = mem
     st.update({"future": future, "ready": ready, "started": started, "budget_ms": rc.budget_ms,
