@@ -184,8 +184,9 @@ def test_ctrl_c_in_chat_cancels_the_reply_and_the_chat_goes_on(agent_dir, model_
         os.write(fd, b"\x03")  # Ctrl-C, through the terminal's line discipline
         wait_for(fd, b"you> ")
         os.write(fd, b"and now?\r")
-        wait_for(fd, b"Answered the second.")
-        wait_for(fd, b"you> ")
+        out = wait_for(fd, b"Answered the second.")
+        if b"you> " not in out[out.index(b"Answered the second."):]:  # (a loaded machine: one read brings both)
+            wait_for(fd, b"you> ")
         os.write(fd, b"\x04")  # Ctrl-D at the empty prompt leaves
         _, status = os.waitpid(pid, 0)
         pid = 0
