@@ -29,7 +29,7 @@ from .redact import redact, redact_text
 if TYPE_CHECKING:
     from .approvers import ApprovalTimeout, callback_approver, deny_approver, make_terminal_approver, terminal_approver
     from .config import Grant, PolicyConfig
-    from .gate import Pending, Turn, config, decide, prepare, record
+    from .gate import Pending, Turn, config, decide, prepare, record, submit_record
     from .ledger import AuditLedger, Verification
     from .state import PolicyState
     from .writer import LedgerWriter
@@ -40,7 +40,7 @@ _LAZY = {
     **dict.fromkeys(("ApprovalTimeout", "callback_approver", "deny_approver", "make_terminal_approver",
                      "terminal_approver"), ".approvers"),
     **dict.fromkeys(("Grant", "PolicyConfig"), ".config"),
-    **dict.fromkeys(("Pending", "Turn", "config", "decide", "prepare", "record"), ".gate"),
+    **dict.fromkeys(("Pending", "Turn", "config", "decide", "prepare", "record", "submit_record"), ".gate"),
     **dict.fromkeys(("AuditLedger", "Verification"), ".ledger"),
     "PolicyState": ".state",
     "LedgerWriter": ".writer",
@@ -324,15 +324,17 @@ def on_event(event):
     data = dict(event.data)
     call_id = data.get("call_id")
     p = _pending.get((event.session_id, call_id)) if call_id else None
-    ids = dict(p.ids) if p else {"session_id": event.session_id, "trace_id": data.get("trace_id"),
-                                  "task_id": data.get("task_id"), "run_id": event.run_id, "step_id": call_id,
-                                  "tool": data.get("tool")}
+    # the pending call's ids as they are (never changed: each record is a new dict built from them)
+    ids = p.ids if p else {"session_id": event.session_id, "trace_id": data.get("trace_id"),
+                           "task_id": data.get("task_id"), "run_id": event.run_id, "step_id": call_id,
+                           "tool": data.get("tool")}
     if event.type == "tool.approval" and p is not None:
         _approval(turn, p, data, ids, event.ts)
         return
     if event.type == "tool.blocked" and p is not None:
         _pending.pop((event.session_id, call_id), None)
-    record(turn, "event", ids, decision=event.type, reason=str(data.get("reason") or "") or None, data=data, ts=event.ts)
+    submit_record(turn, "event", {**ids, "decision": event.type, "reason": str(data.get("reason") or "") or None,
+                                  "data": data, "ts": event.ts})
 
 
 def _approval(turn: Turn, p: Pending, data: dict[str, Any], ids: dict[str, Any], ts: float) -> None:
